@@ -1,0 +1,1 @@
+"""gpuplace.adapters."""

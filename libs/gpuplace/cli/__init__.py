@@ -1,0 +1,1 @@
+"""The `gpuplace` command line (typer + rich)."""

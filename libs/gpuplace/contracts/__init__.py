@@ -1,0 +1,1 @@
+"""gpuplace.contracts."""

@@ -1,0 +1,1 @@
+"""Thin FastStream apps, one per service; no business logic."""
