@@ -1,0 +1,48 @@
+"""The envelope every gpuplace event carries: identity, origin, time and schema version.
+
+`event_id` is the idempotency key: consumers record it in the same transaction as the state it changes,
+so a redelivered message changes nothing. The Kafka key is `cluster/<entity>`, which keeps every event
+of one entity in one partition and therefore in order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def _new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Envelope(BaseModel):
+    """Fields shared by every event. Subclasses fix `kind` and add their payload fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    event_id: str = Field(default_factory=_new_event_id, min_length=1, max_length=128)
+    cluster: str = Field(min_length=1, max_length=128, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    region: str = Field(default="local", min_length=1, max_length=64)
+    occurred_at: datetime = Field(default_factory=_now)
+    schema_version: int = Field(default=1, alias="schema", ge=1)
+
+    def entity(self) -> str:
+        """The entity this event is about; subclasses override."""
+        raise NotImplementedError
+
+    def kafka_key(self) -> bytes:
+        return kafka_key(self.cluster, self.entity())
+
+
+def kafka_key(cluster: str, entity: str) -> bytes:
+    """Kafka key rule: `cluster/<entity>` (DESIGN §4)."""
+    return f"{cluster}/{entity}".encode()
+
+
+__all__ = ["Envelope", "kafka_key"]

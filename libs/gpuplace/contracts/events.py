@@ -1,0 +1,206 @@
+"""The public event schema of gpuplace: one pydantic model per topic (AsyncAPI source).
+
+Subscribing teams can install and import this package alone; it imports nothing else from gpuplace.
+Each model is the `v1` shape of its topic. Adding optional fields keeps v1; anything else is a v2 topic.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpuplace.contracts.envelope import Envelope
+
+_K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+class GpuRequest(BaseModel):
+    """What a pod asks of GPUs, already parsed from whichever vocabulary its manifest used.
+
+    Per-GPU memory and per-GPU share are both first-class: robotics pods ask for memory, traces for shares.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpu_count: int = Field(ge=1, le=64)
+    memory_mib_per_gpu: int | None = Field(default=None, ge=1)
+    share_milli_per_gpu: int | None = Field(default=None, ge=1, le=1000)
+    allowed_models: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_unit_for_shared(self) -> GpuRequest:
+        if self.gpu_count > 1 and self.share_milli_per_gpu not in (None, 1000):
+            raise ValueError("a fractional share is only allowed for a single-GPU request")
+        return self
+
+
+class PodEvent(Envelope):
+    """gpuplace.pods.v1: a pod that asks gpuplace to schedule it, its binding, or its end."""
+
+    kind: Literal["pending", "bound", "deleted"]
+    namespace: str = Field(pattern=_K8S_NAME, max_length=63)
+    name: str = Field(pattern=_K8S_NAME, max_length=253)
+    uid: str = Field(min_length=1)
+    priority: int = 0
+    cpu_milli: int = Field(default=0, ge=0)
+    memory_mib: int = Field(default=0, ge=0)
+    gpu: GpuRequest | None = None
+    request_error: str | None = None  # the manifest's GPU request could not be parsed: report, never guess
+    deadline_ms: float | None = Field(default=None, gt=0)
+    frame_rate_hz: float | None = Field(default=None, gt=0)
+    workload: str | None = None
+    node_name: str | None = None
+    owner: str | None = None  # "<Kind>/<name>" of the controller, for per-owner eviction limits
+    created_at: datetime | None = None
+
+    def entity(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class NodeEvent(Envelope):
+    """gpuplace.nodes.v1: a node's GPU inventory, from its GPU Feature Discovery labels and allocatable."""
+
+    kind: Literal["upsert", "deleted"]
+    name: str = Field(pattern=_K8S_NAME, max_length=253)
+    cpu_milli: int = Field(default=0, ge=0)
+    memory_mib: int = Field(default=0, ge=0)
+    gpu_model: str | None = None
+    gpu_count: int = Field(default=0, ge=0, le=64)
+    gpu_memory_mib: int = Field(default=0, ge=0)
+    ready: bool = True
+    unschedulable: bool = False
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: tuple[str, ...] = ()  # "key=value:Effect"
+
+    def entity(self) -> str:
+        return self.name
+
+
+class GpuTelemetry(Envelope):
+    """gpuplace.telemetry.v1: one GPU's observed state (NVML or a DCGM exporter)."""
+
+    kind: Literal["sample"] = "sample"
+    node: str = Field(pattern=_K8S_NAME, max_length=253)
+    gpu_index: int = Field(ge=0, le=63)
+    gpu_uuid: str | None = None
+    model: str | None = None
+    memory_total_mib: int = Field(ge=0)
+    memory_used_mib: int = Field(ge=0)
+    utilization_pct: float = Field(default=0.0, ge=0, le=100)
+    healthy: bool = True
+
+    @model_validator(mode="after")
+    def _used_within_total(self) -> GpuTelemetry:
+        if self.memory_used_mib > self.memory_total_mib:
+            raise ValueError("memory_used_mib exceeds memory_total_mib")
+        return self
+
+    def entity(self) -> str:
+        return f"{self.node}/{self.gpu_index}"
+
+
+class LatencyWindow(Envelope):
+    """gpuplace.latency.v1: per-pod frame latency summarised over a window."""
+
+    kind: Literal["window"] = "window"
+    namespace: str = Field(pattern=_K8S_NAME, max_length=63)
+    pod: str = Field(pattern=_K8S_NAME, max_length=253)
+    workload: str = Field(min_length=1)
+    node: str | None = None
+    gpu_index: int | None = Field(default=None, ge=0)
+    window_s: float = Field(gt=0)
+    frames: int = Field(ge=1)
+    p50_ms: float = Field(ge=0)
+    p95_ms: float = Field(ge=0)
+    p99_ms: float = Field(ge=0)
+    deadline_ms: float | None = Field(default=None, gt=0)
+    deadline_misses: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered_percentiles(self) -> LatencyWindow:
+        if not self.p50_ms <= self.p95_ms <= self.p99_ms:
+            raise ValueError("percentiles must satisfy p50 <= p95 <= p99")
+        if self.deadline_misses > self.frames:
+            raise ValueError("deadline_misses exceeds frames")
+        return self
+
+    def entity(self) -> str:
+        return f"{self.namespace}/{self.pod}"
+
+
+class GpuAssignment(BaseModel):
+    """One GPU given to a pod: its index on the node and what of it the pod holds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int = Field(ge=0)
+    uuid: str | None = None
+    memory_mib: int = Field(ge=0)
+    share_milli: int = Field(ge=0, le=1000)
+
+
+PlacementKind = Literal[
+    "decided", "bound", "bind_failed", "unschedulable", "invalid_request", "slo_violation",
+    "defrag_planned", "evicted", "defrag_completed", "defrag_aborted",
+]
+
+
+class PlacementEvent(Envelope):
+    """gpuplace.placements.v1: what gpuplace decided or did about one pod, with its reasons."""
+
+    kind: PlacementKind
+    namespace: str
+    pod: str
+    pod_uid: str | None = None
+    node: str | None = None
+    gpus: tuple[GpuAssignment, ...] = ()
+    policy: str | None = None
+    reasons: dict[str, str] = Field(default_factory=dict)  # node class or step -> why
+    decision_id: str | None = None
+
+    def entity(self) -> str:
+        return f"{self.namespace}/{self.pod}"
+
+
+class DeadLetter(Envelope):
+    """gpuplace.deadletter.v1: a message a consumer could not accept, with why and its original bytes."""
+
+    kind: Literal["rejected"] = "rejected"
+    source_topic: str
+    source_partition: int | None = None
+    source_offset: int | None = None
+    consumer: str
+    reason: str
+    original_key_b64: str | None = None
+    original_value_b64: str
+
+    @classmethod
+    def of(cls, *, cluster: str, source_topic: str, consumer: str, reason: str, value: bytes,
+           key: bytes | None = None, partition: int | None = None, offset: int | None = None) -> DeadLetter:
+        return cls(
+            cluster=cluster, source_topic=source_topic, consumer=consumer, reason=reason[:4000],
+            source_partition=partition, source_offset=offset,
+            original_key_b64=base64.b64encode(key).decode() if key is not None else None,
+            original_value_b64=base64.b64encode(value).decode(),
+        )
+
+    def entity(self) -> str:
+        return f"{self.source_topic}/{self.source_partition}/{self.source_offset}"
+
+
+TOPIC_MODELS: dict[str, type[Envelope]] = {
+    "gpuplace.pods.v1": PodEvent,
+    "gpuplace.nodes.v1": NodeEvent,
+    "gpuplace.telemetry.v1": GpuTelemetry,
+    "gpuplace.latency.v1": LatencyWindow,
+    "gpuplace.placements.v1": PlacementEvent,
+    "gpuplace.deadletter.v1": DeadLetter,
+}
+
+__all__ = [
+    "GpuRequest", "PodEvent", "NodeEvent", "GpuTelemetry", "LatencyWindow", "GpuAssignment",
+    "PlacementKind", "PlacementEvent", "DeadLetter", "TOPIC_MODELS",
+]
