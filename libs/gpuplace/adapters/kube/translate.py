@@ -1,0 +1,96 @@
+"""Kubernetes objects (as their JSON dicts) -> gpuplace events. Pure: no client, no clock.
+
+The watcher hands every pod and node it sees to these functions; the result goes to Kafka unchanged.
+A pod whose GPU request cannot be parsed still becomes a `pending` event, carrying `request_error`, so
+the placement service reports it on the placements topic instead of it waiting silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from gpuplace.adapters.kube import quantity
+from gpuplace.adapters.kube.vocabulary import RequestError, parse_pod_request
+from gpuplace.contracts.events import NodeEvent, PodEvent
+
+GPU_PRODUCT = "nvidia.com/gpu.product"
+GPU_MEMORY = "nvidia.com/gpu.memory"  # MiB per GPU, as GPU Feature Discovery writes it
+GPU_COUNT = "nvidia.com/gpu.count"
+NVIDIA_GPU = "nvidia.com/gpu"
+
+Json = Mapping[str, Any]
+
+
+def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False) -> PodEvent:
+    """One pod -> `pending`, `bound` or `deleted`, with its parsed GPU request or the parse error."""
+    meta, spec = pod.get("metadata", {}), pod.get("spec", {})
+    annotations = meta.get("annotations") or {}
+    containers = spec.get("containers") or []
+    limits = [_requests_and_limits(c) for c in containers]
+    fields: dict[str, Any] = {}
+    try:
+        request = parse_pod_request(annotations, limits)
+        fields.update(gpu=request.gpu, deadline_ms=request.deadline_ms, frame_rate_hz=request.frame_rate_hz,
+                      workload=request.workload)
+    except RequestError as exc:
+        fields["request_error"] = str(exc)
+    node_name = spec.get("nodeName")
+    kind = "deleted" if deleted or meta.get("deletionTimestamp") else ("bound" if node_name else "pending")
+    return PodEvent(
+        cluster=cluster, region=region, kind=kind,
+        namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
+        priority=int(spec.get("priority") or 0),
+        cpu_milli=sum(quantity.milli(_resources(c).get("cpu", "0")) for c in containers),
+        memory_mib=sum(quantity.memory_mib(_resources(c).get("memory", "0"), bare_unit_mib=False) for c in containers),
+        node_name=node_name, owner=_owner(meta), created_at=_time(meta.get("creationTimestamp")),
+        **fields,
+    )
+
+
+def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False) -> NodeEvent:
+    """One node -> its GPU inventory from GPU Feature Discovery labels and allocatable `nvidia.com/gpu`."""
+    meta, spec, status = node.get("metadata", {}), node.get("spec", {}), node.get("status", {})
+    labels = meta.get("labels") or {}
+    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    gpus = quantity.count(str(allocatable.get(NVIDIA_GPU, labels.get(GPU_COUNT, "0"))))
+    return NodeEvent(
+        cluster=cluster, region=region, kind="deleted" if deleted else "upsert",
+        name=meta["name"],
+        cpu_milli=quantity.milli(str(allocatable.get("cpu", "0"))),
+        memory_mib=quantity.memory_mib(str(allocatable.get("memory", "0")), bare_unit_mib=False),
+        gpu_model=labels.get(GPU_PRODUCT), gpu_count=gpus,
+        gpu_memory_mib=quantity.count(labels.get(GPU_MEMORY, "0")),
+        ready=_ready(status), unschedulable=bool(spec.get("unschedulable")),
+        labels=dict(labels),
+        taints=tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in spec.get("taints") or []),
+    )
+
+
+def _resources(container: Json) -> Json:
+    """Requests, falling back to limits (Kubernetes defaults requests to limits)."""
+    resources = container.get("resources") or {}
+    return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+
+
+def _requests_and_limits(container: Json) -> dict[str, str]:
+    return {k: str(v) for k, v in _resources(container).items()}
+
+
+def _owner(meta: Json) -> str | None:
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return f"{ref['kind']}/{ref['name']}"
+    return None
+
+
+def _ready(status: Json) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+__all__ = ["pod_event", "node_event", "GPU_PRODUCT", "GPU_MEMORY", "GPU_COUNT", "NVIDIA_GPU"]

@@ -1,0 +1,204 @@
+"""SQL for the fleet state: nodes, GPUs, pods, allocations, decisions, outbox, processed events.
+
+Every method runs inside the caller's transaction (see unit_of_work.py). Capacity is checked by the
+database itself: `reserve()` adds to a GPU's assigned memory only where the sum stays within capacity,
+and fails the whole reservation otherwise, so concurrent placement workers cannot over-commit a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gpuplace.adapters.postgres.tables import (
+    allocations,
+    decisions,
+    gpus,
+    latency_windows,
+    nodes,
+    outbox,
+    pods,
+    processed_events,
+)
+
+Row = Mapping[str, Any]
+
+
+class CapacityConflict(Exception):
+    """The GPUs or the node no longer have the room a decision assumed; the transaction must roll back."""
+
+
+@dataclass(frozen=True)
+class GpuGrant:
+    """What one pod takes of one GPU."""
+
+    index: int
+    memory_mib: int
+    share_milli: int
+
+
+class StateRepository:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    # -- idempotency -----------------------------------------------------------------------------
+    async def claim_event(self, consumer: str, event_id: str) -> bool:
+        """Record `event_id` as processed by `consumer`; False if it already was (skip the event)."""
+        stmt = insert(processed_events).values(consumer=consumer, event_id=event_id)
+        result = await self._conn.execute(stmt.on_conflict_do_nothing().returning(processed_events.c.event_id))
+        return result.first() is not None
+
+    # -- nodes and GPUs --------------------------------------------------------------------------
+    async def upsert_node(self, node: Mapping[str, Any]) -> None:
+        """Insert or update a node and make its GPU rows match `gpu_count` (extra idle GPUs are dropped)."""
+        values = {k: node[k] for k in ("cluster", "name", "region", "cpu_milli", "memory_mib", "gpu_model",
+                                       "gpu_count", "gpu_memory_mib", "ready", "unschedulable", "labels", "taints")}
+        stmt = insert(nodes).values(**values)
+        updates = {k: stmt.excluded[k] for k in values if k not in ("cluster", "name")}
+        await self._conn.execute(stmt.on_conflict_do_update(
+            index_elements=[nodes.c.cluster, nodes.c.name], set_={**updates, "updated_at": func.now()}))
+        if node["gpu_count"]:
+            gpu_rows = [{"cluster": node["cluster"], "node": node["name"], "index": i, "model": node["gpu_model"],
+                         "memory_total_mib": node["gpu_memory_mib"]} for i in range(node["gpu_count"])]
+            gstmt = insert(gpus).values(gpu_rows)
+            await self._conn.execute(gstmt.on_conflict_do_update(
+                index_elements=[gpus.c.cluster, gpus.c.node, gpus.c.index],
+                set_={"model": gstmt.excluded.model, "memory_total_mib": gstmt.excluded.memory_total_mib}))
+        await self._conn.execute(delete(gpus).where(
+            gpus.c.cluster == node["cluster"], gpus.c.node == node["name"], gpus.c.index >= node["gpu_count"]))
+
+    async def delete_node(self, cluster: str, name: str) -> list[str]:
+        """Remove a node; returns the uids of pods that held GPUs there (their allocations go with it)."""
+        held = await self._conn.execute(select(allocations.c.pod_uid).distinct().where(
+            allocations.c.cluster == cluster, allocations.c.node == name))
+        uids = [r.pod_uid for r in held]
+        await self._conn.execute(delete(nodes).where(nodes.c.cluster == cluster, nodes.c.name == name))
+        return uids
+
+    async def record_telemetry(self, cluster: str, node: str, index: int, **observed: Any) -> bool:
+        """Store a GPU's observed memory/utilisation/health; False when the GPU is not in the inventory."""
+        result = await self._conn.execute(update(gpus).where(
+            gpus.c.cluster == cluster, gpus.c.node == node, gpus.c.index == index,
+        ).values(**observed, telemetry_at=func.now()).returning(gpus.c.index))
+        return result.first() is not None
+
+    async def load_nodes(self, cluster: str) -> list[Row]:
+        result = await self._conn.execute(select(nodes).where(nodes.c.cluster == cluster).order_by(nodes.c.name))
+        return [r._mapping for r in result]
+
+    async def load_gpus(self, cluster: str) -> list[Row]:
+        result = await self._conn.execute(
+            select(gpus).where(gpus.c.cluster == cluster).order_by(gpus.c.node, gpus.c.index))
+        return [r._mapping for r in result]
+
+    # -- pods --------------------------------------------------------------------------------------
+    async def upsert_pod(self, pod: Mapping[str, Any]) -> Row:
+        """Insert a pod seen for the first time, or refresh its request; returns the stored row.
+
+        The pod's `state` is only set on insert: after that it moves through reserve/bind/release.
+        """
+        stmt = insert(pods).values(**pod)
+        refresh = {k: stmt.excluded[k] for k in pod if k not in ("cluster", "uid", "state", "node", "reason")}
+        result = await self._conn.execute(stmt.on_conflict_do_update(
+            index_elements=[pods.c.cluster, pods.c.uid], set_=refresh).returning(*pods.c))
+        return result.one()._mapping
+
+    async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> Row | None:
+        stmt = select(pods).where(pods.c.cluster == cluster, pods.c.uid == uid)
+        result = await self._conn.execute(stmt.with_for_update() if for_update else stmt)
+        row = result.first()
+        return row._mapping if row else None
+
+    async def set_pod_state(self, cluster: str, uid: str, state: str, **fields: Any) -> None:
+        await self._conn.execute(update(pods).where(pods.c.cluster == cluster, pods.c.uid == uid).values(
+            state=state, **fields))
+
+    async def pods_in_state(self, cluster: str, states: Sequence[str]) -> list[Row]:
+        result = await self._conn.execute(select(pods).where(
+            pods.c.cluster == cluster, pods.c.state.in_(states)).order_by(pods.c.first_seen_at))
+        return [r._mapping for r in result]
+
+    async def load_allocations(self, cluster: str) -> list[Row]:
+        result = await self._conn.execute(select(allocations).where(allocations.c.cluster == cluster))
+        return [r._mapping for r in result]
+
+    # -- reservations ------------------------------------------------------------------------------
+    async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant],
+                      cpu_milli: int, memory_mib: int, decision_id: str) -> None:
+        """Take `grants` on `node` for the pod, or raise CapacityConflict (caller rolls back)."""
+        node_ok = await self._conn.execute(update(nodes).where(
+            nodes.c.cluster == cluster, nodes.c.name == node,
+            nodes.c.cpu_assigned_milli + cpu_milli <= nodes.c.cpu_milli,
+            nodes.c.memory_assigned_mib + memory_mib <= nodes.c.memory_mib,
+        ).values(cpu_assigned_milli=nodes.c.cpu_assigned_milli + cpu_milli,
+                 memory_assigned_mib=nodes.c.memory_assigned_mib + memory_mib).returning(nodes.c.name))
+        if node_ok.first() is None:
+            raise CapacityConflict(f"node {node}: CPU or memory no longer fits")
+        rows = []
+        for g in grants:
+            ok = await self._conn.execute(update(gpus).where(
+                gpus.c.cluster == cluster, gpus.c.node == node, gpus.c.index == g.index,
+                gpus.c.memory_assigned_mib + g.memory_mib <= gpus.c.memory_total_mib,
+                gpus.c.share_assigned_milli + g.share_milli <= 1000,
+            ).values(memory_assigned_mib=gpus.c.memory_assigned_mib + g.memory_mib,
+                     share_assigned_milli=gpus.c.share_assigned_milli + g.share_milli).returning(gpus.c.index))
+            if ok.first() is None:
+                raise CapacityConflict(f"node {node} GPU {g.index}: no longer has {g.memory_mib} MiB free")
+            rows.append({"cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index, "node": node,
+                         "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": decision_id})
+        await self._conn.execute(insert(allocations).values(rows))
+
+    async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:
+        """Give back everything the pod holds; returns the node it held, None if it held nothing."""
+        held = await self._conn.execute(delete(allocations).where(
+            allocations.c.cluster == cluster, allocations.c.pod_uid == pod_uid,
+        ).returning(allocations.c.node, allocations.c.gpu_index, allocations.c.memory_mib, allocations.c.share_milli))
+        grants = held.all()
+        for g in grants:
+            await self._conn.execute(update(gpus).where(
+                gpus.c.cluster == cluster, gpus.c.node == g.node, gpus.c.index == g.gpu_index,
+            ).values(memory_assigned_mib=gpus.c.memory_assigned_mib - g.memory_mib,
+                     share_assigned_milli=gpus.c.share_assigned_milli - g.share_milli))
+        if not grants:
+            return None
+        await self._conn.execute(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == grants[0].node).values(
+            cpu_assigned_milli=nodes.c.cpu_assigned_milli - cpu_milli,
+            memory_assigned_mib=nodes.c.memory_assigned_mib - memory_mib))
+        return grants[0].node
+
+    # -- decisions and outbox ------------------------------------------------------------------------
+    async def add_decision(self, decision: Mapping[str, Any]) -> None:
+        await self._conn.execute(insert(decisions).values(**decision))
+
+    async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
+        await self._conn.execute(insert(outbox).values(topic=topic, key=key, payload=json.loads(payload_json)))
+
+    async def take_unpublished(self, limit: int) -> list[Row]:
+        """Lock a batch of unpublished outbox rows; other relays skip them (SKIP LOCKED)."""
+        result = await self._conn.execute(select(outbox).where(outbox.c.published_at.is_(None))
+                                          .order_by(outbox.c.id).limit(limit).with_for_update(skip_locked=True))
+        return [r._mapping for r in result]
+
+    async def mark_published(self, ids: Sequence[int]) -> None:
+        await self._conn.execute(update(outbox).where(outbox.c.id.in_(ids)).values(published_at=func.now()))
+
+    # -- latency -------------------------------------------------------------------------------------
+    async def add_latency_window(self, window: Mapping[str, Any]) -> None:
+        await self._conn.execute(insert(latency_windows).values(**window))
+
+    async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> Row | None:
+        result = await self._conn.execute(
+            select(allocations.c.node, allocations.c.gpu_index, pods.c.uid, pods.c.deadline_ms)
+            .join(pods, and_(pods.c.cluster == allocations.c.cluster, pods.c.uid == allocations.c.pod_uid))
+            .where(pods.c.cluster == cluster, pods.c.namespace == namespace, pods.c.name == name).limit(1))
+        row = result.first()
+        return row._mapping if row else None
+
+
+__all__ = ["StateRepository", "CapacityConflict", "GpuGrant"]

@@ -1,0 +1,166 @@
+"""PostgreSQL state of the fleet (DESIGN §5), as SQLAlchemy Core tables; migrations mirror this module.
+
+The database, not any process's memory, is the truth about capacity: `gpus` carries CHECK constraints so
+that even a buggy writer cannot over-commit a GPU, and `allocations` has one row per (pod, GPU) so a pod
+cannot hold a GPU twice. `processed_events` makes every consumer idempotent by `event_id`; `outbox` holds
+events that become visible on Kafka only after the transaction that produced them commits.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+nodes = Table(
+    "nodes", metadata,
+    Column("cluster", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("region", Text, nullable=False),
+    Column("cpu_milli", BigInteger, nullable=False),
+    Column("memory_mib", BigInteger, nullable=False),
+    Column("cpu_assigned_milli", BigInteger, nullable=False, server_default="0"),
+    Column("memory_assigned_mib", BigInteger, nullable=False, server_default="0"),
+    Column("gpu_model", Text),
+    Column("gpu_count", Integer, nullable=False),
+    Column("gpu_memory_mib", Integer, nullable=False),
+    Column("ready", Boolean, nullable=False),
+    Column("unschedulable", Boolean, nullable=False),
+    Column("labels", JSONB, nullable=False, server_default="{}"),
+    Column("taints", JSONB, nullable=False, server_default="[]"),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+gpus = Table(
+    "gpus", metadata,
+    Column("cluster", Text, primary_key=True),
+    Column("node", Text, primary_key=True),
+    Column("index", Integer, primary_key=True),
+    Column("uuid", Text),
+    Column("model", Text),
+    Column("memory_total_mib", Integer, nullable=False),
+    Column("memory_assigned_mib", Integer, nullable=False, server_default="0"),
+    Column("share_assigned_milli", Integer, nullable=False, server_default="0"),
+    Column("memory_observed_mib", Integer),
+    Column("utilization_pct", Float),
+    Column("healthy", Boolean, nullable=False, server_default="true"),
+    Column("telemetry_at", DateTime(timezone=True)),
+    ForeignKeyConstraint(["cluster", "node"], ["nodes.cluster", "nodes.name"], ondelete="CASCADE"),
+    CheckConstraint("memory_assigned_mib >= 0 AND memory_assigned_mib <= memory_total_mib", name="gpu_memory_fits"),
+    CheckConstraint("share_assigned_milli >= 0 AND share_assigned_milli <= 1000", name="gpu_share_fits"),
+)
+
+pods = Table(
+    "pods", metadata,
+    Column("cluster", Text, primary_key=True),
+    Column("uid", Text, primary_key=True),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("state", Text, nullable=False),  # pending | reserved | bound | unschedulable | invalid | deleted
+    Column("priority", Integer, nullable=False, server_default="0"),
+    Column("request", JSONB),
+    Column("cpu_milli", BigInteger, nullable=False, server_default="0"),
+    Column("memory_mib", BigInteger, nullable=False, server_default="0"),
+    Column("deadline_ms", Float),
+    Column("frame_rate_hz", Float),
+    Column("workload", Text),
+    Column("owner", Text),
+    Column("node", Text),
+    Column("reason", Text),
+    Column("first_seen_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("reserved_at", DateTime(timezone=True)),
+    Column("bound_at", DateTime(timezone=True)),
+    CheckConstraint(
+        "state IN ('pending','reserved','bound','unschedulable','invalid','deleted')", name="pod_state_known"
+    ),
+)
+Index("pods_by_name", pods.c.cluster, pods.c.namespace, pods.c.name)
+Index("pods_waiting", pods.c.cluster, pods.c.state)
+
+allocations = Table(
+    "allocations", metadata,
+    Column("cluster", Text, primary_key=True),
+    Column("pod_uid", Text, primary_key=True),
+    Column("gpu_index", Integer, primary_key=True),
+    Column("node", Text, nullable=False),
+    Column("memory_mib", Integer, nullable=False),
+    Column("share_milli", Integer, nullable=False),
+    Column("decision_id", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    ForeignKeyConstraint(["cluster", "pod_uid"], ["pods.cluster", "pods.uid"], ondelete="CASCADE"),
+    ForeignKeyConstraint(["cluster", "node", "gpu_index"], ["gpus.cluster", "gpus.node", "gpus.index"],
+                         ondelete="CASCADE"),
+)
+
+decisions = Table(
+    "decisions", metadata,
+    Column("id", Text, primary_key=True),
+    Column("cluster", Text, nullable=False),
+    Column("namespace", Text, nullable=False),
+    Column("pod", Text, nullable=False),
+    Column("pod_uid", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("node", Text),
+    Column("gpus", JSONB, nullable=False, server_default="[]"),
+    Column("policy", Text),
+    Column("reasons", JSONB, nullable=False, server_default="{}"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+Index("decisions_by_pod", decisions.c.cluster, decisions.c.pod_uid)
+
+outbox = Table(
+    "outbox", metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("topic", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("published_at", DateTime(timezone=True)),
+)
+Index("outbox_unpublished", outbox.c.id, postgresql_where=outbox.c.published_at.is_(None))
+
+processed_events = Table(
+    "processed_events", metadata,
+    Column("consumer", Text, primary_key=True),
+    Column("event_id", Text, primary_key=True),
+    Column("processed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+latency_windows = Table(
+    "latency_windows", metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("cluster", Text, nullable=False),
+    Column("namespace", Text, nullable=False),
+    Column("pod", Text, nullable=False),
+    Column("workload", Text, nullable=False),
+    Column("node", Text),
+    Column("gpu_index", Integer),
+    Column("window_end", DateTime(timezone=True), nullable=False),
+    Column("window_s", Float, nullable=False),
+    Column("frames", Integer, nullable=False),
+    Column("p50_ms", Float, nullable=False),
+    Column("p95_ms", Float, nullable=False),
+    Column("p99_ms", Float, nullable=False),
+    Column("deadline_ms", Float),
+    Column("deadline_misses", Integer, nullable=False),
+)
+Index("latency_by_pod", latency_windows.c.cluster, latency_windows.c.namespace, latency_windows.c.pod)
+Index("latency_by_workload", latency_windows.c.workload, latency_windows.c.node, latency_windows.c.gpu_index)
+
+__all__ = ["metadata", "nodes", "gpus", "pods", "allocations", "decisions", "outbox", "processed_events",
+           "latency_windows"]

@@ -1,0 +1,67 @@
+"""One PostgreSQL transaction as a unit of work: it rolls back unless `commit()` is called.
+
+Usage (Architecture Patterns with Python, ch. 6):
+
+    async with uow_factory() as uow:
+        if not await uow.state.claim_event("placement", event.event_id):
+            return                      # already processed: idempotent by event_id
+        ...                             # repository calls, all in this transaction
+        await uow.commit()
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction, create_async_engine
+
+from gpuplace.adapters.postgres.state_repository import StateRepository
+
+
+def make_engine(database_url: str, *, pool_size: int = 5) -> AsyncEngine:
+    """The process's one engine; built by the composition root, disposed at shutdown."""
+    return create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+
+class PostgresUnitOfWork:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._conn: AsyncConnection | None = None
+        self._tx: AsyncTransaction | None = None
+        self.state: StateRepository
+
+    async def __aenter__(self) -> PostgresUnitOfWork:
+        self._conn = await self._engine.connect()
+        self._tx = await self._conn.begin()
+        self.state = StateRepository(self._conn)
+        return self
+
+    async def commit(self) -> None:
+        assert self._tx is not None, "commit() outside `async with`"
+        await self._tx.commit()
+
+    async def rollback(self) -> None:
+        if self._tx is not None and self._tx.is_active:
+            await self._tx.rollback()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        try:
+            await self.rollback()
+        finally:
+            if self._conn is not None:
+                await self._conn.close()
+            self._conn = self._tx = None
+
+
+class PostgresUnitOfWorkFactory:
+    """Callable that opens a fresh unit of work on a shared engine."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    def __call__(self) -> PostgresUnitOfWork:
+        return PostgresUnitOfWork(self.engine)
+
+
+__all__ = ["PostgresUnitOfWork", "PostgresUnitOfWorkFactory", "make_engine"]
