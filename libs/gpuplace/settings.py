@@ -16,6 +16,12 @@ class Settings(BaseSettings):
     kafka_bootstrap: str = "127.0.0.1:19092"
     database_url: SecretStr = SecretStr("postgresql+asyncpg://gpuplace:gpuplace@127.0.0.1:55432/gpuplace")
     kubeconfig: str | None = Field(default=None, validation_alias=AliasChoices("GPUPLACE_KUBECONFIG", "KUBECONFIG"))
+    # cluster name -> kubeconfig path, for a placement worker serving several clusters
+    # (GPUPLACE_KUBECONFIGS='{"east": "/etc/gpuplace/east.kubeconfig", ...}'); defaults to {cluster: kubeconfig}.
+    kubeconfigs: dict[str, str] = Field(default_factory=dict)
+    # cluster-watcher scope: all nodes and namespaces unless narrowed (a node pool, a tenant's namespace)
+    node_label_selector: str = ""
+    namespace: str = ""
     cluster: str = Field(default="east", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     region: str = "local"
     scheduler_name: str = "gpuplace"
@@ -23,6 +29,15 @@ class Settings(BaseSettings):
     consumer_group_prefix: str = "gpuplace"
     topic_suffix: str = ""  # lets tests share one broker without colliding
     log_level: str = "INFO"
+    # gpu-agent: the node it reports for, and where it reads GPUs (NVML if no DCGM exporter URL is given)
+    node_name: str | None = None
+    dcgm_url: str | None = None
+    telemetry_interval_s: float = Field(default=5.0, gt=0)
+
+    def cluster_kubeconfigs(self) -> dict[str, str]:
+        if self.kubeconfigs:
+            return dict(self.kubeconfigs)
+        return {self.cluster: self.kubeconfig} if self.kubeconfig else {}
 
     def topic(self, name: str) -> str:
         return f"{name}{self.topic_suffix}"

@@ -12,6 +12,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 _COMMAND_MODULES = (
     "gpuplace.cli.sim",
     "gpuplace.cli.bench",
+    "gpuplace.cli.services",
+    "gpuplace.cli.demo",
 )
 
 

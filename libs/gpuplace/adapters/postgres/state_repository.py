@@ -30,10 +30,6 @@ from gpuplace.adapters.postgres.tables import (
 Row = Mapping[str, Any]
 
 
-class CapacityConflict(Exception):
-    """The GPUs or the node no longer have the room a decision assumed; the transaction must roll back."""
-
-
 @dataclass(frozen=True)
 class GpuGrant:
     """What one pod takes of one GPU."""
@@ -115,7 +111,13 @@ class StateRepository:
         row = result.first()
         return row._mapping if row else None
 
-    async def set_pod_state(self, cluster: str, uid: str, state: str, **fields: Any) -> None:
+    async def set_pod_state(self, cluster: str, uid: str, state: str, *, mark_bound: bool = False,
+                            **fields: Any) -> None:
+        """Move a pod to `state`; `mark_bound` stamps bound_at with the database's clock."""
+        if mark_bound:
+            fields["bound_at"] = func.now()
+        if state == "reserved":
+            fields["reserved_at"] = func.now()
         await self._conn.execute(update(pods).where(pods.c.cluster == cluster, pods.c.uid == uid).values(
             state=state, **fields))
 
@@ -130,8 +132,11 @@ class StateRepository:
 
     # -- reservations ------------------------------------------------------------------------------
     async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant],
-                      cpu_milli: int, memory_mib: int, decision_id: str) -> None:
-        """Take `grants` on `node` for the pod, or raise CapacityConflict (caller rolls back)."""
+                      cpu_milli: int, memory_mib: int, decision_id: str) -> str | None:
+        """Take `grants` on `node` for the pod; None on success, else why it no longer fits.
+
+        On a refusal the transaction holds partial updates: the caller must roll back (not commit).
+        """
         node_ok = await self._conn.execute(update(nodes).where(
             nodes.c.cluster == cluster, nodes.c.name == node,
             nodes.c.cpu_assigned_milli + cpu_milli <= nodes.c.cpu_milli,
@@ -139,7 +144,7 @@ class StateRepository:
         ).values(cpu_assigned_milli=nodes.c.cpu_assigned_milli + cpu_milli,
                  memory_assigned_mib=nodes.c.memory_assigned_mib + memory_mib).returning(nodes.c.name))
         if node_ok.first() is None:
-            raise CapacityConflict(f"node {node}: CPU or memory no longer fits")
+            return f"node {node}: CPU or memory no longer fits"
         rows = []
         for g in grants:
             ok = await self._conn.execute(update(gpus).where(
@@ -149,10 +154,11 @@ class StateRepository:
             ).values(memory_assigned_mib=gpus.c.memory_assigned_mib + g.memory_mib,
                      share_assigned_milli=gpus.c.share_assigned_milli + g.share_milli).returning(gpus.c.index))
             if ok.first() is None:
-                raise CapacityConflict(f"node {node} GPU {g.index}: no longer has {g.memory_mib} MiB free")
+                return f"node {node} GPU {g.index}: no longer has {g.memory_mib} MiB free"
             rows.append({"cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index, "node": node,
                          "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": decision_id})
         await self._conn.execute(insert(allocations).values(rows))
+        return None
 
     async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:
         """Give back everything the pod holds; returns the node it held, None if it held nothing."""
@@ -188,6 +194,12 @@ class StateRepository:
     async def mark_published(self, ids: Sequence[int]) -> None:
         await self._conn.execute(update(outbox).where(outbox.c.id.in_(ids)).values(published_at=func.now()))
 
+    async def count_bound_twice(self, cluster: str) -> int:
+        """Pods with more than one `bound` decision: must always be zero."""
+        twice = select(decisions.c.pod_uid).where(decisions.c.cluster == cluster, decisions.c.kind == "bound") \
+            .group_by(decisions.c.pod_uid).having(func.count() > 1).subquery()
+        return int((await self._conn.execute(select(func.count()).select_from(twice))).scalar_one())
+
     # -- latency -------------------------------------------------------------------------------------
     async def add_latency_window(self, window: Mapping[str, Any]) -> None:
         await self._conn.execute(insert(latency_windows).values(**window))
@@ -201,4 +213,4 @@ class StateRepository:
         return row._mapping if row else None
 
 
-__all__ = ["StateRepository", "CapacityConflict", "GpuGrant"]
+__all__ = ["StateRepository", "GpuGrant"]

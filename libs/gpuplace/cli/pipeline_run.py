@@ -1,0 +1,338 @@
+"""Run the whole pipeline on the local stack against a KWOK fleet and a stream of perception pods.
+
+What `gpuplace demo`, the end-to-end test and `gpuplace bench pipeline` share. One run is isolated from
+every other by a run id: its cluster ids, topic suffix, consumer groups, namespace and node names all
+carry it, so runs can share one Kafka, one PostgreSQL and the same kube-apiservers. The run cleans up
+its nodes and namespace in the clusters when it ends (KWOK's fleet would otherwise grow run after run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from gpuplace.adapters.kube.cluster_api import KubeClusterApi
+from gpuplace.adapters.kube.informer import list_and_watch
+from gpuplace.adapters.kube.translate import GPU_COUNT, GPU_MEMORY, GPU_PRODUCT
+from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
+from gpuplace.adapters.postgres import migrate
+from gpuplace.bootstrap import cluster_api, database
+from gpuplace.core import robotics
+from gpuplace.core.model import Node, Pod
+from gpuplace.settings import Settings
+from services.cluster_watcher import app as cluster_watcher
+from services.placement import app as placement
+
+FLEET_LABEL = "gpuplace.io/fleet"
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class RunConfig:
+    kubeconfigs: dict[str, str]  # apiserver name -> kubeconfig
+    nodes: int = 100  # in total, split over the clusters
+    pods: int = 800
+    gpus_per_node: int = 8
+    seed: int = 7
+    policy: str = "fgd"
+    timeout_s: float = 600.0
+    settle_s: float = 5.0  # no progress for this long with nothing pending in flight: done
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+    keep: bool = False  # leave nodes and pods in the clusters after the run
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    clusters: dict[str, str]  # cluster id -> apiserver name
+    namespace: str
+    pods_submitted: int
+    pods_bound: int
+    pods_unschedulable: int
+    gpus_overcommitted: int
+    bound_twice: int
+    gpus_used: int
+    gpus_total: int
+    gpu_memory_used_pct: float
+    pending_to_bound_ms: dict[str, float]
+    binds_per_s: float
+    seconds: float
+    bound_at: dict[str, float] = field(repr=False, default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        keys = ("run_id", "clusters", "pods_submitted", "pods_bound", "pods_unschedulable", "gpus_overcommitted",
+                "bound_twice", "gpus_used", "gpus_total", "gpu_memory_used_pct", "pending_to_bound_ms",
+                "binds_per_s", "seconds")
+        return {k: getattr(self, k) for k in keys}
+
+
+def _node_manifest(node: Node, run_id: str) -> dict[str, Any]:
+    gpus = len(node.gpus)
+    capacity = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "256",
+                "nvidia.com/gpu": str(gpus)}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": node.name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {FLEET_LABEL: run_id, "type": "kwok", "kubernetes.io/hostname": node.name,
+                       GPU_PRODUCT: node.gpu_model, GPU_MEMORY: str(node.gpu_memory_mib), GPU_COUNT: str(gpus)},
+        },
+        "spec": {},
+        "status": {"allocatable": capacity, "capacity": capacity},
+    }
+
+
+def _pod_manifest(pod: Pod, namespace: str, scheduler: str) -> dict[str, Any]:
+    name = pod.name.rsplit("/", 1)[-1]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "annotations": {
+            "gpuplace.io/gpu-memory": f"{pod.gpu.memory_mib}Mi",
+            "gpuplace.io/deadline-ms": str(pod.deadline_ms), "gpuplace.io/frame-rate": str(pod.frame_rate_hz),
+            "gpuplace.io/workload": pod.workload_class or "unknown",
+        }},
+        "spec": {
+            "schedulerName": scheduler, "priority": pod.priority,
+            "containers": [{"name": "perception", "image": "registry.local/perception:1",
+                            "resources": {"requests": {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}}}],
+        },
+    }
+
+
+class PipelineRun:
+    def __init__(self, config: RunConfig, settings: Settings, progress: Progress | None = None) -> None:
+        if not config.kubeconfigs:
+            raise ValueError("no cluster to run in: start the stack (deploy/local/stack.sh up) or set KUBECONFIG")
+        self.config = config
+        self.settings = settings
+        self.progress = progress or (lambda stage, done, total: None)
+        self.clusters = {f"{name}-{config.run_id}": name for name in config.kubeconfigs}
+        self.namespace = f"gpuplace-run-{config.run_id}"
+        self.suffix = f".run-{config.run_id}"
+        self.submitted_at: dict[str, float] = {}
+        self.bound_at: dict[str, float] = {}
+        self.bound_node: dict[str, str] = {}
+
+    def _settings(self, **overrides: Any) -> Settings:
+        return self.settings.model_copy(update={"topic_suffix": self.suffix, "policy": self.config.policy,
+                                                "namespace": self.namespace,
+                                                "node_label_selector": f"{FLEET_LABEL}={self.config.run_id}",
+                                                **overrides})
+
+    async def run(self) -> RunResult:
+        migrate.upgrade(self.settings.database_url.get_secret_value())
+        stop = asyncio.Event()
+        started = time.monotonic()
+        tasks: list[asyncio.Task[None]] = []
+        async with _apis(self.config.kubeconfigs) as apis:
+            fleets = self._fleets()
+            try:
+                await self._create_fleet(apis, fleets)
+                tasks += self._start_services(stop)
+                tasks += [asyncio.create_task(self._track(apis[name], cluster, stop))
+                          for cluster, name in self.clusters.items()]
+                await self._wait_inventory(fleets)
+                await self._submit(apis)
+                await self._wait_done(tasks)
+                return await self._result(apis, fleets, time.monotonic() - started)
+            finally:
+                stop.set()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                if not self.config.keep:
+                    await self._cleanup(apis, fleets)
+
+    # -- setup -----------------------------------------------------------------------------------------
+    def _fleets(self) -> dict[str, list[Node]]:
+        names = list(self.clusters)
+        per = np.array_split(np.arange(self.config.nodes), len(names))
+        return {cluster: robotics.fleet(len(idx), gpus_per_node=self.config.gpus_per_node,
+                                        seed=self.config.seed + k, prefix=f"{cluster}-n")
+                for k, (cluster, idx) in enumerate(zip(names, per, strict=True))}
+
+    async def _create_fleet(self, apis: dict[str, KubeClusterApi], fleets: dict[str, list[Node]]) -> None:
+        total = sum(len(f) for f in fleets.values())
+        done = 0
+        for cluster, nodes in fleets.items():
+            api = apis[self.clusters[cluster]]
+            await api.core.create_namespace({"metadata": {"name": self.namespace}})
+            for chunk in _chunks(nodes, 32):
+                await asyncio.gather(*(_create_node(api, _node_manifest(n, self.config.run_id)) for n in chunk))
+                done += len(chunk)
+                self.progress("nodes", done, total)
+
+    def _start_services(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
+        tasks = [asyncio.create_task(placement.run(self._settings(kubeconfigs={
+            cluster: self.config.kubeconfigs[name] for cluster, name in self.clusters.items()}), stop))]
+        for cluster, name in self.clusters.items():
+            tasks.append(asyncio.create_task(cluster_watcher.run(
+                self._settings(cluster=cluster), stop, kubeconfig=self.config.kubeconfigs[name])))
+        return tasks
+
+    async def _wait_inventory(self, fleets: dict[str, list[Node]]) -> None:
+        expected = sum(len(f) for f in fleets.values())
+        deadline = time.monotonic() + 120
+        async with database(self.settings) as uow_factory:
+            while time.monotonic() < deadline:
+                async with uow_factory() as uow:
+                    seen = sum([len(await uow.state.load_nodes(c)) for c in self.clusters])
+                self.progress("inventory", seen, expected)
+                if seen >= expected:
+                    return
+                await asyncio.sleep(0.5)
+        raise TimeoutError(f"placement saw {seen} of {expected} nodes within 120 s")
+
+    async def _submit(self, apis: dict[str, KubeClusterApi]) -> None:
+        names = list(self.clusters)
+        pods = robotics.pods(self.config.pods, seed=self.config.seed)
+        slots = asyncio.Semaphore(24)
+
+        async def create(i: int, pod: Pod) -> None:
+            cluster = names[i % len(names)]
+            api = apis[self.clusters[cluster]]
+            async with slots:
+                key = f"{cluster}/{pod.name}"
+                self.submitted_at[key] = time.monotonic()
+                await api.core.create_namespaced_pod(self.namespace, _pod_manifest(pod, self.namespace,
+                                                                                    self.settings.scheduler_name),
+                                                     _preload_content=False)
+                if len(self.submitted_at) % 50 == 0:
+                    self.progress("submitted", len(self.submitted_at), len(pods))
+
+        await asyncio.gather(*(create(i, pod) for i, (pod, _) in enumerate(pods)))
+        self.progress("submitted", len(pods), len(pods))
+
+    async def _track(self, api: KubeClusterApi, cluster: str, stop: asyncio.Event) -> None:
+        """Watch the run's pods: the first time a pod shows a node is its bind time."""
+        selector = f"metadata.namespace={self.namespace}"
+        async for _kind, obj in list_and_watch(api, "pods", stop=stop, field_selector=selector, watch_timeout_s=30):
+            node = (obj.get("spec") or {}).get("nodeName")
+            key = f"{cluster}/{obj['metadata']['name']}"
+            if node and key not in self.bound_at:
+                self.bound_at[key] = time.monotonic()
+                self.bound_node[key] = node
+                if len(self.bound_at) % 25 == 0:
+                    self.progress("bound", len(self.bound_at), self.config.pods)
+
+    async def _wait_done(self, services: list[asyncio.Task[None]]) -> None:
+        """Until every pod is bound or waits for a reason, with no progress for `settle_s`."""
+        deadline = time.monotonic() + self.config.timeout_s
+        last_change, last_seen = time.monotonic(), (-1, -1)
+        async with database(self.settings) as uow_factory:
+            while time.monotonic() < deadline:
+                for task in services:
+                    if task.done() and task.exception():
+                        raise RuntimeError("a pipeline service stopped") from task.exception()
+                async with uow_factory() as uow:
+                    states = [r["state"] for c in self.clusters for r in await uow.state.pods_in_state(
+                        c, ("pending", "reserved", "bound", "unschedulable", "invalid"))]
+                settled = sum(s in ("bound", "unschedulable", "invalid") for s in states)
+                seen = (settled, len(self.bound_at))
+                if seen != last_seen:
+                    last_seen, last_change = seen, time.monotonic()
+                    self.progress("bound", len(self.bound_at), self.config.pods)
+                if (settled >= self.config.pods and len(self.bound_at) >= states.count("bound")
+                        and time.monotonic() - last_change >= 1.0):
+                    return
+                if time.monotonic() - last_change >= max(self.config.settle_s, 30.0):
+                    return  # no progress at all: report what happened instead of hanging
+                await asyncio.sleep(0.25)
+        raise TimeoutError(f"pods did not settle within {self.config.timeout_s:.0f} s")
+
+    # -- results -------------------------------------------------------------------------------------
+    async def _result(self, apis: dict[str, KubeClusterApi], fleets: dict[str, list[Node]],
+                      seconds: float) -> RunResult:
+        assigned: dict[tuple[str, str, int], int] = {}
+        bound = 0
+        for cluster, name in self.clusters.items():
+            body = await _list_json(apis[name], self.namespace)
+            for pod in body:
+                node = (pod.get("spec") or {}).get("nodeName")
+                if not node:
+                    continue
+                bound += 1
+                raw = (pod["metadata"].get("annotations") or {}).get(ASSIGNMENT)
+                for gpu in json.loads(raw)["gpus"] if raw else []:
+                    key = (cluster, node, gpu["index"])
+                    assigned[key] = assigned.get(key, 0) + gpu["memory_mib"]
+        capacity = {(c, n.name, g.index): g.memory_mib for c, f in fleets.items() for n in f for g in n.gpus}
+        over = sum(1 for key, used in assigned.items() if used > capacity.get(key, 0))
+        async with database(self.settings) as uow_factory, uow_factory() as uow:
+            unschedulable = sum([len(await uow.state.pods_in_state(c, ("unschedulable", "invalid")))
+                                 for c in self.clusters])
+            twice = sum([await uow.state.count_bound_twice(c) for c in self.clusters])
+        waits = np.array([(self.bound_at[k] - self.submitted_at[k]) * 1000.0 for k in self.bound_at
+                          if k in self.submitted_at])
+        pct = {f"p{q}": round(float(np.percentile(waits, q)), 1) if len(waits) else 0.0 for q in (50, 95, 99)}
+        span = (max(self.bound_at.values()) - min(self.submitted_at.values())) if self.bound_at else 0.0
+        return RunResult(
+            run_id=self.config.run_id, clusters=self.clusters, namespace=self.namespace,
+            pods_submitted=len(self.submitted_at), pods_bound=bound, pods_unschedulable=unschedulable,
+            gpus_overcommitted=over, bound_twice=twice, gpus_used=len(assigned), gpus_total=len(capacity),
+            gpu_memory_used_pct=round(100.0 * sum(assigned.values()) / max(1, sum(capacity.values())), 2),
+            pending_to_bound_ms=pct, binds_per_s=round(bound / span, 1) if span > 0 else 0.0,
+            seconds=round(seconds, 1), bound_at=dict(self.bound_at),
+        )
+
+    async def _cleanup(self, apis: dict[str, KubeClusterApi], fleets: dict[str, list[Node]]) -> None:
+        for cluster, nodes in fleets.items():
+            api = apis[self.clusters[cluster]]
+            await _ignore_404(api.core.delete_namespace(self.namespace))
+            for chunk in _chunks(nodes, 32):
+                await asyncio.gather(*(_ignore_404(api.core.delete_node(n.name)) for n in chunk))
+
+
+class _apis:
+    """Async context manager: one KubeClusterApi per apiserver name."""
+
+    def __init__(self, kubeconfigs: dict[str, str]) -> None:
+        self._kubeconfigs = kubeconfigs
+        self._contexts: list[Any] = []
+
+    async def __aenter__(self) -> dict[str, KubeClusterApi]:
+        apis = {}
+        for name, path in self._kubeconfigs.items():
+            ctx = cluster_api(path)
+            apis[name] = await ctx.__aenter__()
+            self._contexts.append(ctx)
+        return apis
+
+    async def __aexit__(self, *exc: object) -> None:
+        for ctx in reversed(self._contexts):
+            await ctx.__aexit__(None, None, None)
+
+
+async def _create_node(api: KubeClusterApi, manifest: dict[str, Any]) -> None:
+    response = await api.core.create_node(manifest, _preload_content=False)
+    response.release()
+
+
+async def _list_json(api: KubeClusterApi, namespace: str) -> list[dict[str, Any]]:
+    response = await api.core.list_namespaced_pod(namespace, _preload_content=False)
+    try:
+        return json.loads(await response.read()).get("items") or []
+    finally:
+        response.release()
+
+
+async def _ignore_404(call: Any) -> None:
+    try:
+        await call
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+__all__ = ["RunConfig", "RunResult", "PipelineRun"]

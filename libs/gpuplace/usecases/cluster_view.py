@@ -1,0 +1,123 @@
+"""One cluster's placement state in memory, rebuilt from PostgreSQL (the truth) whenever in doubt.
+
+The placement service decides against this view and then asks the database to reserve; only after the
+database agreed does the view charge the same resources. A disagreement (another worker took the GPU,
+an operator edited a row) is resolved by re-hydrating, never by trusting memory over the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpuplace.core.model import MILLI_PER_GPU, Gpu, GpuRequest, Node, Pod
+from gpuplace.core.snapshot import ClusterSnapshot, kind_of
+from gpuplace.usecases.ports import Row
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What one pod holds on one node: per GPU index, its share and memory; plus CPU and memory."""
+
+    node: str
+    gpu_indices: tuple[int, ...]
+    share_milli: int
+    gpu_memory_mib: int
+    cpu_milli: int
+    memory_mib: int
+
+
+@dataclass
+class ClusterView:
+    cluster: str
+    snapshot: ClusterSnapshot | None
+    holds: dict[str, Hold] = field(default_factory=dict)  # pod uid -> what it holds
+
+    @classmethod
+    def hydrate(cls, cluster: str, nodes: Sequence[Row], gpus: Sequence[Row], allocations: Sequence[Row],
+                pods: Sequence[Row]) -> ClusterView:
+        """Build the view from the rows of `nodes`, `gpus`, `allocations` and the pods holding them."""
+        gpus_by_node: dict[str, list[Row]] = {}
+        for g in gpus:
+            gpus_by_node.setdefault(g["node"], []).append(g)
+        schedulable = [n for n in nodes if n["ready"] and not n["unschedulable"]]
+        core_nodes = [_core_node(n, gpus_by_node.get(n["name"], [])) for n in schedulable]
+        snapshot = ClusterSnapshot(core_nodes) if core_nodes else None
+        if snapshot is not None:
+            for row, n in enumerate(schedulable):
+                for g in gpus_by_node.get(n["name"], []):
+                    snapshot.observed_used_memory_mib[row, g["index"]] = g["memory_observed_mib"] or 0
+        pod_rows = {p["uid"]: p for p in pods}
+        grants: dict[str, list[Row]] = {}
+        for a in allocations:
+            grants.setdefault(a["pod_uid"], []).append(a)
+        holds = {}
+        for uid, rows in grants.items():
+            pod = pod_rows.get(uid)
+            holds[uid] = Hold(
+                node=rows[0]["node"], gpu_indices=tuple(sorted(r["gpu_index"] for r in rows)),
+                share_milli=rows[0]["share_milli"], gpu_memory_mib=rows[0]["memory_mib"],
+                cpu_milli=pod["cpu_milli"] if pod else 0, memory_mib=pod["memory_mib"] if pod else 0,
+            )
+        view = cls(cluster, snapshot, holds)
+        if snapshot is not None:
+            view._count_kinds()
+        return view
+
+    def _count_kinds(self) -> None:
+        """Per-node counts of request kinds (GpuClustering's input), which rows alone do not carry."""
+        assert self.snapshot is not None
+        for hold in self.holds.values():
+            if hold.node in self.snapshot.node_names and hold.gpu_indices:
+                row = self.snapshot.index_of(hold.node)
+                self.snapshot.gpu_pods_by_kind[row, kind_of(len(hold.gpu_indices), hold.share_milli)] += 1
+
+    def has_node(self, name: str) -> bool:
+        return self.snapshot is not None and name in self.snapshot.node_names
+
+    def charge(self, uid: str, hold: Hold) -> None:
+        if self.has_node(hold.node):
+            assert self.snapshot is not None
+            self.snapshot.charge(self.snapshot.index_of(hold.node), hold.gpu_indices, hold.cpu_milli,
+                                 hold.memory_mib, hold.share_milli, hold.gpu_memory_mib,
+                                 kind_of(len(hold.gpu_indices), hold.share_milli))
+        self.holds[uid] = hold
+
+    def refund(self, uid: str) -> Hold | None:
+        hold = self.holds.pop(uid, None)
+        if hold is not None and self.has_node(hold.node):
+            assert self.snapshot is not None
+            self.snapshot.refund(self.snapshot.index_of(hold.node), hold.gpu_indices, hold.cpu_milli,
+                                 hold.memory_mib, hold.share_milli, hold.gpu_memory_mib,
+                                 kind_of(len(hold.gpu_indices), hold.share_milli))
+        return hold
+
+
+def _core_node(node: Row, gpus: Sequence[Row]) -> Node:
+    ordered = sorted(gpus, key=lambda g: g["index"])
+    return Node(
+        name=node["name"], cpu_milli=node["cpu_milli"], memory_mib=node["memory_mib"],
+        cpu_free_milli=node["cpu_milli"] - node["cpu_assigned_milli"],
+        memory_free_mib=node["memory_mib"] - node["memory_assigned_mib"],
+        gpus=tuple(
+            Gpu(index=g["index"], model=g["model"] or "", memory_mib=g["memory_total_mib"],
+                free_share_milli=MILLI_PER_GPU - g["share_assigned_milli"],
+                free_memory_mib=g["memory_total_mib"] - g["memory_assigned_mib"])
+            for g in ordered
+        ),
+    )
+
+
+def core_pod(row: Row) -> Pod:
+    """A stored pod row -> the core's Pod."""
+    request = row["request"]
+    gpu = GpuRequest() if not request else GpuRequest(
+        count=request["gpu_count"], share_milli=request.get("share_milli_per_gpu"),
+        memory_mib=request.get("memory_mib_per_gpu"), allowed_models=tuple(request.get("allowed_models") or ()),
+    )
+    return Pod(name=f"{row['namespace']}/{row['name']}", cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"],
+               gpu=gpu, priority=row["priority"], deadline_ms=row["deadline_ms"], frame_rate_hz=row["frame_rate_hz"],
+               workload_class=row["workload"])
+
+
+__all__ = ["ClusterView", "Hold", "core_pod"]

@@ -1,0 +1,84 @@
+"""The placement service's bridge to the core: a policy by name, fed the workload the service has seen.
+
+Fragmentation-aware policies measure holes against the typical workload M (DESIGN §6). The trace
+simulator knows M up front; a live service does not, so it learns M from the requests of the pods it has
+seen in each cluster (a sliding window of recent pods), and rebuilds the policy when M or the cluster's
+GPU types change. The policy's per-node statuses become per-node-class reasons for pods that wait.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable
+
+from gpuplace.core.demand import resolve
+from gpuplace.core.framework import registry, runtime
+from gpuplace.core.framework.interface import Policy, PolicyContext
+from gpuplace.core.model import Pod
+from gpuplace.core.workload import typical_workload
+from gpuplace.usecases.cluster_view import ClusterView
+from gpuplace.usecases.placement import Choice
+
+WINDOW_PODS = 2_000  # recent pods that define the typical workload
+REFRESH_EVERY = 100  # pods between rebuilds of the policy's workload
+
+
+class _ClusterPolicy:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.recent: deque[Pod] = deque(maxlen=WINDOW_PODS)
+        self.policy: Policy | None = None
+        self.built_for: tuple | None = None
+        self.since_refresh = 0
+
+    def policy_for(self, view: ClusterView, pod: Pod) -> Policy:
+        assert view.snapshot is not None
+        self.recent.append(pod)
+        self.since_refresh += 1
+        key = (view.snapshot.gpu_types, view.snapshot.uid)
+        if self.policy is None or self.built_for != key or self.since_refresh >= REFRESH_EVERY:
+            workload = typical_workload(list(self.recent), view.snapshot.gpu_types)
+            self.policy = registry.make(self.name, PolicyContext(workload=workload))
+            self.built_for, self.since_refresh = key, 0
+        return self.policy
+
+
+def decider(policy_name: str) -> Callable[[ClusterView, Pod], Choice | dict[str, str]]:
+    """A `Decide` function for PlacementService using the named core policy."""
+    registry.make(policy_name, PolicyContext())  # fail at start-up, not on the first pod, if the name is wrong
+    per_cluster: dict[str, _ClusterPolicy] = {}
+
+    def decide(view: ClusterView, pod: Pod) -> Choice | dict[str, str]:
+        snapshot = view.snapshot
+        assert snapshot is not None
+        policy = per_cluster.setdefault(view.cluster, _ClusterPolicy(policy_name)).policy_for(view, pod)
+        decision = runtime.place(snapshot, pod, policy)
+        if not decision.scheduled:
+            return reasons_by_node_class(view, decision.statuses)
+        demand = resolve(pod, snapshot)
+        gpu_type = snapshot.gpu_type_id[decision.node]
+        return Choice(
+            node=decision.node_name or "", gpu_indices=decision.gpu_indices,
+            share_milli=int(demand.share_milli_by_type[gpu_type]) if decision.gpu_indices else 0,
+            gpu_memory_mib=int(demand.gpu_memory_mib_by_type[gpu_type]) if decision.gpu_indices else 0,
+        )
+
+    return decide
+
+
+def reasons_by_node_class(view: ClusterView, statuses: dict) -> dict[str, str]:
+    """Per GPU product: how many nodes said what (the most common reason first)."""
+    assert view.snapshot is not None
+    snapshot = view.snapshot
+    by_class: dict[str, Counter[str]] = {}
+    for name, status in statuses.items():
+        row = snapshot.index_of(name)
+        product = snapshot.gpu_types[snapshot.gpu_type_id[row]].model or "cpu-only"
+        by_class.setdefault(product, Counter())["; ".join(status.reasons) or status.code.name.lower()] += 1
+    return {
+        product: ", ".join(f"{n} node(s): {reason}" for reason, n in counts.most_common(3))
+        for product, counts in sorted(by_class.items())
+    }
+
+
+__all__ = ["decider", "reasons_by_node_class"]

@@ -1,0 +1,58 @@
+"""Fold inventory, telemetry and latency events into the fleet state, idempotently by event_id.
+
+Each function is one transaction: claim the event id, apply it, commit. A redelivered event finds its id
+claimed and changes nothing.
+"""
+
+from __future__ import annotations
+
+from gpuplace.contracts.events import GpuTelemetry, LatencyWindow, NodeEvent
+from gpuplace.usecases.ports import UnitOfWorkFactory
+
+
+async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consumer: str) -> bool:
+    """Apply a node inventory event; returns False if it was a duplicate."""
+    async with uow_factory() as uow:
+        if not await uow.state.claim_event(consumer, event.event_id):
+            return False
+        if event.kind == "deleted":
+            await uow.state.delete_node(event.cluster, event.name)
+        else:
+            await uow.state.upsert_node({
+                "cluster": event.cluster, "name": event.name, "region": event.region,
+                "cpu_milli": event.cpu_milli, "memory_mib": event.memory_mib, "gpu_model": event.gpu_model,
+                "gpu_count": event.gpu_count, "gpu_memory_mib": event.gpu_memory_mib, "ready": event.ready,
+                "unschedulable": event.unschedulable, "labels": event.labels, "taints": list(event.taints),
+            })
+        await uow.commit()
+    return True
+
+
+async def ingest_telemetry(uow_factory: UnitOfWorkFactory, event: GpuTelemetry, *, consumer: str) -> bool:
+    """Store what a GPU reports about itself; samples for GPUs not in the inventory are ignored."""
+    async with uow_factory() as uow:
+        if not await uow.state.claim_event(consumer, event.event_id):
+            return False
+        await uow.state.record_telemetry(
+            event.cluster, event.node, event.gpu_index, uuid=event.gpu_uuid,
+            memory_observed_mib=event.memory_used_mib, utilization_pct=event.utilization_pct, healthy=event.healthy,
+        )
+        await uow.commit()
+    return True
+
+
+async def ingest_latency(uow_factory: UnitOfWorkFactory, event: LatencyWindow, *, consumer: str) -> bool:
+    async with uow_factory() as uow:
+        if not await uow.state.claim_event(consumer, event.event_id):
+            return False
+        await uow.state.add_latency_window({
+            "cluster": event.cluster, "namespace": event.namespace, "pod": event.pod, "workload": event.workload,
+            "node": event.node, "gpu_index": event.gpu_index, "window_end": event.occurred_at,
+            "window_s": event.window_s, "frames": event.frames, "p50_ms": event.p50_ms, "p95_ms": event.p95_ms,
+            "p99_ms": event.p99_ms, "deadline_ms": event.deadline_ms, "deadline_misses": event.deadline_misses,
+        })
+        await uow.commit()
+    return True
+
+
+__all__ = ["ingest_node", "ingest_telemetry", "ingest_latency"]

@@ -1,0 +1,314 @@
+"""Place pending pods: decide with the core, reserve in one transaction, then annotate and bind.
+
+The order of effects is what keeps the fleet safe when any process dies at any instant (DESIGN §5):
+1. one transaction claims the event id, records the pod, reserves its GPUs (the database re-checks
+   capacity), writes the decision and its `decided` event to the outbox, and commits;
+2. the in-memory view charges the same resources;
+3. the pod is annotated with its GPUs and bound through pods/binding;
+4. a second transaction records the outcome (`bound`, or the release after `bind_failed`).
+A crash after 1 leaves a `reserved` pod that hydration finds and binds again; a 409 on bind means the pod
+is bound already, so we reconcile with what the API says instead of retrying.
+
+Pods that do not fit wait in a queue (priority, then deadline, then arrival) and are tried again when the
+cluster changes: a node arrives or a pod leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gpuplace.contracts import topics
+from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PodEvent
+from gpuplace.core.model import Pod
+from gpuplace.core.queue import queue_key
+from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod
+from gpuplace.usecases.ingest import ingest_node
+from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
+
+log = logging.getLogger(__name__)
+CONSUMER = "placement"
+
+
+class ClusterApi(Protocol):
+    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: dict[str, Any]) -> Any: ...
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class Choice:
+    node: str
+    gpu_indices: tuple[int, ...]
+    share_milli: int
+    gpu_memory_mib: int
+
+
+Decide = Callable[[ClusterView, Pod], "Choice | dict[str, str]"]
+"""The core's decision for one pod: a Choice, or the reasons it fits nowhere (node class -> why)."""
+
+
+@dataclass
+class _Cluster:
+    view: ClusterView
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    waiting: dict[str, Row] = field(default_factory=dict)  # uid -> pod row, pods that fit nowhere yet
+    last_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+class PlacementService:
+    def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], decide: Decide, *,
+                 policy: str, topic_suffix: str = "", bind_concurrency: int = 16) -> None:
+        self._uow_factory = uow_factory
+        self._apis = cluster_apis
+        self._decide = decide
+        self._policy = policy
+        self._suffix = topic_suffix
+        self._clusters: dict[str, _Cluster] = {}
+        self._bind_slots = asyncio.Semaphore(bind_concurrency)
+        self._binds: set[asyncio.Task[None]] = set()
+
+    # -- entry points (one per topic) ---------------------------------------------------------------
+    async def on_node(self, event: NodeEvent) -> None:
+        if not await ingest_node(self._uow_factory, event, consumer=CONSUMER):
+            return
+        state = await self._cluster(event.cluster)
+        async with state.lock:
+            await self._rehydrate(state)
+            await self._retry_waiting(state)
+
+    async def on_pod(self, event: PodEvent) -> None:
+        state = await self._cluster(event.cluster)
+        async with state.lock:
+            if event.kind == "deleted":
+                await self._forget(state, event)
+                await self._retry_waiting(state)
+            elif event.kind == "bound":
+                await self._confirm_bound(event)
+            else:
+                await self._on_pending(state, event)
+
+    async def drain(self) -> None:
+        """Wait for binds in flight (shutdown, tests)."""
+        while self._binds:
+            await asyncio.gather(*list(self._binds), return_exceptions=True)
+
+    # -- pending pods --------------------------------------------------------------------------------
+    async def _on_pending(self, state: _Cluster, event: PodEvent) -> None:
+        async with self._uow_factory() as uow:
+            if not await uow.state.claim_event(CONSUMER, event.event_id):
+                return
+            row = await uow.state.upsert_pod(_pod_row(event))
+            if row["state"] == "pending" and event.request_error:
+                await uow.state.set_pod_state(event.cluster, event.uid, "invalid", reason=event.request_error)
+                await self._record(uow, row, "invalid_request", reasons={"request": event.request_error})
+                await uow.commit()
+                return
+            await uow.commit()
+        if row["state"] in ("pending", "unschedulable"):
+            await self._try_place(state, row)
+        elif row["state"] == "reserved" and event.cluster + row["uid"] not in self._in_flight():
+            hold = state.view.holds.get(row["uid"])
+            if hold is not None:  # reserved before a restart: bind what was reserved
+                self._spawn_bind(state, row, hold)
+
+    async def _try_place(self, state: _Cluster, row: Row) -> bool:
+        """Decide and reserve one pod; True when it got a place (the bind runs in the background)."""
+        for _attempt in range(3):
+            if state.view.snapshot is None:
+                return await self._wait(state, row, {"cluster": "no schedulable node"})
+            choice = self._decide(state.view, core_pod(row))
+            if not isinstance(choice, Choice):
+                return await self._wait(state, row, choice)
+            hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib,
+                        row["cpu_milli"], row["memory_mib"])
+            if await self._reserve(state, row, hold):
+                state.waiting.pop(row["uid"], None)
+                state.last_reasons.pop(row["uid"], None)
+                self._spawn_bind(state, row, hold)
+                return True
+            await self._rehydrate(state)  # the database disagreed with our view: trust the database
+        return await self._wait(state, row, {"reserve": "capacity changed under three attempts; will retry"})
+
+    async def _reserve(self, state: _Cluster, row: Row, hold: Hold) -> bool:
+        decision_id = uuid.uuid4().hex
+        async with self._uow_factory() as uow:
+            current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
+            if current is None or current["state"] not in ("pending", "unschedulable"):
+                return True  # an earlier delivery already placed it, or it is gone
+            conflict = await uow.state.reserve(
+                cluster=row["cluster"], pod_uid=row["uid"], node=hold.node,
+                grants=[_Grant(i, hold.gpu_memory_mib, hold.share_milli) for i in hold.gpu_indices],
+                cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib, decision_id=decision_id,
+            )
+            if conflict:  # leaving without commit() rolls the partial reservation back
+                log.info("reservation of %s/%s lost a race: %s", row["namespace"], row["name"], conflict)
+                return False
+            await uow.state.set_pod_state(row["cluster"], row["uid"], "reserved", node=hold.node, reason=None)
+            await self._record(uow, row, "decided", hold=hold, decision_id=decision_id)
+            await uow.commit()
+        state.view.charge(row["uid"], hold)
+        return True
+
+    async def _wait(self, state: _Cluster, row: Row, reasons: dict[str, str]) -> bool:
+        state.waiting[row["uid"]] = row
+        if state.last_reasons.get(row["uid"]) != reasons:  # report a new reason once, not on every retry
+            state.last_reasons[row["uid"]] = reasons
+            async with self._uow_factory() as uow:
+                await uow.state.set_pod_state(row["cluster"], row["uid"], "unschedulable",
+                                              reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
+                await self._record(uow, row, "unschedulable", reasons=reasons)
+                await uow.commit()
+        return False
+
+    async def _retry_waiting(self, state: _Cluster) -> None:
+        for row in sorted(state.waiting.values(), key=_queue_order):
+            await self._try_place(state, row)
+
+    # -- binding ---------------------------------------------------------------------------------------
+    def _in_flight(self) -> set[str]:
+        return {t.get_name() for t in self._binds}
+
+    def _spawn_bind(self, state: _Cluster, row: Row, hold: Hold) -> None:
+        task = asyncio.create_task(self._bind(state, row, hold), name=row["cluster"] + row["uid"])
+        self._binds.add(task)
+        task.add_done_callback(self._binds.discard)
+
+    async def _bind(self, state: _Cluster, row: Row, hold: Hold) -> None:
+        api = self._apis[row["cluster"]]
+        assignment = {"node": hold.node, "gpus": [
+            {"index": i, "memory_mib": hold.gpu_memory_mib, "share_milli": hold.share_milli}
+            for i in hold.gpu_indices]}
+        async with self._bind_slots:
+            try:
+                outcome = await api.bind(row["namespace"], row["name"], row["uid"], hold.node, assignment)
+                outcome_name = getattr(outcome, "value", str(outcome))
+                if outcome_name == "conflict":
+                    live = await api.read_pod(row["namespace"], row["name"])
+                    on_node = live and live.get("spec", {}).get("nodeName")
+                    outcome_name = "bound" if on_node == hold.node else ("gone" if live is None else "conflict")
+            except Exception as exc:  # noqa: BLE001 - an API failure must release, not leak, the reservation
+                log.warning("bind of %s/%s failed: %s", row["namespace"], row["name"], exc)
+                outcome_name = "error"
+        async with state.lock:
+            await self._record_bind(state, row, hold, outcome_name)
+
+    async def _record_bind(self, state: _Cluster, row: Row, hold: Hold, outcome: str) -> None:
+        async with self._uow_factory() as uow:
+            current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
+            if current is None or current["state"] != "reserved":
+                return
+            if outcome == "bound":
+                await uow.state.set_pod_state(row["cluster"], row["uid"], "bound", mark_bound=True)
+                await self._record(uow, row, "bound", hold=hold)
+            else:
+                await uow.state.release(row["cluster"], row["uid"], cpu_milli=hold.cpu_milli,
+                                        memory_mib=hold.memory_mib)
+                next_state = "deleted" if outcome == "gone" else "pending"
+                await uow.state.set_pod_state(row["cluster"], row["uid"], next_state, node=None, reason=outcome)
+                await self._record(uow, row, "bind_failed", hold=hold, reasons={"bind": outcome})
+            await uow.commit()
+        if outcome != "bound":
+            state.view.refund(row["uid"])
+            if outcome not in ("gone", "conflict"):
+                state.waiting[row["uid"]] = {**row, "state": "pending"}
+
+    async def _confirm_bound(self, event: PodEvent) -> None:
+        """The watcher saw the pod bound: a bind whose outcome we lost (crash) is recorded now."""
+        async with self._uow_factory() as uow:
+            if not await uow.state.claim_event(CONSUMER, event.event_id):
+                return
+            row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
+            if row is not None and row["state"] == "reserved" and row["node"] == event.node_name:
+                if event.cluster + event.uid not in self._in_flight():
+                    await uow.state.set_pod_state(event.cluster, event.uid, "bound", mark_bound=True)
+                    await self._record(uow, row, "bound", node=event.node_name)
+            await uow.commit()
+
+    async def _forget(self, state: _Cluster, event: PodEvent) -> None:
+        async with self._uow_factory() as uow:
+            if not await uow.state.claim_event(CONSUMER, event.event_id):
+                return
+            row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
+            if row is not None and row["state"] != "deleted":
+                await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
+                                        memory_mib=row["memory_mib"])
+                await uow.state.set_pod_state(event.cluster, event.uid, "deleted")
+            await uow.commit()
+        state.view.refund(event.uid)
+        state.waiting.pop(event.uid, None)
+        state.last_reasons.pop(event.uid, None)
+
+    # -- state ---------------------------------------------------------------------------------------
+    async def _cluster(self, cluster: str) -> _Cluster:
+        state = self._clusters.get(cluster)
+        if state is None:
+            state = self._clusters[cluster] = _Cluster(ClusterView(cluster, None))
+            async with state.lock:
+                await self._rehydrate(state)
+                await self._resume(state)
+        return state
+
+    async def _rehydrate(self, state: _Cluster) -> None:
+        cluster = state.view.cluster
+        async with self._uow_factory() as uow:
+            nodes = await uow.state.load_nodes(cluster)
+            gpus = await uow.state.load_gpus(cluster)
+            allocations = await uow.state.load_allocations(cluster)
+            holders = await uow.state.pods_in_state(cluster, ("reserved", "bound"))
+        state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders)
+
+    async def _resume(self, state: _Cluster) -> None:
+        """After a restart: waiting pods go back in the queue; reserved-but-unbound pods are bound again."""
+        async with self._uow_factory() as uow:
+            rows = await uow.state.pods_in_state(state.view.cluster, ("pending", "unschedulable", "reserved"))
+        for row in rows:
+            if row["state"] == "reserved" and row["uid"] in state.view.holds:
+                self._spawn_bind(state, row, state.view.holds[row["uid"]])
+            elif row["state"] != "reserved":
+                state.waiting[row["uid"]] = row
+
+    async def _record(self, uow: UnitOfWork, row: Row, kind: str, *, hold: Hold | None = None,
+                      reasons: dict[str, str] | None = None, decision_id: str | None = None,
+                      node: str | None = None) -> None:
+        decision_id = decision_id or uuid.uuid4().hex
+        gpus = tuple(GpuAssignment(index=i, memory_mib=hold.gpu_memory_mib, share_milli=hold.share_milli)
+                     for i in hold.gpu_indices) if hold else ()
+        event = PlacementEvent(
+            cluster=row["cluster"], kind=kind, namespace=row["namespace"], pod=row["name"], pod_uid=row["uid"],
+            node=hold.node if hold else node, gpus=gpus, policy=self._policy, reasons=reasons or {},
+            decision_id=decision_id,
+        )
+        await uow.state.add_decision({
+            "id": event.event_id, "cluster": event.cluster, "namespace": event.namespace, "pod": event.pod,
+            "pod_uid": row["uid"], "kind": kind, "node": event.node,
+            "gpus": [g.model_dump() for g in gpus], "policy": self._policy, "reasons": event.reasons,
+        })
+        await uow.state.add_outbox(topics.PLACEMENTS + self._suffix, event.kafka_key().decode(),
+                                   event.model_dump_json(by_alias=True))
+
+
+@dataclass(frozen=True)
+class _Grant:
+    index: int
+    memory_mib: int
+    share_milli: int
+
+
+def _pod_row(event: PodEvent) -> dict[str, Any]:
+    request = event.gpu.model_dump(mode="json") if event.gpu else None
+    return {
+        "cluster": event.cluster, "uid": event.uid, "namespace": event.namespace, "name": event.name,
+        "state": "pending", "priority": event.priority, "request": request, "cpu_milli": event.cpu_milli,
+        "memory_mib": event.memory_mib, "deadline_ms": event.deadline_ms, "frame_rate_hz": event.frame_rate_hz,
+        "workload": event.workload, "owner": event.owner,
+    }
+
+
+def _queue_order(row: Row) -> tuple:
+    return queue_key(priority=row["priority"], deadline_ms=row["deadline_ms"], arrival=row["first_seen_at"])
+
+

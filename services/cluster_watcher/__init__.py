@@ -1,0 +1,1 @@
+"""cluster-watcher: one cluster's pods (schedulerName gpuplace) and nodes -> Kafka."""

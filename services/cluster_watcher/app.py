@@ -1,0 +1,54 @@
+"""cluster-watcher service: list+watch one cluster, publish pods.v1 and nodes.v1.
+
+Runs one per cluster (`GPUPLACE_CLUSTER`, `KUBECONFIG`). It only produces, so it needs no consumer group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from faststream import FastStream
+from faststream.specification import AsyncAPI
+
+from gpuplace.adapters.kafka import make_broker
+from gpuplace.adapters.kube.informer import list_and_watch
+from gpuplace.adapters.kube.watcher import pump_nodes, pump_pods, run_until
+from gpuplace.bootstrap import cluster_api
+from gpuplace.contracts import topics
+from gpuplace.contracts.envelope import Envelope
+from gpuplace.contracts.events import NodeEvent, PodEvent
+from gpuplace.settings import Settings
+
+
+async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None = None) -> None:
+    path = kubeconfig or settings.kubeconfig
+    if not path:
+        raise SystemExit("cluster-watcher needs KUBECONFIG (or GPUPLACE_KUBECONFIG) for its cluster")
+    broker = make_broker(settings.kafka_bootstrap, client_id=f"cluster-watcher-{settings.cluster}")
+
+    async def publish(topic: str, event: Envelope) -> None:
+        await broker.publish(event.model_dump_json(by_alias=True).encode(), topic=settings.topic(topic),
+                             key=event.kafka_key(), headers={"content-type": "application/json"})
+
+    async with cluster_api(path) as api, broker:
+        await broker.start()
+        pod_fields = f"spec.schedulerName={settings.scheduler_name}"
+        if settings.namespace:
+            pod_fields += f",metadata.namespace={settings.namespace}"
+        node_selector = {"label_selector": settings.node_label_selector} if settings.node_label_selector else {}
+        common = {"cluster": settings.cluster, "region": settings.region}
+        await run_until(
+            stop,
+            pump_pods(list_and_watch(api, "pods", stop=stop, field_selector=pod_fields), publish,
+                      topic=topics.PODS, **common),
+            pump_nodes(list_and_watch(api, "nodes", stop=stop, **node_selector), publish,
+                       topic=topics.NODES, **common),
+        )
+
+
+def asyncapi_app(settings: Settings) -> FastStream:
+    """The service's AsyncAPI description: what it publishes."""
+    broker = make_broker(settings.kafka_bootstrap)
+    broker.publisher(topics.PODS, schema=PodEvent, title="cluster-watcher:pods", description=PodEvent.__doc__)
+    broker.publisher(topics.NODES, schema=NodeEvent, title="cluster-watcher:nodes", description=NodeEvent.__doc__)
+    return FastStream(broker, specification=AsyncAPI(title="gpuplace cluster-watcher"))

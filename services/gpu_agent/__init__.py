@@ -1,0 +1,1 @@
+"""gpu-agent: per-GPU telemetry (NVML, or a DCGM exporter) -> gpuplace.telemetry.v1."""

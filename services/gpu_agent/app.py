@@ -1,0 +1,59 @@
+"""gpu-agent service: sample this node's GPUs every interval and publish one event per GPU.
+
+Runs as a DaemonSet (GPUPLACE_NODE_NAME from the downward API). With GPUPLACE_DCGM_URL it scrapes a DCGM
+exporter; otherwise it reads NVML directly and refuses to start where there is no driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from gpuplace.adapters.gpu.dcgm import DcgmSource
+from gpuplace.adapters.gpu.nvml import NvmlSource
+from gpuplace.adapters.gpu.sample import GpuSample
+from gpuplace.adapters.kafka import make_broker
+from gpuplace.contracts import topics
+from gpuplace.contracts.events import GpuTelemetry
+from gpuplace.settings import Settings
+
+NAME = "gpu-agent"
+log = logging.getLogger(__name__)
+
+
+def to_event(sample: GpuSample, settings: Settings, node: str) -> GpuTelemetry:
+    return GpuTelemetry(
+        cluster=settings.cluster, region=settings.region, node=node, gpu_index=sample.index,
+        gpu_uuid=sample.uuid, model=sample.model, memory_total_mib=sample.memory_total_mib,
+        memory_used_mib=min(sample.memory_used_mib, sample.memory_total_mib),
+        utilization_pct=sample.utilization_pct, healthy=sample.healthy,
+    )
+
+
+async def run(settings: Settings, stop: asyncio.Event) -> None:
+    if not settings.node_name:
+        raise SystemExit("gpu-agent needs GPUPLACE_NODE_NAME (the node whose GPUs it reports)")
+    nvml = None if settings.dcgm_url else NvmlSource()
+    dcgm = DcgmSource(settings.dcgm_url, hostname=settings.node_name) if settings.dcgm_url else None
+    broker = make_broker(settings.kafka_bootstrap, client_id=f"{NAME}-{settings.node_name}")
+    try:
+        async with broker:
+            await broker.start()
+            while not stop.is_set():
+                try:
+                    samples = await dcgm.sample() if dcgm else await asyncio.to_thread(nvml.sample)  # type: ignore[union-attr]
+                except Exception as exc:  # noqa: BLE001 - a failed scrape is skipped, the agent keeps going
+                    log.warning("telemetry sample failed: %s", exc)
+                    samples = []
+                for sample in samples:
+                    event = to_event(sample, settings, settings.node_name)
+                    await broker.publish(event.model_dump_json(by_alias=True).encode(),
+                                         topic=settings.topic(topics.TELEMETRY), key=event.kafka_key(),
+                                         headers={"content-type": "application/json"})
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=settings.telemetry_interval_s)
+                except TimeoutError:
+                    pass
+    finally:
+        if nvml is not None:
+            nvml.close()

@@ -1,0 +1,1 @@
+"""placement: pending pods + node inventory -> decisions, reservations, binds; plus the outbox relay."""
