@@ -28,7 +28,7 @@ def stack_env() -> dict[str, str]:
             continue
         key, raw = line.split("=", 1)
         parts = shlex.split(raw)
-        values[key.strip()] = parts[0] if parts else ""
+        values[key.strip()] = " ".join(parts)
     return values
 
 
