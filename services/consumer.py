@@ -20,13 +20,14 @@ class Subscription:
     handler: Callable[[Any], Awaitable[None]]
 
 
-def group_id(settings: Settings, service: str) -> str:
-    return f"{settings.consumer_group_prefix}.{service}{settings.topic_suffix}"
+def group_id(settings: Settings, service: str, topic: str) -> str:
+    """One consumer group per service and topic: a rebalance on one topic never pauses another."""
+    return f"{settings.consumer_group_prefix}.{service}.{topic}{settings.topic_suffix}"
 
 
 def wire(broker: KafkaBroker, settings: Settings, service: str, subscriptions: list[Subscription]) -> None:
     for sub in subscriptions:
-        subscribe(broker, topic=sub.topic, group_id=group_id(settings, service), model=sub.model,
+        subscribe(broker, topic=sub.topic, group_id=group_id(settings, service, sub.topic), model=sub.model,
                   handler=sub.handler, consumer=service, suffix=settings.topic_suffix)
 
 

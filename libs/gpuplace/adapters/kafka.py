@@ -31,7 +31,7 @@ E = TypeVar("E", bound=BaseModel)
 
 
 def make_broker(bootstrap: str, *, client_id: str = "gpuplace") -> KafkaBroker:
-    return KafkaBroker(bootstrap, client_id=client_id, enable_idempotence=True, logger=log)
+    return KafkaBroker(bootstrap, client_id=client_id, enable_idempotence=True, logger=log, log_level=logging.DEBUG)
 
 
 def validation_reason(exc: ValidationError) -> str:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from gpuplace.adapters.kube.cluster_api import KubeClusterApi
+from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.translate import GPU_COUNT, GPU_MEMORY, GPU_PRODUCT
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
@@ -32,6 +33,8 @@ from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
 
 FLEET_LABEL = "gpuplace.io/fleet"
+# The priorities robotics.pods() draws, as PriorityClasses (the Priority admission plugin sets spec.priority).
+PRIORITY_CLASSES = {0: "gpuplace-best-effort", 100: "gpuplace-standard", 1000: "gpuplace-safety-critical"}
 Progress = Callable[[str, int, int], None]
 
 
@@ -101,7 +104,7 @@ def _pod_manifest(pod: Pod, namespace: str, scheduler: str) -> dict[str, Any]:
             "gpuplace.io/workload": pod.workload_class or "unknown",
         }},
         "spec": {
-            "schedulerName": scheduler, "priority": pod.priority,
+            "schedulerName": scheduler, "priorityClassName": PRIORITY_CLASSES[pod.priority],
             "containers": [{"name": "perception", "image": "registry.local/perception:1",
                             "resources": {"requests": {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}}}],
         },
@@ -129,7 +132,7 @@ class PipelineRun:
                                                 **overrides})
 
     async def run(self) -> RunResult:
-        migrate.upgrade(self.settings.database_url.get_secret_value())
+        await migrate.upgrade_async(self.settings.database_url.get_secret_value())
         stop = asyncio.Event()
         started = time.monotonic()
         tasks: list[asyncio.Task[None]] = []
@@ -163,6 +166,7 @@ class PipelineRun:
         done = 0
         for cluster, nodes in fleets.items():
             api = apis[self.clusters[cluster]]
+            await _ensure_priority_classes(api)
             await api.core.create_namespace({"metadata": {"name": self.namespace}})
             for chunk in _chunks(nodes, 32):
                 await asyncio.gather(*(_create_node(api, _node_manifest(n, self.config.run_id)) for n in chunk))
@@ -201,9 +205,9 @@ class PipelineRun:
             async with slots:
                 key = f"{cluster}/{pod.name}"
                 self.submitted_at[key] = time.monotonic()
-                await api.core.create_namespaced_pod(self.namespace, _pod_manifest(pod, self.namespace,
-                                                                                    self.settings.scheduler_name),
-                                                     _preload_content=False)
+                await raw_json(await api.core.create_namespaced_pod(
+                    self.namespace, _pod_manifest(pod, self.namespace, self.settings.scheduler_name),
+                    _preload_content=False))
                 if len(self.submitted_at) % 50 == 0:
                     self.progress("submitted", len(self.submitted_at), len(pods))
 
@@ -310,17 +314,24 @@ class _apis:
             await ctx.__aexit__(None, None, None)
 
 
+async def _ensure_priority_classes(api: KubeClusterApi) -> None:
+    scheduling = client.SchedulingV1Api(api.api_client)
+    for value, name in PRIORITY_CLASSES.items():
+        try:
+            await scheduling.create_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                                    "metadata": {"name": name}, "value": value})
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+
 async def _create_node(api: KubeClusterApi, manifest: dict[str, Any]) -> None:
-    response = await api.core.create_node(manifest, _preload_content=False)
-    response.release()
+    await raw_json(await api.core.create_node(manifest, _preload_content=False))
 
 
 async def _list_json(api: KubeClusterApi, namespace: str) -> list[dict[str, Any]]:
-    response = await api.core.list_namespaced_pod(namespace, _preload_content=False)
-    try:
-        return json.loads(await response.read()).get("items") or []
-    finally:
-        response.release()
+    body = await raw_json(await api.core.list_namespaced_pod(namespace, _preload_content=False))
+    return body.get("items") or []
 
 
 async def _ignore_404(call: Any) -> None:

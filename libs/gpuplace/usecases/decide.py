@@ -38,14 +38,15 @@ class _ClusterPolicy:
         key = (view.snapshot.gpu_types, view.snapshot.uid)
         if self.policy is None or self.built_for != key or self.since_refresh >= REFRESH_EVERY:
             workload = typical_workload(list(self.recent), view.snapshot.gpu_types)
-            self.policy = registry.make(self.name, PolicyContext(workload=workload))
+            self.policy = registry.create(self.name, PolicyContext(workload=workload))
             self.built_for, self.since_refresh = key, 0
         return self.policy
 
 
 def decider(policy_name: str) -> Callable[[ClusterView, Pod], Choice | dict[str, str]]:
     """A `Decide` function for PlacementService using the named core policy."""
-    registry.make(policy_name, PolicyContext())  # fail at start-up, not on the first pod, if the name is wrong
+    if policy_name not in registry.names():  # fail at start-up, not on the first pod
+        raise registry.UnknownPolicy(f"unknown policy {policy_name!r}; known: {', '.join(registry.names())}")
     per_cluster: dict[str, _ClusterPolicy] = {}
 
     def decide(view: ClusterView, pod: Pod) -> Choice | dict[str, str]:

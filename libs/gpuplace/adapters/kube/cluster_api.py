@@ -44,10 +44,22 @@ async def connect(kubeconfig: str) -> client.ApiClient:
 
 
 async def _json(response: Any) -> Json:
+    """The body of a raw response; an error status raises ApiException as the preloading client would.
+
+    With `_preload_content=False` the client returns 4xx/5xx responses instead of raising, so every raw
+    call in gpuplace goes through here.
+    """
     try:
-        return json.loads(await response.read())
+        body = await response.read()
     finally:
         response.release()
+    if not 200 <= response.status <= 299:
+        try:
+            reason = json.loads(body).get("message", "")
+        except ValueError:
+            reason = body[:200].decode(errors="replace")
+        raise ApiException(status=response.status, reason=reason)
+    return json.loads(body)
 
 
 class KubeClusterApi:
@@ -68,6 +80,8 @@ class KubeClusterApi:
         lister = self.core.list_pod_for_all_namespaces if kind == "pods" else self.core.list_node
         response = await lister(watch=True, allow_watch_bookmarks=True, resource_version=resource_version,
                                 timeout_seconds=timeout_s, _preload_content=False, **selectors)
+        if response.status != 200:
+            await _json(response)  # raises with the server's reason
         try:
             async for line in response.content:
                 if not line.strip():
@@ -126,4 +140,6 @@ class KubeClusterApi:
             raise
 
 
-__all__ = ["KubeClusterApi", "BindOutcome", "EvictOutcome", "connect"]
+__all__ = ["KubeClusterApi", "BindOutcome", "EvictOutcome", "connect", "raw_json"]
+
+raw_json = _json

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import pool
+from sqlalchemy.ext.asyncio import create_async_engine
 
 _INI = Path(__file__).with_name("alembic.ini")
 
@@ -26,4 +28,19 @@ def downgrade(database_url: str, revision: str = "base", *, schema: str | None =
     command.downgrade(alembic_config(database_url, schema=schema), revision)
 
 
-__all__ = ["alembic_config", "upgrade", "downgrade"]
+async def upgrade_async(database_url: str, revision: str = "head", *, schema: str | None = None) -> None:
+    """`upgrade` from inside a running event loop (services, the demo, async tests)."""
+    engine = create_async_engine(database_url, poolclass=pool.NullPool)
+    try:
+        async with engine.begin() as connection:
+            def _upgrade(sync_connection: object) -> None:
+                config = alembic_config(database_url, schema=schema)
+                config.attributes["connection"] = sync_connection
+                command.upgrade(config, revision)
+
+            await connection.run_sync(_upgrade)
+    finally:
+        await engine.dispose()
+
+
+__all__ = ["alembic_config", "upgrade", "downgrade", "upgrade_async"]
