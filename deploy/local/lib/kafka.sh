@@ -1,0 +1,87 @@
+# shellcheck shell=bash
+# Apache Kafka of the local stack (sourced by stack.sh): one KRaft node (broker + controller) on
+# 127.0.0.1:$KAFKA_PORT, run by the machine's Java 17+ from the jars build.sh resolved.
+#
+# Settings for tests: topics auto-created (3 partitions), replication factors 1, no initial rebalance delay,
+# a small offsets topic (fast first group join), a small heap.
+
+KAFKA_DIR=$STACK_DIR/kafka
+
+_java() {
+  local java=${JAVA_HOME:+$JAVA_HOME/bin/}java major
+  command -v "$java" >/dev/null || die "kafka: java not found (Java 17+ needed; set JAVA_HOME)"
+  major=$("$java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1)
+  ((${major:-0} >= 17)) || die "kafka: Java 17+ needed, $java is version ${major:-unknown}"
+  echo "$java"
+}
+
+_kafka_write_config() {
+  mkdir -p "$KAFKA_DIR/data"
+  cat >"$KAFKA_DIR/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$KAFKA_DIR/data
+auto.create.topics.enable=true
+num.partitions=3
+default.replication.factor=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=5
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+PROPS
+  cat >"$KAFKA_DIR/log4j2.properties" <<'PROPS'
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+PROPS
+}
+
+start_kafka() {
+  local java
+  java=$(_java) || exit 1
+  pid_of kafka >/dev/null && return
+  claim_port kafka "$KAFKA_PORT"
+  claim_port kafka "$KAFKA_CONTROLLER_PORT"
+  _kafka_write_config
+  local jvm=(-Xms256m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true
+    "-Dlog4j2.configurationFile=$KAFKA_DIR/log4j2.properties" -cp "$KAFKA_LIB/*")
+  if [[ ! -f $KAFKA_DIR/data/meta.properties ]]; then
+    # A cluster id is 16 random bytes in URL-safe base64 without padding.
+    head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' >"$KAFKA_DIR/cluster.id"
+    "$java" "${jvm[@]}" kafka.tools.StorageTool format --ignore-formatted -t "$(<"$KAFKA_DIR/cluster.id")" \
+      -c "$KAFKA_DIR/server.properties" >>"$LOGS_DIR/kafka.log" 2>&1 ||
+      die "kafka: formatting the KRaft storage failed (log: $LOGS_DIR/kafka.log)"
+  fi
+  say "kafka $KAFKA_VERSION: starting on 127.0.0.1:$KAFKA_PORT (KRaft controller on :$KAFKA_CONTROLLER_PORT)"
+  start_bg kafka "$java" "${jvm[@]}" kafka.Kafka "$KAFKA_DIR/server.properties"
+}
+
+# _kafka_started: the broker logged "Kafka Server started" since its last start and accepts connections.
+_kafka_started() {
+  port_open "$KAFKA_PORT" &&
+    awk '/^=== /{ok = 0} /Kafka Server started/{ok = 1} END{exit !ok}' "$LOGS_DIR/kafka.log"
+}
+
+wait_kafka() {
+  wait_until 120 kafka _kafka_started
+  say "kafka: up (127.0.0.1:$KAFKA_PORT)"
+}
+
+kafka_healthy() { pid_of kafka >/dev/null && _kafka_started; }
