@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,12 +30,15 @@ from gpuplace.core import robotics
 from gpuplace.core.model import Node, Pod
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
+from services.latency_ingest import app as latency_ingest
 from services.placement import app as placement
+from services.telemetry_ingest import app as telemetry_ingest
 
 FLEET_LABEL = "gpuplace.io/fleet"
 # The priorities robotics.pods() draws, as PriorityClasses (the Priority admission plugin sets spec.priority).
 PRIORITY_CLASSES = {0: "gpuplace-best-effort", 100: "gpuplace-standard", 1000: "gpuplace-safety-critical"}
 Progress = Callable[[str, int, int], None]
+Hook = Callable[["PipelineRun"], Awaitable[None]]
 
 
 @dataclass
@@ -131,7 +134,8 @@ class PipelineRun:
                                                 "node_label_selector": f"{FLEET_LABEL}={self.config.run_id}",
                                                 **overrides})
 
-    async def run(self) -> RunResult:
+    async def run(self, *, before_submit: Hook | None = None) -> RunResult:
+        """Fleet up, services up, inventory seen, [hook], pods submitted, settled, measured, cleaned up."""
         await migrate.upgrade_async(self.settings.database_url.get_secret_value())
         stop = asyncio.Event()
         started = time.monotonic()
@@ -144,6 +148,8 @@ class PipelineRun:
                 tasks += [asyncio.create_task(self._track(apis[name], cluster, stop))
                           for cluster, name in self.clusters.items()]
                 await self._wait_inventory(fleets)
+                if before_submit is not None:
+                    await before_submit(self)
                 await self._submit(apis)
                 await self._wait_done(tasks)
                 return await self._result(apis, fleets, time.monotonic() - started)
@@ -151,7 +157,7 @@ class PipelineRun:
                 stop.set()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 if not self.config.keep:
-                    await self._cleanup(apis, fleets)
+                    await self.cleanup(apis, fleets)
 
     # -- setup -----------------------------------------------------------------------------------------
     def _fleets(self) -> dict[str, list[Node]]:
@@ -176,6 +182,7 @@ class PipelineRun:
     def _start_services(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         tasks = [asyncio.create_task(placement.run(self._settings(kubeconfigs={
             cluster: self.config.kubeconfigs[name] for cluster, name in self.clusters.items()}), stop))]
+        tasks += [asyncio.create_task(svc.run(self._settings(), stop)) for svc in (telemetry_ingest, latency_ingest)]
         for cluster, name in self.clusters.items():
             tasks.append(asyncio.create_task(cluster_watcher.run(
                 self._settings(cluster=cluster), stop, kubeconfig=self.config.kubeconfigs[name])))
@@ -286,8 +293,13 @@ class PipelineRun:
             seconds=round(seconds, 1), bound_at=dict(self.bound_at),
         )
 
-    async def _cleanup(self, apis: dict[str, KubeClusterApi], fleets: dict[str, list[Node]]) -> None:
-        for cluster, nodes in fleets.items():
+    async def cleanup(self, apis: dict[str, KubeClusterApi] | None = None,
+                      fleets: dict[str, list[Node]] | None = None) -> None:
+        """Delete the run's namespace and nodes from the clusters (after `keep=True`, call it yourself)."""
+        if apis is None:
+            async with _apis(self.config.kubeconfigs) as opened:
+                return await self.cleanup(opened, fleets)
+        for cluster, nodes in (fleets or self._fleets()).items():
             api = apis[self.clusters[cluster]]
             await _ignore_404(api.core.delete_namespace(self.namespace))
             for chunk in _chunks(nodes, 32):
