@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     cluster: str = Field(default="east", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     region: str = "local"
     scheduler_name: str = "gpuplace"
-    policy: str = "gpuplace"
+    policy: str = "fgd"
     consumer_group_prefix: str = "gpuplace"
     topic_suffix: str = ""  # lets tests share one broker without colliding
     log_level: str = "INFO"
