@@ -32,7 +32,8 @@ def _run(connection: Connection) -> None:
     if schema:
         connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
         connection.execute(text(f'SET search_path TO "{schema}"'))
-        connection.commit()
+        if config.attributes.get("connection") is None:
+            connection.commit()  # a connection the caller lent us stays in the caller's transaction
     context.configure(connection=connection, target_metadata=target_metadata, version_table_schema=schema)
     with context.begin_transaction():
         context.run_migrations()

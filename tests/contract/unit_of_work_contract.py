@@ -1,0 +1,143 @@
+"""What every UnitOfWork + StateRepository must do; subclassed once per implementation.
+
+`TestFakeUnitOfWork` (tests/unit) and `TestPostgresUnitOfWork` (tests/integration) only say how to build
+one; the assertions live here, so the fake cannot drift from PostgreSQL unnoticed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+CLUSTER = "contract"
+
+
+@dataclass(frozen=True)
+class Grant:
+    index: int
+    memory_mib: int
+    share_milli: int
+
+
+def node_row(name: str = "n1", gpus: int = 2, gpu_memory_mib: int = 16384) -> dict[str, Any]:
+    return {"cluster": CLUSTER, "name": name, "region": "local", "cpu_milli": 64000, "memory_mib": 262144,
+            "gpu_model": "V100", "gpu_count": gpus, "gpu_memory_mib": gpu_memory_mib, "ready": True,
+            "unschedulable": False, "labels": {}, "taints": []}
+
+
+def pod_row(uid: str, name: str | None = None) -> dict[str, Any]:
+    return {"cluster": CLUSTER, "uid": uid, "namespace": "ns", "name": name or f"pod-{uid}", "state": "pending",
+            "priority": 0, "request": {"gpu_count": 1, "memory_mib_per_gpu": 9420}, "cpu_milli": 1000,
+            "memory_mib": 1024, "deadline_ms": 80.0, "frame_rate_hz": 12.5, "workload": "slam", "owner": None}
+
+
+class UnitOfWorkContract:
+    """Subclasses define `make_uow_factory()` (sync or async): a fresh, empty store's unit-of-work factory."""
+
+    def make_uow_factory(self) -> Any:
+        raise NotImplementedError
+
+    async def _fresh(self) -> Any:
+        factory = self.make_uow_factory()
+        return await factory if inspect.isawaitable(factory) else factory
+
+    async def _seeded(self) -> Any:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            await uow.state.upsert_node(node_row())
+            for uid in ("a", "b"):
+                await uow.state.upsert_pod(pod_row(uid))
+            await uow.commit()
+        return uow_factory
+
+    async def test_an_event_is_claimed_once(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            assert await uow.state.claim_event("placement", "e1")
+            assert not await uow.state.claim_event("placement", "e1")
+            assert await uow.state.claim_event("ingest", "e1")  # per consumer
+            await uow.commit()
+
+    async def test_without_commit_nothing_is_kept(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            await uow.state.claim_event("placement", "e2")
+            await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[Grant(0, 9420, 575)],
+                                    cpu_milli=1000, memory_mib=1024, decision_id="d1")
+        async with uow_factory() as uow:
+            assert await uow.state.claim_event("placement", "e2")
+            assert await uow.state.load_allocations(CLUSTER) == []
+            assert [g["memory_assigned_mib"] for g in await uow.state.load_gpus(CLUSTER)] == [0, 0]
+
+    async def test_reserve_charges_and_release_refunds(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            refusal = await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[Grant(1, 9420, 575)],
+                                              cpu_milli=1000, memory_mib=1024, decision_id="d1")
+            assert refusal is None
+            await uow.commit()
+        async with uow_factory() as uow:
+            gpus = await uow.state.load_gpus(CLUSTER)
+            assert [(g["index"], g["memory_assigned_mib"], g["share_assigned_milli"]) for g in gpus] == \
+                [(0, 0, 0), (1, 9420, 575)]
+            assert (await uow.state.load_nodes(CLUSTER))[0]["cpu_assigned_milli"] == 1000
+            assert await uow.state.release(CLUSTER, "a", cpu_milli=1000, memory_mib=1024) == "n1"
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert [g["memory_assigned_mib"] for g in await uow.state.load_gpus(CLUSTER)] == [0, 0]
+            assert (await uow.state.load_nodes(CLUSTER))[0]["cpu_assigned_milli"] == 0
+
+    async def test_a_gpu_is_never_overcommitted(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            assert await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[Grant(0, 9420, 575)],
+                                           cpu_milli=0, memory_mib=0, decision_id="d1") is None
+            await uow.commit()
+        async with uow_factory() as uow:
+            # 9420 + 9420 = 18840 MiB > 16384 MiB: refused, with the reason
+            refusal = await uow.state.reserve(cluster=CLUSTER, pod_uid="b", node="n1", grants=[Grant(0, 9420, 575)],
+                                              cpu_milli=0, memory_mib=0, decision_id="d2")
+            assert refusal is not None and "GPU 0" in refusal
+
+    async def test_two_concurrent_placements_on_one_gpu_exactly_one_wins(self) -> None:
+        uow_factory = await self._seeded()
+
+        async def place(uid: str) -> bool:
+            async with uow_factory() as uow:
+                refusal = await uow.state.reserve(cluster=CLUSTER, pod_uid=uid, node="n1",
+                                                  grants=[Grant(0, 9420, 575)], cpu_milli=0, memory_mib=0,
+                                                  decision_id=f"d-{uid}")
+                await asyncio.sleep(0.05)  # hold the transaction open while the other one tries
+                if refusal is None:
+                    await uow.commit()
+                return refusal is None
+
+        assert sorted(await asyncio.gather(place("a"), place("b"))) == [False, True]
+        async with uow_factory() as uow:
+            gpu0 = (await uow.state.load_gpus(CLUSTER))[0]
+            assert gpu0["memory_assigned_mib"] == 9420
+            assert len(await uow.state.load_allocations(CLUSTER)) == 1
+
+    async def test_pod_state_moves_and_first_seen_is_kept(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            first = await uow.state.get_pod(CLUSTER, "a")
+            await uow.state.set_pod_state(CLUSTER, "a", "bound", node="n1", mark_bound=True)
+            again = await uow.state.upsert_pod({**pod_row("a"), "priority": 5})
+            assert again["state"] == "bound" and again["priority"] == 5
+            assert again["first_seen_at"] == first["first_seen_at"]
+            assert again["bound_at"] is not None
+            assert [p["uid"] for p in await uow.state.pods_in_state(CLUSTER, ("pending",))] == ["b"]
+            await uow.commit()
+
+    async def test_removing_a_node_drops_its_gpus_and_allocations(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[Grant(0, 100, 10)],
+                                    cpu_milli=0, memory_mib=0, decision_id="d1")
+            assert await uow.state.delete_node(CLUSTER, "n1") == ["a"]
+            assert await uow.state.load_gpus(CLUSTER) == []
+            assert await uow.state.load_allocations(CLUSTER) == []
+            await uow.commit()

@@ -1,0 +1,235 @@
+"""Complete in-memory implementations of the use cases' ports, for unit tests.
+
+They pass the same contract suites as the real adapters (tests/contract/), so a use case tested against
+them behaves the same against PostgreSQL and the Kubernetes API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+@dataclass
+class FakeDatabase:
+    """The tables, as dicts. A unit of work copies them on begin and swaps them in on commit."""
+
+    nodes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    gpus: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    allocations: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    outbox: list[dict[str, Any]] = field(default_factory=list)
+    processed: set[tuple[str, str]] = field(default_factory=set)
+    latency: list[dict[str, Any]] = field(default_factory=list)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    clock: itertools.count = field(default_factory=lambda: itertools.count(1), repr=False)
+
+    def tables(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("nodes", "gpus", "pods", "allocations", "decisions", "outbox",
+                                              "processed", "latency")}
+
+
+class FakeStateRepository:
+    def __init__(self, tables: dict[str, Any], clock: itertools.count) -> None:
+        self.t = tables
+        self._clock = clock
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(next(self._clock), UTC)
+
+    async def claim_event(self, consumer: str, event_id: str) -> bool:
+        if (consumer, event_id) in self.t["processed"]:
+            return False
+        self.t["processed"].add((consumer, event_id))
+        return True
+
+    async def upsert_node(self, node: Mapping[str, Any]) -> None:
+        key = (node["cluster"], node["name"])
+        current = self.t["nodes"].get(key, {"cpu_assigned_milli": 0, "memory_assigned_mib": 0})
+        self.t["nodes"][key] = {**current, **node}
+        for i in range(node["gpu_count"]):
+            gkey = (node["cluster"], node["name"], i)
+            gpu = self.t["gpus"].get(gkey, {"cluster": node["cluster"], "node": node["name"], "index": i,
+                                            "uuid": None, "memory_assigned_mib": 0, "share_assigned_milli": 0,
+                                            "memory_observed_mib": None, "utilization_pct": None, "healthy": True})
+            self.t["gpus"][gkey] = {**gpu, "model": node["gpu_model"], "memory_total_mib": node["gpu_memory_mib"]}
+        for gkey in [k for k in self.t["gpus"] if k[:2] == key and k[2] >= node["gpu_count"]]:
+            del self.t["gpus"][gkey]
+
+    async def delete_node(self, cluster: str, name: str) -> list[str]:
+        uids = sorted({a["pod_uid"] for a in self.t["allocations"].values()
+                       if a["cluster"] == cluster and a["node"] == name})
+        self.t["nodes"].pop((cluster, name), None)
+        for gkey in [k for k in self.t["gpus"] if k[:2] == (cluster, name)]:
+            del self.t["gpus"][gkey]
+        for akey in [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["node"] == name]:
+            del self.t["allocations"][akey]
+        return uids
+
+    async def record_telemetry(self, cluster: str, node: str, index: int, **observed: Any) -> bool:
+        gpu = self.t["gpus"].get((cluster, node, index))
+        if gpu is None:
+            return False
+        gpu.update(observed)
+        return True
+
+    async def load_nodes(self, cluster: str) -> list[dict[str, Any]]:
+        return [dict(n) for k, n in sorted(self.t["nodes"].items()) if k[0] == cluster]
+
+    async def load_gpus(self, cluster: str) -> list[dict[str, Any]]:
+        return [dict(g) for k, g in sorted(self.t["gpus"].items()) if k[0] == cluster]
+
+    async def upsert_pod(self, pod: Mapping[str, Any]) -> dict[str, Any]:
+        key = (pod["cluster"], pod["uid"])
+        current = self.t["pods"].get(key)
+        if current is None:
+            current = {"node": None, "reason": None, "first_seen_at": self._now(), "reserved_at": None,
+                       "bound_at": None, **pod}
+        else:
+            current.update({k: v for k, v in pod.items() if k not in ("cluster", "uid", "state", "node", "reason")})
+        self.t["pods"][key] = current
+        return dict(current)
+
+    async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> dict[str, Any] | None:
+        pod = self.t["pods"].get((cluster, uid))
+        return dict(pod) if pod else None
+
+    async def set_pod_state(self, cluster: str, uid: str, state: str, *, mark_bound: bool = False,
+                            **fields: Any) -> None:
+        pod = self.t["pods"][(cluster, uid)]
+        pod.update(state=state, **fields)
+        if mark_bound:
+            pod["bound_at"] = self._now()
+
+    async def pods_in_state(self, cluster: str, states: Sequence[str]) -> list[dict[str, Any]]:
+        rows = [dict(p) for (c, _), p in self.t["pods"].items() if c == cluster and p["state"] in states]
+        return sorted(rows, key=lambda p: p["first_seen_at"])
+
+    async def load_allocations(self, cluster: str) -> list[dict[str, Any]]:
+        return [dict(a) for a in self.t["allocations"].values() if a["cluster"] == cluster]
+
+    async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any], cpu_milli: int,
+                      memory_mib: int, decision_id: str) -> str | None:
+        n = self.t["nodes"].get((cluster, node))
+        if n is None or n["cpu_assigned_milli"] + cpu_milli > n["cpu_milli"] or \
+                n["memory_assigned_mib"] + memory_mib > n["memory_mib"]:
+            return f"node {node}: CPU or memory no longer fits"
+        n["cpu_assigned_milli"] += cpu_milli
+        n["memory_assigned_mib"] += memory_mib
+        for g in grants:
+            gpu = self.t["gpus"].get((cluster, node, g.index))
+            if gpu is None or gpu["memory_assigned_mib"] + g.memory_mib > gpu["memory_total_mib"] or \
+                    gpu["share_assigned_milli"] + g.share_milli > 1000:
+                return f"node {node} GPU {g.index}: no longer has {g.memory_mib} MiB free"
+            gpu["memory_assigned_mib"] += g.memory_mib
+            gpu["share_assigned_milli"] += g.share_milli
+            key = (cluster, pod_uid, g.index)
+            if key in self.t["allocations"]:
+                raise ValueError(f"duplicate allocation {key}")  # the primary key would refuse it
+            self.t["allocations"][key] = {"cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index,
+                                          "node": node, "memory_mib": g.memory_mib, "share_milli": g.share_milli,
+                                          "decision_id": decision_id}
+        return None
+
+    async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:
+        held = [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["pod_uid"] == pod_uid]
+        node = None
+        for key in held:
+            a = self.t["allocations"].pop(key)
+            node = a["node"]
+            gpu = self.t["gpus"].get((cluster, a["node"], a["gpu_index"]))
+            if gpu is not None:
+                gpu["memory_assigned_mib"] -= a["memory_mib"]
+                gpu["share_assigned_milli"] -= a["share_milli"]
+        if node is not None and (cluster, node) in self.t["nodes"]:
+            self.t["nodes"][(cluster, node)]["cpu_assigned_milli"] -= cpu_milli
+            self.t["nodes"][(cluster, node)]["memory_assigned_mib"] -= memory_mib
+        return node
+
+    async def add_decision(self, decision: Mapping[str, Any]) -> None:
+        self.t["decisions"].append(dict(decision))
+
+    async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
+        self.t["outbox"].append({"id": len(self.t["outbox"]) + 1, "topic": topic, "key": key,
+                                 "payload": payload_json, "published_at": None})
+
+    async def count_bound_twice(self, cluster: str) -> int:
+        bound = [d["pod_uid"] for d in self.t["decisions"] if d["cluster"] == cluster and d["kind"] == "bound"]
+        return sum(1 for uid in set(bound) if bound.count(uid) > 1)
+
+    async def add_latency_window(self, window: Mapping[str, Any]) -> None:
+        self.t["latency"].append(dict(window))
+
+    async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+        for (c, uid), pod in self.t["pods"].items():
+            if c == cluster and pod["namespace"] == namespace and pod["name"] == name:
+                for a in self.t["allocations"].values():
+                    if a["cluster"] == cluster and a["pod_uid"] == uid:
+                        return {"node": a["node"], "gpu_index": a["gpu_index"], "uid": uid,
+                                "deadline_ms": pod.get("deadline_ms")}
+        return None
+
+
+class FakeUnitOfWork:
+    """Serialisable transactions: one at a time (a lock), working on a deep copy swapped in on commit."""
+
+    def __init__(self, db: FakeDatabase) -> None:
+        self.db = db
+        self.committed = False
+
+    async def __aenter__(self) -> FakeUnitOfWork:
+        await self.db.lock.acquire()
+        self._work = copy.deepcopy(self.db.tables())
+        self.state = FakeStateRepository(self._work, self.db.clock)
+        return self
+
+    async def commit(self) -> None:
+        for name, value in self._work.items():
+            setattr(self.db, name, value)
+        self._work = copy.deepcopy(self.db.tables())
+        self.state.t = self._work
+        self.committed = True
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.db.lock.release()
+
+
+class FakeUnitOfWorkFactory:
+    def __init__(self, db: FakeDatabase | None = None) -> None:
+        self.db = db or FakeDatabase()
+
+    def __call__(self) -> FakeUnitOfWork:
+        return FakeUnitOfWork(self.db)
+
+
+@dataclass
+class FakeClusterApi:
+    """Records binds; `conflicts`/`gone` name pods whose bind answers 409/404, as the apiserver would."""
+
+    bound: dict[tuple[str, str], str] = field(default_factory=dict)
+    assignments: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    conflicts: set[str] = field(default_factory=set)
+    gone: set[str] = field(default_factory=set)
+    bind_calls: int = 0
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: dict[str, Any]) -> str:
+        self.bind_calls += 1
+        if name in self.gone:
+            return "gone"
+        if name in self.conflicts or (namespace, name) in self.bound:
+            return "conflict"
+        self.bound[(namespace, name)] = node
+        self.assignments[(namespace, name)] = assignment
+        return "bound"
+
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if name in self.gone:
+            return None
+        node = self.bound.get((namespace, name))
+        return {"metadata": {"name": name, "namespace": namespace}, "spec": {"nodeName": node}}

@@ -1,0 +1,135 @@
+"""The placement use case against in-memory ports: reserve, bind, wait, retry, reconcile, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from gpuplace.usecases.decide import decider
+from gpuplace.usecases.placement import PlacementService
+from tests.builders import node_event, pod_event
+from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
+
+
+@pytest.fixture
+def uow_factory() -> FakeUnitOfWorkFactory:
+    return FakeUnitOfWorkFactory()
+
+
+@pytest.fixture
+def api() -> FakeClusterApi:
+    return FakeClusterApi()
+
+
+def service(uow_factory: FakeUnitOfWorkFactory, api: FakeClusterApi) -> PlacementService:
+    return PlacementService(uow_factory, {"east": api}, decider("bestfit"), policy="bestfit")
+
+
+def placement_kinds(uow_factory: FakeUnitOfWorkFactory, pod: str) -> list[str]:
+    return [json.loads(row["payload"])["kind"] for row in uow_factory.db.outbox
+            if json.loads(row["payload"])["pod"] == pod]
+
+
+def assigned_mib(uow_factory: FakeUnitOfWorkFactory) -> dict[tuple[str, int], int]:
+    return {(g["node"], g["index"]): g["memory_assigned_mib"] for g in uow_factory.db.gpus.values()}
+
+
+async def test_a_pending_pod_is_reserved_then_bound_once(uow_factory, api):
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1"))
+    event = pod_event("slam-0")
+    await placement.on_pod(event)
+    await placement.drain()
+    await placement.on_pod(event)  # the same event again: already processed
+    await placement.on_pod(pod_event("slam-0", uid=event.uid))  # a new event for the same pod: already bound
+    await placement.drain()
+
+    assert api.bound == {("robots", "slam-0"): "n1"} and api.bind_calls == 1
+    assert placement_kinds(uow_factory, "slam-0") == ["decided", "bound"]
+    # best fit of 9420 MiB on two empty 16384 MiB GPUs: the first one
+    assert assigned_mib(uow_factory) == {("n1", 0): 9420, ("n1", 1): 0}
+    assert api.assignments[("robots", "slam-0")]["gpus"] == [{"index": 0, "memory_mib": 9420, "share_milli": 574}]
+
+
+async def test_a_pod_that_fits_nowhere_waits_and_is_placed_when_a_node_arrives(uow_factory, api):
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("small", gpu_memory_mib=8192))
+    await placement.on_pod(pod_event("big-0", memory_mib=12000))
+    await placement.drain()
+    assert api.bound == {}
+    assert placement_kinds(uow_factory, "big-0") == ["unschedulable"]
+    reasons = next(json.loads(r["payload"])["reasons"] for r in uow_factory.db.outbox)
+    assert "Tesla-V100-SXM2-16GB" in reasons  # reasons are grouped by node class (GPU product)
+
+    await placement.on_node(node_event("large", gpu_memory_mib=16384))
+    await placement.drain()
+    assert api.bound == {("robots", "big-0"): "large"}
+
+
+async def test_an_unparseable_request_is_reported_not_placed(uow_factory, api):
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1"))
+    await placement.on_pod(pod_event("odd", memory_mib=None, request_error="not a quantity: 'lots'"))
+    await placement.drain()
+    assert api.bind_calls == 0
+    assert placement_kinds(uow_factory, "odd") == ["invalid_request"]
+    assert uow_factory.db.pods[("east", next(iter(uow_factory.db.pods))[1])]["state"] == "invalid"
+
+
+async def test_a_deleted_pod_frees_its_gpu_for_a_waiting_one(uow_factory, api):
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=1))
+    first = pod_event("first", memory_mib=10000)
+    await placement.on_pod(first)
+    await placement.on_pod(pod_event("second", memory_mib=10000))
+    await placement.drain()
+    assert list(api.bound) == [("robots", "first")]
+
+    await placement.on_pod(pod_event("first", uid=first.uid, kind="deleted"))
+    await placement.drain()
+    assert ("robots", "second") in api.bound
+    assert assigned_mib(uow_factory) == {("n1", 0): 10000}
+
+
+async def test_a_bind_conflict_elsewhere_releases_the_reservation(uow_factory, api):
+    api.conflicts.add("taken")  # someone else bound it (read_pod shows no node of ours)
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1"))
+    await placement.on_pod(pod_event("taken"))
+    await placement.drain()
+    assert placement_kinds(uow_factory, "taken") == ["decided", "bind_failed"]
+    assert assigned_mib(uow_factory) == {("n1", 0): 0, ("n1", 1): 0}
+
+
+async def test_a_reservation_whose_bind_was_lost_is_bound_after_a_restart(uow_factory, api):
+    class HangingApi(FakeClusterApi):
+        async def bind(self, *args, **kwargs):
+            await asyncio.Event().wait()  # the process dies while the bind is in flight
+
+    crashed = PlacementService(uow_factory, {"east": HangingApi()}, decider("bestfit"), policy="bestfit")
+    await crashed.on_node(node_event("n1"))
+    await crashed.on_pod(pod_event("survivor"))
+    for task in list(crashed._binds):
+        task.cancel()
+    assert placement_kinds(uow_factory, "survivor") == ["decided"]  # committed, never bound
+
+    restarted = service(uow_factory, api)
+    await restarted.on_pod(pod_event("newcomer"))  # the first event of the cluster makes the worker resume it
+    await restarted.drain()
+    assert api.bound == {("robots", "survivor"): "n1", ("robots", "newcomer"): "n1"}
+    assert placement_kinds(uow_factory, "survivor") == ["decided", "bound"]
+
+
+async def test_an_api_error_on_bind_releases_and_retries_later(uow_factory, api):
+    class FailingApi(FakeClusterApi):
+        async def bind(self, *args, **kwargs):
+            raise ConnectionError("apiserver unavailable")
+
+    placement = PlacementService(uow_factory, {"east": FailingApi()}, decider("bestfit"), policy="bestfit")
+    await placement.on_node(node_event("n1"))
+    await placement.on_pod(pod_event("unlucky"))
+    await placement.drain()
+    assert placement_kinds(uow_factory, "unlucky") == ["decided", "bind_failed"]
+    assert assigned_mib(uow_factory) == {("n1", 0): 0, ("n1", 1): 0}
