@@ -111,6 +111,13 @@ class FakeStateRepository:
         rows = [dict(p) for (c, _), p in self.t["pods"].items() if c == cluster and p["state"] in states]
         return sorted(rows, key=lambda p: p["first_seen_at"])
 
+    async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for (c, _), pod in self.t["pods"].items():
+            if c in clusters:
+                counts[pod["state"]] = counts.get(pod["state"], 0) + 1
+        return counts
+
     async def load_allocations(self, cluster: str) -> list[dict[str, Any]]:
         return [dict(a) for a in self.t["allocations"].values() if a["cluster"] == cluster]
 

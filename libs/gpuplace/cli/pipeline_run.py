@@ -243,14 +243,13 @@ class PipelineRun:
                     if task.done() and task.exception():
                         raise RuntimeError("a pipeline service stopped") from task.exception()
                 async with uow_factory() as uow:
-                    states = [r["state"] for c in self.clusters for r in await uow.state.pods_in_state(
-                        c, ("pending", "reserved", "bound", "unschedulable", "invalid"))]
-                settled = sum(s in ("bound", "unschedulable", "invalid") for s in states)
+                    states = await uow.state.count_pods_by_state(list(self.clusters))
+                settled = sum(states.get(s, 0) for s in ("bound", "unschedulable", "invalid"))
                 seen = (settled, len(self.bound_at))
                 if seen != last_seen:
                     last_seen, last_change = seen, time.monotonic()
                     self.progress("bound", len(self.bound_at), self.config.pods)
-                if (settled >= self.config.pods and len(self.bound_at) >= states.count("bound")
+                if (settled >= self.config.pods and len(self.bound_at) >= states.get("bound", 0)
                         and time.monotonic() - last_change >= 1.0):
                     return
                 if time.monotonic() - last_change >= max(self.config.settle_s, 30.0):

@@ -61,7 +61,8 @@ class _Cluster:
 
 class PlacementService:
     def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], decide: Decide, *,
-                 policy: str, topic_suffix: str = "", bind_concurrency: int = 16) -> None:
+                 policy: str, topic_suffix: str = "", bind_concurrency: int = 16,
+                 outbox_written: Callable[[], None] = lambda: None) -> None:
         self._uow_factory = uow_factory
         self._apis = cluster_apis
         self._decide = decide
@@ -70,6 +71,7 @@ class PlacementService:
         self._clusters: dict[str, _Cluster] = {}
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self._binds: set[asyncio.Task[None]] = set()
+        self._outbox_written = outbox_written  # wakes the outbox relay after a commit that wrote events
 
     # -- entry points (one per topic) ---------------------------------------------------------------
     async def on_node(self, event: NodeEvent) -> None:
@@ -105,9 +107,9 @@ class PlacementService:
             if row["state"] == "pending" and event.request_error:
                 await uow.state.set_pod_state(event.cluster, event.uid, "invalid", reason=event.request_error)
                 await self._record(uow, row, "invalid_request", reasons={"request": event.request_error})
-                await uow.commit()
+                await self._commit(uow)
                 return
-            await uow.commit()
+            await self._commit(uow)
         if row["state"] in ("pending", "unschedulable"):
             await self._try_place(state, row)
         elif row["state"] == "reserved" and event.cluster + row["uid"] not in self._in_flight():
@@ -149,7 +151,7 @@ class PlacementService:
                 return False
             await uow.state.set_pod_state(row["cluster"], row["uid"], "reserved", node=hold.node, reason=None)
             await self._record(uow, row, "decided", hold=hold, decision_id=decision_id)
-            await uow.commit()
+            await self._commit(uow)
         state.view.charge(row["uid"], hold)
         return True
 
@@ -161,7 +163,7 @@ class PlacementService:
                 await uow.state.set_pod_state(row["cluster"], row["uid"], "unschedulable",
                                               reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
                 await self._record(uow, row, "unschedulable", reasons=reasons)
-                await uow.commit()
+                await self._commit(uow)
         return False
 
     async def _retry_waiting(self, state: _Cluster) -> None:
@@ -210,7 +212,7 @@ class PlacementService:
                 next_state = "deleted" if outcome == "gone" else "pending"
                 await uow.state.set_pod_state(row["cluster"], row["uid"], next_state, node=None, reason=outcome)
                 await self._record(uow, row, "bind_failed", hold=hold, reasons={"bind": outcome})
-            await uow.commit()
+            await self._commit(uow)
         if outcome != "bound":
             state.view.refund(row["uid"])
             if outcome not in ("gone", "conflict"):
@@ -226,7 +228,7 @@ class PlacementService:
                 if event.cluster + event.uid not in self._in_flight():
                     await uow.state.set_pod_state(event.cluster, event.uid, "bound", mark_bound=True)
                     await self._record(uow, row, "bound", node=event.node_name)
-            await uow.commit()
+            await self._commit(uow)
 
     async def _forget(self, state: _Cluster, event: PodEvent) -> None:
         async with self._uow_factory() as uow:
@@ -237,7 +239,7 @@ class PlacementService:
                 await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
                                         memory_mib=row["memory_mib"])
                 await uow.state.set_pod_state(event.cluster, event.uid, "deleted")
-            await uow.commit()
+            await self._commit(uow)
         state.view.refund(event.uid)
         state.waiting.pop(event.uid, None)
         state.last_reasons.pop(event.uid, None)
@@ -270,6 +272,10 @@ class PlacementService:
                 self._spawn_bind(state, row, state.view.holds[row["uid"]])
             elif row["state"] != "reserved":
                 state.waiting[row["uid"]] = row
+
+    async def _commit(self, uow: UnitOfWork) -> None:
+        await uow.commit()
+        self._outbox_written()
 
     async def _record(self, uow: UnitOfWork, row: Row, kind: str, *, hold: Hold | None = None,
                       reasons: dict[str, str] | None = None, decision_id: str | None = None,

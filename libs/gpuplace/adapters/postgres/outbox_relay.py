@@ -21,12 +21,17 @@ log = logging.getLogger(__name__)
 
 class OutboxRelay:
     def __init__(self, uow_factory: Callable[[], PostgresUnitOfWork], broker: KafkaBroker, *,
-                 batch_size: int = 500, idle_s: float = 0.05) -> None:
+                 batch_size: int = 500, idle_poll_s: float = 1.0) -> None:
         self._uow_factory = uow_factory
         self._broker = broker
         self._batch_size = batch_size
-        self._idle_s = idle_s
+        self._idle_poll_s = idle_poll_s
+        self._wake = asyncio.Event()
         self.published = 0
+
+    def wake(self) -> None:
+        """Called after a commit that wrote outbox rows; without it the relay still polls every idle_poll_s."""
+        self._wake.set()
 
     async def run_once(self) -> int:
         """Publish one batch; returns how many rows went out."""
@@ -56,10 +61,14 @@ class OutboxRelay:
                 sent = 0
                 await asyncio.sleep(1.0)
             if sent == 0:
-                try:
-                    await asyncio.wait_for(stop.wait(), timeout=self._idle_s)
-                except TimeoutError:
-                    pass
+                await self._idle(stop)
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
+        await asyncio.wait(waiters, timeout=self._idle_poll_s, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in waiters:
+            waiter.cancel()
+        self._wake.clear()
 
 
 __all__ = ["OutboxRelay"]

@@ -126,6 +126,11 @@ class StateRepository:
             pods.c.cluster == cluster, pods.c.state.in_(states)).order_by(pods.c.first_seen_at))
         return [r._mapping for r in result]
 
+    async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
+        result = await self._conn.execute(select(pods.c.state, func.count()).where(pods.c.cluster.in_(clusters))
+                                          .group_by(pods.c.state))
+        return {state: int(n) for state, n in result.all()}
+
     async def load_allocations(self, cluster: str) -> list[Row]:
         result = await self._conn.execute(select(allocations).where(allocations.c.cluster == cluster))
         return [r._mapping for r in result]
