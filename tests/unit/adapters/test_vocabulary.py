@@ -3,6 +3,7 @@
 import re
 
 import pytest
+
 from gpuplace.adapters.kube import quantity
 from gpuplace.adapters.kube.vocabulary import RequestError, parse_pod_request
 from gpuplace.contracts import GpuRequest

@@ -1,0 +1,46 @@
+"""Handler wiring on FastStream's in-memory broker: typed events in, malformed records dead-lettered."""
+
+import base64
+import json
+
+from faststream.kafka import TestKafkaBroker
+
+from gpuplace.adapters.kafka import make_broker, subscribe
+from gpuplace.cli.services import asyncapi_document
+from gpuplace.contracts import topics
+from gpuplace.contracts.events import GpuTelemetry
+
+
+async def test_valid_events_reach_the_handler_and_bad_ones_the_dead_letter_topic():
+    broker = make_broker("127.0.0.1:9092")
+    handled, letters = [], []
+
+    async def handler(event: GpuTelemetry) -> None:
+        handled.append(event)
+
+    subscribe(broker, topic=topics.TELEMETRY, group_id="g", model=GpuTelemetry, handler=handler,
+              consumer="telemetry-ingest")
+
+    @broker.subscriber(topics.DEADLETTER)
+    async def collect(body: dict) -> None:
+        letters.append(body)
+
+    good = GpuTelemetry(cluster="east", node="n1", gpu_index=0, memory_total_mib=16384, memory_used_mib=100)
+    bad = b'{"cluster": "east", "node": "n1", "gpu_index": 0, "memory_total_mib": 10, "memory_used_mib": 20}'
+    async with TestKafkaBroker(broker) as test_broker:
+        await test_broker.publish(good.model_dump_json(by_alias=True).encode(), topic=topics.TELEMETRY,
+                                  key=good.kafka_key())
+        await test_broker.publish(bad, topic=topics.TELEMETRY, key=b"east/n1/0")
+    assert [e.event_id for e in handled] == [good.event_id]
+    assert len(letters) == 1
+    letter = letters[0]
+    assert letter["cluster"] == "east" and letter["consumer"] == "telemetry-ingest"
+    assert "memory_used_mib exceeds memory_total_mib" in letter["reason"]
+    assert base64.b64decode(letter["original_value_b64"]) == bad
+
+
+def test_the_asyncapi_document_describes_every_topic():
+    doc = asyncapi_document()
+    addresses = {channel["address"] for channel in doc["channels"].values()}
+    assert addresses == set(topics.ALL_TOPICS)
+    assert "PodEvent" in json.dumps(doc["components"]["schemas"])
