@@ -173,9 +173,19 @@ class FakeStateRepository:
     async def add_latency_window(self, window: Mapping[str, Any]) -> None:
         self.t["latency"].append(dict(window))
 
+    async def flag_slo_violation(self, cluster: str, pod_uid: str, node: str, gpu_index: int) -> bool:
+        gpu, pod = self.t["gpus"].get((cluster, node, gpu_index)), self.t["pods"].get((cluster, pod_uid))
+        changed = False
+        if gpu is not None and gpu.get("slo_blocked_at") is None:
+            gpu["slo_blocked_at"], changed = self._now(), True
+        if pod is not None and pod.get("move_requested_at") is None:
+            pod["move_requested_at"], changed = self._now(), True
+        return changed
+
     async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
         for (c, uid), pod in self.t["pods"].items():
-            if c == cluster and pod["namespace"] == namespace and pod["name"] == name:
+            if c == cluster and pod["namespace"] == namespace and pod["name"] == name and \
+                    pod["state"] in ("reserved", "bound"):
                 for a in self.t["allocations"].values():
                     if a["cluster"] == cluster and a["pod_uid"] == uid:
                         return {"node": a["node"], "gpu_index": a["gpu_index"], "uid": uid,

@@ -14,6 +14,7 @@ from faststream.kafka import KafkaBroker
 
 from gpuplace.adapters.kafka import make_broker
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, connect
+from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWorkFactory, make_engine
 from gpuplace.settings import Settings
 
@@ -27,7 +28,10 @@ class Resources:
 
 
 @contextlib.asynccontextmanager
-async def database(settings: Settings) -> AsyncIterator[PostgresUnitOfWorkFactory]:
+async def database(settings: Settings, *, check_schema: bool = True) -> AsyncIterator[PostgresUnitOfWorkFactory]:
+    """The unit-of-work factory; refuses a schema behind the code's migrations (SchemaOutOfDate)."""
+    if check_schema:
+        await migrate.require_current(settings.database_url.get_secret_value())
     engine = make_engine(settings.database_url.get_secret_value())
     try:
         yield PostgresUnitOfWorkFactory(engine)

@@ -11,7 +11,7 @@ import asyncio
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
 from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
-from gpuplace.contracts.events import NodeEvent, PodEvent
+from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
 from gpuplace.settings import Settings
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.placement import PlacementService
@@ -32,6 +32,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         wire(res.broker, settings, NAME, [
             Subscription(topics.NODES, NodeEvent, service.on_node),
             Subscription(topics.PODS, PodEvent, service.on_pod),
+            Subscription(topics.PLACEMENTS, PlacementEvent, service.on_placement),
         ])
         async with res.broker:
             await res.broker.start()

@@ -47,6 +47,10 @@ class ClusterView:
             for row, n in enumerate(schedulable):
                 for g in gpus_by_node.get(n["name"], []):
                     snapshot.observed_used_memory_mib[row, g["index"]] = g["memory_observed_mib"] or 0
+                    if g.get("slo_blocked_at") is not None or not g.get("healthy", True):
+                        # Closed to new pods (a deadline miss, or a sick GPU): filters see no GPU there;
+                        # the pods already on it keep their hold and can still be refunded.
+                        snapshot.gpu_exists[row, g["index"]] = False
         pod_rows = {p["uid"]: p for p in pods}
         grants: dict[str, list[Row]] = {}
         for a in allocations:

@@ -6,8 +6,9 @@ claimed and changes nothing.
 
 from __future__ import annotations
 
-from gpuplace.contracts.events import GpuTelemetry, LatencyWindow, NodeEvent
-from gpuplace.usecases.ports import UnitOfWorkFactory
+from gpuplace.contracts import topics
+from gpuplace.contracts.events import GpuTelemetry, LatencyWindow, NodeEvent, PlacementEvent
+from gpuplace.usecases.ports import UnitOfWork, UnitOfWorkFactory
 
 
 async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consumer: str) -> bool:
@@ -41,7 +42,13 @@ async def ingest_telemetry(uow_factory: UnitOfWorkFactory, event: GpuTelemetry, 
     return True
 
 
-async def ingest_latency(uow_factory: UnitOfWorkFactory, event: LatencyWindow, *, consumer: str) -> bool:
+async def ingest_latency(uow_factory: UnitOfWorkFactory, event: LatencyWindow, *, consumer: str,
+                         placements_topic: str = topics.PLACEMENTS, margin: float = 0.0) -> bool:
+    """Store a latency window; a pod whose observed p95 is past its deadline raises an SLO violation.
+
+    The violation closes the pod's GPU to new pods and marks the pod for a move, in the same transaction
+    as the window, and publishes `slo_violation` through the outbox (once per GPU and pod, not per window).
+    """
     async with uow_factory() as uow:
         if not await uow.state.claim_event(consumer, event.event_id):
             return False
@@ -51,8 +58,29 @@ async def ingest_latency(uow_factory: UnitOfWorkFactory, event: LatencyWindow, *
             "window_s": event.window_s, "frames": event.frames, "p50_ms": event.p50_ms, "p95_ms": event.p95_ms,
             "p99_ms": event.p99_ms, "deadline_ms": event.deadline_ms, "deadline_misses": event.deadline_misses,
         })
+        await _check_slo(uow, event, placements_topic, margin)
         await uow.commit()
     return True
+
+
+async def _check_slo(uow: UnitOfWork, event: LatencyWindow, placements_topic: str, margin: float) -> None:
+    held = await uow.state.gpu_of_pod(event.cluster, event.namespace, event.pod)
+    if held is None:
+        return
+    deadline_ms = event.deadline_ms or held["deadline_ms"]
+    if deadline_ms is None or event.p95_ms <= deadline_ms * (1.0 - margin):
+        return
+    if not await uow.state.flag_slo_violation(event.cluster, held["uid"], held["node"], held["gpu_index"]):
+        return
+    violation = PlacementEvent(
+        cluster=event.cluster, region=event.region, kind="slo_violation", namespace=event.namespace,
+        pod=event.pod, pod_uid=held["uid"], node=held["node"],
+        reasons={"latency": f"observed p95 {event.p95_ms:.1f} ms > deadline {deadline_ms:.1f} ms "
+                            f"on GPU {held['gpu_index']}; GPU closed to new pods, pod marked for a move",
+                 "gpu_index": str(held["gpu_index"])},
+    )
+    await uow.state.add_outbox(placements_topic, violation.kafka_key().decode(),
+                               violation.model_dump_json(by_alias=True))
 
 
 __all__ = ["ingest_node", "ingest_telemetry", "ingest_latency"]

@@ -93,6 +93,14 @@ class PlacementService:
             else:
                 await self._on_pending(state, event)
 
+    async def on_placement(self, event: PlacementEvent) -> None:
+        """An SLO violation closed a GPU in the database: re-read the cluster so no new pod goes there."""
+        if event.kind != "slo_violation":
+            return
+        state = await self._cluster(event.cluster)
+        async with state.lock:
+            await self._rehydrate(state)
+
     async def drain(self) -> None:
         """Wait for binds in flight (shutdown, tests)."""
         while self._binds:

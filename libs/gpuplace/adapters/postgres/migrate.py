@@ -43,4 +43,26 @@ async def upgrade_async(database_url: str, revision: str = "head", *, schema: st
         await engine.dispose()
 
 
-__all__ = ["alembic_config", "upgrade", "downgrade", "upgrade_async"]
+class SchemaOutOfDate(RuntimeError):
+    """The database is not at the revision this code was written for."""
+
+
+async def require_current(database_url: str) -> None:
+    """Refuse to run services on a schema that `gpuplace migrate` has not brought to head."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
+    engine = create_async_engine(database_url, poolclass=pool.NullPool)
+    try:
+        async with engine.connect() as connection:
+            current = await connection.run_sync(
+                lambda sync: MigrationContext.configure(sync).get_current_revision())
+    finally:
+        await engine.dispose()
+    if current != head:
+        raise SchemaOutOfDate(f"database schema is at {current or 'nothing'}, this gpuplace needs {head}: "
+                              "run `gpuplace migrate`")
+
+
+__all__ = ["alembic_config", "upgrade", "downgrade", "upgrade_async", "require_current", "SchemaOutOfDate"]

@@ -209,11 +209,22 @@ class StateRepository:
     async def add_latency_window(self, window: Mapping[str, Any]) -> None:
         await self._conn.execute(insert(latency_windows).values(**window))
 
+    async def flag_slo_violation(self, cluster: str, pod_uid: str, node: str, gpu_index: int) -> bool:
+        """Close the GPU to new pods and mark the pod for a move; False if both were already so."""
+        blocked = await self._conn.execute(update(gpus).where(
+            gpus.c.cluster == cluster, gpus.c.node == node, gpus.c.index == gpu_index, gpus.c.slo_blocked_at.is_(None),
+        ).values(slo_blocked_at=func.now()).returning(gpus.c.index))
+        marked = await self._conn.execute(update(pods).where(
+            pods.c.cluster == cluster, pods.c.uid == pod_uid, pods.c.move_requested_at.is_(None),
+        ).values(move_requested_at=func.now()).returning(pods.c.uid))
+        return blocked.first() is not None or marked.first() is not None
+
     async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> Row | None:
         result = await self._conn.execute(
             select(allocations.c.node, allocations.c.gpu_index, pods.c.uid, pods.c.deadline_ms)
             .join(pods, and_(pods.c.cluster == allocations.c.cluster, pods.c.uid == allocations.c.pod_uid))
-            .where(pods.c.cluster == cluster, pods.c.namespace == namespace, pods.c.name == name).limit(1))
+            .where(pods.c.cluster == cluster, pods.c.namespace == namespace, pods.c.name == name,
+                   pods.c.state.in_(("reserved", "bound"))).limit(1))
         row = result.first()
         return row._mapping if row else None
 

@@ -60,6 +60,8 @@ gpus = Table(
     Column("utilization_pct", Float),
     Column("healthy", Boolean, nullable=False, server_default="true"),
     Column("telemetry_at", DateTime(timezone=True)),
+    # Set when a pod on this GPU missed its deadline (observed p95): no new pod goes here until cleared.
+    Column("slo_blocked_at", DateTime(timezone=True)),
     ForeignKeyConstraint(["cluster", "node"], ["nodes.cluster", "nodes.name"], ondelete="CASCADE"),
     CheckConstraint("memory_assigned_mib >= 0 AND memory_assigned_mib <= memory_total_mib", name="gpu_memory_fits"),
     CheckConstraint("share_assigned_milli >= 0 AND share_assigned_milli <= 1000", name="gpu_share_fits"),
@@ -85,6 +87,7 @@ pods = Table(
     Column("first_seen_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("reserved_at", DateTime(timezone=True)),
     Column("bound_at", DateTime(timezone=True)),
+    Column("move_requested_at", DateTime(timezone=True)),  # SLO violation: the defragmenter should move it
     CheckConstraint(
         "state IN ('pending','reserved','bound','unschedulable','invalid','deleted')", name="pod_state_known"
     ),
