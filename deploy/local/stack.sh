@@ -83,18 +83,16 @@ cmd_down() {
   fi
   [[ -f $MARKER ]] || die "$STACK_DIR has no $(basename "$MARKER") marker: not a stack runtime dir, not touching it"
   say "stack down: $STACK_DIR"
-  for c in "${CLUSTER_LIST[@]}"; do
-    stop_group "kwok-$c"
-    stop_group "kube-controller-manager-$c"
-  done
-  for c in "${CLUSTER_LIST[@]}"; do stop_group "kube-apiserver-$c"; done
-  stop_group etcd
-  stop_group kafka
-  stop_postgres
+  # etcd last, so the apiservers shut down cleanly; the rest at once.
+  local first=(kafka postgres) leftovers=()
+  for c in "${CLUSTER_LIST[@]}"; do first+=("kwok-$c" "kube-controller-manager-$c" "kube-apiserver-$c"); done
+  stop_groups "${first[@]}"
+  stop_groups etcd
   # Components of clusters no longer listed in GPUPLACE_STACK_CLUSTERS.
   for file in "$PIDS_DIR"/*.pid; do
-    [[ -f $file ]] && stop_group "$(basename "$file" .pid)"
+    [[ -f $file ]] && leftovers+=("$(basename "$file" .pid)")
   done
+  ((${#leftovers[@]} == 0)) || stop_groups "${leftovers[@]}"
   rm -rf "$STACK_DIR"
   say "stack down: removed $STACK_DIR"
 }

@@ -95,9 +95,14 @@ def kafka_bootstrap() -> Iterator[str]:
         container.stop()
 
 
+def asyncpg_dsn(url: str) -> str:
+    """asyncpg speaks postgresql://; SQLAlchemy's URL names the driver."""
+    return url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
 @pytest.fixture(scope="session")
-def database_url() -> Iterator[str]:
-    """A postgresql+asyncpg:// URL whose role may create databases (the stack's `gpuplace` role can)."""
+async def database_url() -> AsyncIterator[str]:
+    """A postgresql+asyncpg:// URL, checked to answer, whose role may create databases (the stack's can)."""
     url = resolve("GPUPLACE_DATABASE_URL")
     container = None
     if not url and _docker_answers():
@@ -107,25 +112,14 @@ def database_url() -> Iterator[str]:
         url = container.get_connection_url()
     if not url:
         pytest.fail(f"no PostgreSQL: GPUPLACE_DATABASE_URL unset, no {stack_dir()}/env, no Docker; {START_STACK}")
+    try:
+        connection = await asyncpg.connect(asyncpg_dsn(url), timeout=10)
+    except (TimeoutError, OSError, asyncpg.PostgresError) as error:
+        pytest.fail(f"PostgreSQL at {url.split('@')[-1]} does not answer ({error!r}); {START_STACK}")
+    await connection.close()
     yield url
     if container is not None:
         container.stop()
-
-
-def asyncpg_dsn(url: str) -> str:
-    """asyncpg speaks postgresql://; SQLAlchemy's URL names the driver."""
-    return url.replace("postgresql+asyncpg://", "postgresql://", 1)
-
-
-@pytest.fixture(scope="session")
-async def postgres(database_url: str) -> AsyncIterator[str]:
-    """The database URL, after checking that PostgreSQL answers."""
-    try:
-        connection = await asyncpg.connect(asyncpg_dsn(database_url), timeout=10)
-    except (TimeoutError, OSError, asyncpg.PostgresError) as error:
-        pytest.fail(f"PostgreSQL at {database_url.split('@')[-1]} does not answer ({error!r}); {START_STACK}")
-    await connection.close()
-    yield database_url
 
 
 @pytest.fixture(scope="session")

@@ -32,20 +32,20 @@ async def _tables(dsn: str) -> set[str]:
 
 
 @pytest.fixture
-async def fresh_database(postgres: str) -> AsyncIterator[str]:
+async def fresh_database(database_url: str) -> AsyncIterator[str]:
     """A new, empty database owned by the stack's role; dropped after the test."""
     name = unique_name("it").replace("-", "_")
-    admin = await asyncpg.connect(asyncpg_dsn(postgres))
+    admin = await asyncpg.connect(asyncpg_dsn(database_url))
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
-        yield make_url(postgres).set(database=name).render_as_string(hide_password=False)
+        yield make_url(database_url).set(database=name).render_as_string(hide_password=False)
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
 
 
-async def test_asyncpg_round_trip(postgres: str) -> None:
-    connection = await asyncpg.connect(asyncpg_dsn(postgres))
+async def test_asyncpg_round_trip(database_url: str) -> None:
+    connection = await asyncpg.connect(asyncpg_dsn(database_url))
     try:
         assert await connection.fetchval("SELECT $1::int + 1", 41) == 42
         assert int(await connection.fetchval("SHOW server_version_num")) >= 140000
@@ -53,8 +53,8 @@ async def test_asyncpg_round_trip(postgres: str) -> None:
         await connection.close()
 
 
-async def test_sqlalchemy_async_round_trip(postgres: str) -> None:
-    engine = create_async_engine(postgres)
+async def test_sqlalchemy_async_round_trip(database_url: str) -> None:
+    engine = create_async_engine(database_url)
     try:
         async with engine.begin() as connection:
             await connection.execute(text("CREATE TEMPORARY TABLE smoke (id int PRIMARY KEY, memory_mib int)"))

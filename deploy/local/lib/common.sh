@@ -13,18 +13,20 @@ CACHE_DIR=${GPUPLACE_STACK_CACHE:-$REPO_DIR/.cache/stack}
 CLUSTERS=${GPUPLACE_STACK_CLUSTERS:-east west}
 read -r -a CLUSTER_LIST <<<"$CLUSTERS"
 
-PG_PORT=${GPUPLACE_STACK_PG_PORT:-55432}
+# Default ports sit below Linux's ephemeral range (32768-60999): a listener there can find its port taken by
+# the local end of some client connection (seen: Kafka failing to bind while tests churned connections).
+PG_PORT=${GPUPLACE_STACK_PG_PORT:-25432}
 PG_USER=gpuplace
 PG_DB=gpuplace
 PG_PASSWORD=${GPUPLACE_STACK_PG_PASSWORD:-gpuplace}
-KAFKA_PORT=${GPUPLACE_STACK_KAFKA_PORT:-59092}
+KAFKA_PORT=${GPUPLACE_STACK_KAFKA_PORT:-29092}
 KAFKA_CONTROLLER_PORT=$((KAFKA_PORT + 1))
-ETCD_PORT=${GPUPLACE_STACK_ETCD_PORT:-52379}
+ETCD_PORT=${GPUPLACE_STACK_ETCD_PORT:-22379}
 ETCD_PEER_PORT=$((ETCD_PORT + 1))
 # Per cluster i (0-based, in GPUPLACE_STACK_CLUSTERS order): base + i.
-APISERVER_PORT_BASE=${GPUPLACE_STACK_APISERVER_PORT:-56443}
-KCM_PORT_BASE=${GPUPLACE_STACK_KCM_PORT:-57443}
-KWOK_PORT_BASE=${GPUPLACE_STACK_KWOK_PORT:-58080}
+APISERVER_PORT_BASE=${GPUPLACE_STACK_APISERVER_PORT:-26443}
+KCM_PORT_BASE=${GPUPLACE_STACK_KCM_PORT:-27443}
+KWOK_PORT_BASE=${GPUPLACE_STACK_KWOK_PORT:-28080}
 
 PIDS_DIR=$STACK_DIR/pids
 LOGS_DIR=$STACK_DIR/logs
@@ -69,6 +71,23 @@ pid_of() {
   [[ $pid =~ ^[0-9]+$ ]] && kill -0 -- "-$pid" 2>/dev/null && echo "$pid"
 }
 
+# already_running NAME CHECK...: 0 when NAME runs and passes CHECK, after waiting (up to 120 s) if it is still
+# starting; 1 when it does not run, or exits meanwhile (e.g. it was shutting down), so the caller starts it.
+already_running() {
+  local name=$1 deadline
+  shift
+  pid_of "$name" >/dev/null || return 1
+  deadline=$(($(date +%s) + 120))
+  while pid_of "$name" >/dev/null; do
+    "$@" >/dev/null 2>&1 && return 0
+    (($(date +%s) <= deadline)) ||
+      die "$name runs but has not been healthy for 120 s (log: $LOGS_DIR/$name.log); try stack.sh down, then up"
+    sleep 0.5
+  done
+  say "$name: exited while unhealthy; starting it again"
+  return 1
+}
+
 # start_bg NAME COMMAND...: run COMMAND in a new session, output appended to logs/NAME.log.
 # Not being a process-group leader (no job control in scripts), setsid execs in place, so $! is the PID.
 start_bg() {
@@ -79,21 +98,35 @@ start_bg() {
   echo $! >"$PIDS_DIR/$name.pid"
 }
 
-# stop_group NAME [SIGNAL]: signal the component's process group, wait up to 20 s, then SIGKILL it.
-stop_group() {
-  local name=$1 signal=${2:-TERM} pid i
-  pid=$(pid_of "$name") || { rm -f "$PIDS_DIR/$name.pid"; return 0; }
-  kill -s "$signal" -- "-$pid" 2>/dev/null || true
-  for ((i = 0; i < 200; i++)); do
-    kill -0 -- "-$pid" 2>/dev/null || break
-    sleep 0.1
+# Signal that stops a component cleanly, when not SIGTERM. PostgreSQL: SIGINT is its "fast" shutdown (SIGTERM,
+# "smart", waits for clients to leave); its backends, which get SIGINT too, only cancel their query.
+declare -A STOP_SIGNAL=([postgres]=INT)
+
+# stop_groups NAME...: signal each component's process group at once, wait up to 20 s for all of them,
+# SIGKILL the groups still there, forget their PIDs.
+stop_groups() {
+  local name pid i live=()
+  for name in "$@"; do
+    if pid=$(pid_of "$name"); then
+      kill -s "${STOP_SIGNAL[$name]:-TERM}" -- "-$pid" 2>/dev/null || true
+      live+=("$name=$pid")
+    else
+      rm -f "$PIDS_DIR/$name.pid"
+    fi
   done
-  if kill -0 -- "-$pid" 2>/dev/null; then
-    say "$name: still running after 20 s, SIGKILL to group $pid"
-    kill -s KILL -- "-$pid" 2>/dev/null || true
-  fi
-  rm -f "$PIDS_DIR/$name.pid"
-  say "$name: stopped"
+  for ((i = 0; i < 200 && ${#live[@]}; i++)); do
+    sleep 0.1
+    local still=() entry
+    for entry in "${live[@]}"; do
+      if kill -0 -- "-${entry#*=}" 2>/dev/null; then still+=("$entry"); else say "${entry%%=*}: stopped"; fi
+    done
+    live=("${still[@]}")
+  done
+  for entry in "${live[@]}"; do
+    say "${entry%%=*}: still running after 20 s, SIGKILL to process group ${entry#*=}"
+    kill -s KILL -- "-${entry#*=}" 2>/dev/null || true
+  done
+  for name in "$@"; do rm -f "$PIDS_DIR/$name.pid"; done
 }
 
 # wait_until SECONDS NAME COMMAND...: poll COMMAND every 0.5 s; fail with the log tail if it never succeeds

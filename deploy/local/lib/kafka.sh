@@ -56,7 +56,7 @@ PROPS
 start_kafka() {
   local java
   java=$(_java) || exit 1
-  pid_of kafka >/dev/null && return
+  already_running kafka _kafka_started && return
   claim_port kafka "$KAFKA_PORT"
   claim_port kafka "$KAFKA_CONTROLLER_PORT"
   _kafka_write_config

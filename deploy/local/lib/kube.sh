@@ -19,7 +19,7 @@ KCM_CONTROLLERS+=,namespace-controller,pod-garbage-collector-controller,servicea
 _etcd_ready() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
 
 start_etcd() {
-  pid_of etcd >/dev/null && return
+  already_running etcd _etcd_ready && return
   claim_port etcd "$ETCD_PORT"
   claim_port etcd "$ETCD_PEER_PORT"
   say "etcd $ETCD_VERSION: starting on 127.0.0.1:$ETCD_PORT"
@@ -40,7 +40,7 @@ start_apiserver() {
   local cluster=$1 name=kube-apiserver-$1 port
   port=$(apiserver_port "$cluster")
   write_kubeconfig "$cluster"
-  pid_of "$name" >/dev/null && return
+  already_running "$name" kube_get "$cluster" /readyz && return
   claim_port "$name" "$port"
   say "$name $KUBE_VERSION: starting on 127.0.0.1:$port (etcd prefix /registry-$cluster)"
   start_bg "$name" "$KUBE_BIN/kube-apiserver" \
@@ -68,7 +68,7 @@ start_kcm() {
   local cluster=$1 name=kube-controller-manager-$1 port kubeconfig
   port=$(kcm_port "$cluster")
   kubeconfig=$(kubeconfig_of "$cluster")
-  pid_of "$name" >/dev/null && return
+  already_running "$name" _kcm_ready "$cluster" && return
   claim_port "$name" "$port"
   say "$name: starting (controllers: ${KCM_CONTROLLERS//-controller/})"
   start_bg "$name" "$KUBE_BIN/kube-controller-manager" \
@@ -88,7 +88,7 @@ _kwok_ready() { curl -fsS --max-time 2 "http://127.0.0.1:$(kwok_port "$1")/healt
 start_kwok() {
   local cluster=$1 name=kwok-$1 port
   port=$(kwok_port "$cluster")
-  pid_of "$name" >/dev/null && return
+  already_running "$name" _kwok_ready "$cluster" && return
   claim_port "$name" "$port"
   say "$name $KWOK_VERSION: starting (manages every Node of $cluster)"
   start_bg "$name" "$KWOK_BIN" --kubeconfig="$(kubeconfig_of "$cluster")" --manage-all-nodes=true \

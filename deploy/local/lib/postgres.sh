@@ -37,9 +37,7 @@ postgres_url() { echo "postgresql+asyncpg://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_
 start_postgres() {
   PG_BIN=$(_pg_bin) || exit 1
   _pg_prepare_user
-  if pid_of postgres >/dev/null; then
-    return
-  fi
+  already_running postgres _pg_ready && return
   claim_port postgres "$PG_PORT"
   mkdir -p "$PG_DIR" "$PG_SOCKET_DIR"
   ((EUID == 0)) && chown postgres: "$PG_DIR" "$PG_SOCKET_DIR"
@@ -70,10 +68,6 @@ SQL
     die "postgres: creating role/database $PG_USER/$PG_DB failed (log: $LOGS_DIR/postgres.log)"
   say "postgres: up ($(postgres_url | sed 's/:[^:@]*@/:***@/'))"
 }
-
-# SIGINT is PostgreSQL's "fast" shutdown (SIGTERM, "smart", would wait for clients to leave); backends that get
-# it too only cancel their query, then the postmaster ends them.
-stop_postgres() { stop_group postgres INT; }
 
 postgres_healthy() {
   PG_BIN=$(_pg_bin) || return 1
