@@ -14,6 +14,7 @@ _COMMAND_MODULES = (
     "gpuplace.cli.bench",
     "gpuplace.cli.services",
     "gpuplace.cli.demo",
+    "gpuplace.cli.bench_pipeline",
 )
 
 
