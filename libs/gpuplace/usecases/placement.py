@@ -32,6 +32,7 @@ from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 CONSUMER = "placement"
+_CONFLICT = object()  # the database refused a reservation our in-memory view allowed
 
 
 class ClusterApi(Protocol):
@@ -108,71 +109,96 @@ class PlacementService:
 
     # -- pending pods --------------------------------------------------------------------------------
     async def _on_pending(self, state: _Cluster, event: PodEvent) -> None:
-        async with self._uow_factory() as uow:
-            if not await uow.state.claim_event(CONSUMER, event.event_id):
-                return
-            row = await uow.state.upsert_pod(_pod_row(event))
-            if row["state"] == "pending" and event.request_error:
-                await uow.state.set_pod_state(event.cluster, event.uid, "invalid", reason=event.request_error)
-                await self._record(uow, row, "invalid_request", reasons={"request": event.request_error})
-                await self._commit(uow)
-                return
-            await self._commit(uow)
-        if row["state"] in ("pending", "unschedulable"):
-            await self._try_place(state, row)
-        elif row["state"] == "reserved" and event.cluster + row["uid"] not in self._in_flight():
-            hold = state.view.holds.get(row["uid"])
-            if hold is not None:  # reserved before a restart: bind what was reserved
-                self._spawn_bind(state, row, hold)
+        """Claim the event, record the pod and, in the same transaction, try to place it.
 
-    async def _try_place(self, state: _Cluster, row: Row) -> bool:
-        """Decide and reserve one pod; True when it got a place (the bind runs in the background)."""
-        for _attempt in range(3):
-            if state.view.snapshot is None:
-                return await self._wait(state, row, {"cluster": "no schedulable node"})
-            choice = self._decide(state.view, core_pod(row))
-            if not isinstance(choice, Choice):
-                return await self._wait(state, row, choice)
-            hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib,
-                        row["cpu_milli"], row["memory_mib"])
-            if await self._reserve(state, row, hold):
-                state.waiting.pop(row["uid"], None)
-                state.last_reasons.pop(row["uid"], None)
-                self._spawn_bind(state, row, hold)
-                return True
-            await self._rehydrate(state)  # the database disagreed with our view: trust the database
-        return await self._wait(state, row, {"reserve": "capacity changed under three attempts; will retry"})
-
-    async def _reserve(self, state: _Cluster, row: Row, hold: Hold) -> bool:
-        decision_id = uuid.uuid4().hex
-        async with self._uow_factory() as uow:
-            current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
-            if current is None or current["state"] not in ("pending", "unschedulable"):
-                return True  # an earlier delivery already placed it, or it is gone
-            conflict = await uow.state.reserve(
-                cluster=row["cluster"], pod_uid=row["uid"], node=hold.node,
-                grants=[_Grant(i, hold.gpu_memory_mib, hold.share_milli) for i in hold.gpu_indices],
-                cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib, decision_id=decision_id,
-            )
-            if conflict:  # leaving without commit() rolls the partial reservation back
-                log.info("reservation of %s/%s lost a race: %s", row["namespace"], row["name"], conflict)
-                return False
-            await uow.state.set_pod_state(row["cluster"], row["uid"], "reserved", node=hold.node, reason=None)
-            await self._record(uow, row, "decided", hold=hold, decision_id=decision_id)
-            await self._commit(uow)
-        state.view.charge(row["uid"], hold)
-        return True
-
-    async def _wait(self, state: _Cluster, row: Row, reasons: dict[str, str]) -> bool:
-        state.waiting[row["uid"]] = row
-        if state.last_reasons.get(row["uid"]) != reasons:  # report a new reason once, not on every retry
-            state.last_reasons[row["uid"]] = reasons
+        When the database refuses what our view allowed, leaving without commit rolls everything back
+        (the claim included): re-read the cluster and handle the event again, up to three times.
+        """
+        for attempt in range(3):
             async with self._uow_factory() as uow:
-                await uow.state.set_pod_state(row["cluster"], row["uid"], "unschedulable",
-                                              reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
-                await self._record(uow, row, "unschedulable", reasons=reasons)
-                await self._commit(uow)
-        return False
+                if not await uow.state.claim_event(CONSUMER, event.event_id):
+                    return
+                row = await uow.state.upsert_pod(_pod_row(event))
+                if row["state"] == "pending" and event.request_error:
+                    await uow.state.set_pod_state(event.cluster, event.uid, "invalid", reason=event.request_error)
+                    await self._record(uow, row, "invalid_request", reasons={"request": event.request_error})
+                    await self._commit(uow)
+                    return
+                if row["state"] not in ("pending", "unschedulable"):
+                    await self._commit(uow)
+                    if row["state"] == "reserved" and row["uid"] in state.view.holds and \
+                            event.cluster + row["uid"] not in self._in_flight():
+                        self._spawn_bind(state, row, state.view.holds[row["uid"]])  # reserved before a restart
+                    return
+                if attempt < 2:
+                    outcome = await self._decide_and_reserve(uow, state, row)
+                else:
+                    outcome = await self._record_waiting(uow, state, row, {
+                        "reserve": "capacity changed under three attempts; retried on the next cluster change"})
+                if outcome is not _CONFLICT:
+                    await self._commit(uow)
+                    self._after_commit(state, row, outcome)
+                    return
+            await self._rehydrate(state)
+
+    async def _try_place(self, state: _Cluster, row: Row) -> None:
+        """Place a known pod in its own transaction; on a capacity conflict re-read and try again."""
+        for _attempt in range(3):
+            async with self._uow_factory() as uow:
+                current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
+                if current is None or current["state"] not in ("pending", "unschedulable"):
+                    state.waiting.pop(row["uid"], None)
+                    return  # placed by an earlier delivery, or gone
+                outcome = await self._decide_and_reserve(uow, state, current)
+                if outcome is not _CONFLICT:
+                    await self._commit(uow)
+                    self._after_commit(state, current, outcome)
+                    return
+            await self._rehydrate(state)
+        state.waiting[row["uid"]] = row  # three lost races in a row: the next cluster change retries it
+
+    async def _decide_and_reserve(self, uow: UnitOfWork, state: _Cluster, row: Row) -> Hold | dict[str, str] | object:
+        """Inside `uow`: decide, then reserve (a Hold) or record why the pod waits (its reasons).
+
+        Returns _CONFLICT when the database refused the reservation; the caller must not commit.
+        """
+        choice = self._decide(state.view, core_pod(row)) if state.view.snapshot is not None else \
+            {"cluster": "no schedulable node"}
+        if not isinstance(choice, Choice):
+            return await self._record_waiting(uow, state, row, choice)
+        hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib,
+                    row["cpu_milli"], row["memory_mib"])
+        decision_id = uuid.uuid4().hex
+        conflict = await uow.state.reserve(
+            cluster=row["cluster"], pod_uid=row["uid"], node=hold.node,
+            grants=[_Grant(i, hold.gpu_memory_mib, hold.share_milli) for i in hold.gpu_indices],
+            cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib, decision_id=decision_id,
+        )
+        if conflict:
+            log.info("reservation of %s/%s lost a race: %s", row["namespace"], row["name"], conflict)
+            return _CONFLICT
+        await uow.state.set_pod_state(row["cluster"], row["uid"], "reserved", node=hold.node, reason=None)
+        await self._record(uow, row, "decided", hold=hold, decision_id=decision_id)
+        return hold
+
+    async def _record_waiting(self, uow: UnitOfWork, state: _Cluster, row: Row,
+                              reasons: dict[str, str]) -> dict[str, str]:
+        if state.last_reasons.get(row["uid"]) != reasons:  # report a new reason once, not on every retry
+            await uow.state.set_pod_state(row["cluster"], row["uid"], "unschedulable",
+                                          reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
+            await self._record(uow, row, "unschedulable", reasons=reasons)
+        return reasons
+
+    def _after_commit(self, state: _Cluster, row: Row, outcome: Hold | dict[str, str]) -> None:
+        """Effects that must wait for the commit: the in-memory view, the waiting queue, the bind."""
+        if isinstance(outcome, Hold):
+            state.view.charge(row["uid"], outcome)
+            state.waiting.pop(row["uid"], None)
+            state.last_reasons.pop(row["uid"], None)
+            self._spawn_bind(state, row, outcome)
+        else:
+            state.waiting[row["uid"]] = row
+            state.last_reasons[row["uid"]] = outcome
 
     async def _retry_waiting(self, state: _Cluster) -> None:
         for row in sorted(state.waiting.values(), key=_queue_order):

@@ -133,3 +133,14 @@ async def test_an_api_error_on_bind_releases_and_retries_later(uow_factory, api)
     await placement.drain()
     assert placement_kinds(uow_factory, "unlucky") == ["decided", "bind_failed"]
     assert assigned_mib(uow_factory) == {("n1", 0): 0, ("n1", 1): 0}
+
+
+async def test_when_the_database_refuses_the_view_is_reread_and_the_pod_placed_elsewhere(uow_factory, api):
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=2))
+    # Another worker takes 10000 MiB of GPU 0 behind this worker's back (its view still sees GPU 0 empty).
+    uow_factory.db.gpus[("east", "n1", 0)]["memory_assigned_mib"] = 10000
+    await placement.on_pod(pod_event("late", memory_mib=9420))  # best fit by the stale view: GPU 0
+    await placement.drain()
+    assert api.assignments[("robots", "late")]["gpus"][0]["index"] == 1
+    assert assigned_mib(uow_factory) == {("n1", 0): 10000, ("n1", 1): 9420}
