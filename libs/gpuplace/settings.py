@@ -13,8 +13,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GPUPLACE_", extra="ignore")
 
-    kafka_bootstrap: str = "127.0.0.1:59092"
-    database_url: SecretStr = SecretStr("postgresql+asyncpg://gpuplace:gpuplace@127.0.0.1:55432/gpuplace")
+    kafka_bootstrap: str = "127.0.0.1:29092"
+    database_url: SecretStr = SecretStr("postgresql+asyncpg://gpuplace:gpuplace@127.0.0.1:25432/gpuplace")
     kubeconfig: str | None = Field(default=None, validation_alias=AliasChoices("GPUPLACE_KUBECONFIG", "KUBECONFIG"))
     # cluster name -> kubeconfig path, for a placement worker serving several clusters
     # (GPUPLACE_KUBECONFIGS='{"east": "/etc/gpuplace/east.kubeconfig", ...}'); defaults to {cluster: kubeconfig}.
