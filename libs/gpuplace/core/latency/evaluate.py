@@ -1,0 +1,101 @@
+"""How well the model predicts configs it has not seen: per-config predictions and leave-one-out.
+
+Leave-one-config-out fits on every config but one and predicts the one left out from its mix of
+streams alone (classes, frame rates, counts): the service times and GPU work come from the other
+configs, never from the one being predicted. The acceptance figures (DESIGN.md §6, issue 6) are the
+median absolute error of predicted p95 over configs that are not overloaded, and whether every
+overloaded config is flagged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuplace.core.latency.fit import fit_stats
+from gpuplace.core.latency.frames import ConfigStats, FrameTable, summarise
+from gpuplace.core.latency.model import LatencyModel, Stream
+from gpuplace.core.latency.predict import predict
+
+
+@dataclass(frozen=True)
+class ConfigPrediction:
+    """One (config, class, frame rate): what was observed and what the model predicts."""
+
+    config: str
+    workload_class: str
+    frame_rate_hz: float
+    observed_p95_ms: float
+    predicted_p95_ms: float
+    observed_overloaded: bool
+    predicted_overload: bool
+    load_fraction: float
+
+    @property
+    def error_pct(self) -> float:
+        """Signed error of predicted p95 (positive: on the safe side); inf when predicted unbounded."""
+        return 100.0 * (self.predicted_p95_ms - self.observed_p95_ms) / self.observed_p95_ms
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """The acceptance figures over a list of predictions."""
+
+    median_abs_error_pct: float
+    max_abs_error_pct: float
+    under_predicted: int
+    """How many bounded configs were predicted below what was observed (unsafe side)."""
+    bounded: int
+    overloaded: tuple[str, ...]
+    flagged: tuple[str, ...]
+    false_alarms: tuple[str, ...]
+
+    @property
+    def every_overload_flagged(self) -> bool:
+        return set(self.overloaded) <= set(self.flagged)
+
+
+def predict_stats(model: LatencyModel, stats: Sequence[ConfigStats], *, gpu_speed: float) -> list[ConfigPrediction]:
+    """Predict every row of `stats` from its mix of streams on a GPU of relative speed `gpu_speed`."""
+    out = []
+    for row in stats:
+        streams = [Stream(fps, cls) for cls, fps, n in row.mix for _ in range(n)]
+        me = next(i for i, s in enumerate(streams)
+                  if s.workload_class == row.workload_class and s.frame_rate_hz == row.frame_rate_hz)
+        prediction = predict(model, streams, speed=gpu_speed)
+        out.append(ConfigPrediction(row.config, row.workload_class, row.frame_rate_hz, row.p95_ms,
+                                    float(prediction.p95_ms[me]), row.overloaded, prediction.overloaded,
+                                    prediction.load_fraction))
+    return out
+
+
+def leave_one_config_out(table: FrameTable, *, gpu_speed: float, **fit_options) -> list[ConfigPrediction]:
+    """Predict each config with a model fitted on all the others (see the module docstring)."""
+    stats = summarise(table)
+    configs = list(dict.fromkeys(s.config for s in stats))
+    out = []
+    for held_out in configs:
+        model = fit_stats([s for s in stats if s.config != held_out], gpu_speed=gpu_speed, **fit_options)
+        out += predict_stats(model, [s for s in stats if s.config == held_out], gpu_speed=gpu_speed)
+    return out
+
+
+def accuracy(predictions: Sequence[ConfigPrediction]) -> Accuracy:
+    bounded = [p for p in predictions if not p.observed_overloaded]
+    errors = np.array([abs(p.error_pct) for p in bounded]) if bounded else np.zeros(1)
+    return Accuracy(
+        median_abs_error_pct=float(np.median(errors)), max_abs_error_pct=float(errors.max()),
+        under_predicted=sum(p.error_pct < 0 for p in bounded), bounded=len(bounded),
+        overloaded=_configs(p for p in predictions if p.observed_overloaded),
+        flagged=_configs(p for p in predictions if p.predicted_overload),
+        false_alarms=_configs(p for p in bounded if p.predicted_overload),
+    )
+
+
+def _configs(predictions) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(p.config for p in predictions))
+
+
+__all__ = ["Accuracy", "ConfigPrediction", "accuracy", "leave_one_config_out", "predict_stats"]

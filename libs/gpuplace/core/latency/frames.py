@@ -1,0 +1,129 @@
+"""Per-frame latency measurements of streams sharing one GPU, and what each configuration observed.
+
+A configuration ("config") is one set of streams run together on one GPU; every stream of a config
+has a workload class (the model it runs) and a frame rate. The offline fit and its evaluation only
+ever see the summaries made here: per config and class, the observed p50/p95/p99 latency and the
+full list of streams that shared the GPU.
+
+Rules of this module:
+- the first `warmup_fraction` of each stream's frames are dropped (ramp-up), as the data's own
+  summary does;
+- a config is *observed overloaded* when its latency has no bound: p95 beyond
+  `OVERLOAD_PERIODS` frame periods, or the median latency of the last quarter of frames more than one
+  frame period above that of the first quarter (a backlog that keeps growing). Below load 1 a
+  periodic stream's latency is stationary, so either sign means the GPU could not keep up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+QUANTILES_PCT = (50, 95, 99)
+OVERLOAD_PERIODS = 2.0
+"""Observed p95 beyond this many frame periods counts as unbounded (the growth test catches the rest)."""
+
+
+@dataclass(frozen=True, eq=False)
+class FrameTable:
+    """One row per frame; every array is (n_frames,). `workload_class` is the data's model column."""
+
+    config: np.ndarray
+    workload_class: np.ndarray
+    worker: np.ndarray
+    frame_rate_hz: np.ndarray
+    frame: np.ndarray
+    latency_ms: np.ndarray
+
+    def __post_init__(self) -> None:
+        n = len(self.config)
+        if n == 0:
+            raise ValueError("a frame table needs at least one frame")
+        for name in ("workload_class", "worker", "frame_rate_hz", "frame", "latency_ms"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"column {name} has {len(getattr(self, name))} rows, expected {n}")
+        if not (np.asarray(self.frame_rate_hz, dtype=float) > 0).all():
+            raise ValueError("frame rates must be positive")
+        if not np.isfinite(np.asarray(self.latency_ms, dtype=float)).all():
+            raise ValueError("latencies must be finite numbers")
+
+    def without(self, config: str) -> FrameTable:
+        """The same table less one config (leave-one-config-out)."""
+        keep = self.config != config
+        return FrameTable(*(getattr(self, f)[keep] for f in _COLUMNS))
+
+    def only(self, config: str) -> FrameTable:
+        keep = self.config == config
+        return FrameTable(*(getattr(self, f)[keep] for f in _COLUMNS))
+
+
+_COLUMNS = ("config", "workload_class", "worker", "frame_rate_hz", "frame", "latency_ms")
+
+StreamMix = tuple[tuple[str, float, int], ...]
+"""(workload class, frame rate in Hz, number of streams) for every kind of stream on one GPU."""
+
+
+@dataclass(frozen=True)
+class ConfigStats:
+    """What one class observed in one config, with everything that shared the GPU."""
+
+    config: str
+    workload_class: str
+    frame_rate_hz: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    frames: int
+    mix: StreamMix
+    overloaded: bool
+
+    @property
+    def streams(self) -> int:
+        return sum(count for _, _, count in self.mix)
+
+    def percentile_ms(self, q: int) -> float:
+        return {50: self.p50_ms, 95: self.p95_ms, 99: self.p99_ms}[q]
+
+
+def summarise(table: FrameTable, warmup_fraction: float = 0.1) -> list[ConfigStats]:
+    """Observed percentiles per (config, class, frame rate), in the table's order of first appearance."""
+    if not 0 <= warmup_fraction < 1:
+        raise ValueError(f"warmup_fraction must be in [0, 1), got {warmup_fraction}")
+    keys = list(dict.fromkeys(zip(table.config.tolist(), table.workload_class.tolist(),
+                                  np.asarray(table.frame_rate_hz, dtype=float).tolist(), strict=True)))
+    mixes = {config: _mix(table, config) for config in dict.fromkeys(table.config.tolist())}
+    return [_stats(table, key, mixes[key[0]], warmup_fraction) for key in keys]
+
+
+def _mix(table: FrameTable, config: str) -> StreamMix:
+    rows = table.config == config
+    kinds: dict[tuple[str, float], set] = {}
+    for cls, fps, worker in zip(table.workload_class[rows].tolist(), table.frame_rate_hz[rows].tolist(),
+                                table.worker[rows].tolist(), strict=True):
+        kinds.setdefault((cls, float(fps)), set()).add(worker)
+    return tuple(sorted((cls, fps, len(workers)) for (cls, fps), workers in kinds.items()))
+
+
+def _stats(table: FrameTable, key: tuple[str, str, float], mix: StreamMix, warmup_fraction: float) -> ConfigStats:
+    config, cls, fps = key
+    rows = (table.config == config) & (table.workload_class == cls) & (table.frame_rate_hz == fps)
+    frame = np.asarray(table.frame[rows], dtype=np.int64)
+    latency = np.asarray(table.latency_ms[rows], dtype=np.float64)
+    kept = frame >= warmup_fraction * (frame.max() + 1)  # per-stream frame index, so per-stream warm-up
+    latency, frame = latency[kept], frame[kept]
+    p50, p95, p99 = np.percentile(latency, QUANTILES_PCT)
+    return ConfigStats(config, cls, fps, float(p50), float(p95), float(p99), int(len(latency)), mix,
+                       _unbounded(frame, latency, 1000.0 / fps, float(p95)))
+
+
+def _unbounded(frame: np.ndarray, latency_ms: np.ndarray, period_ms: float, p95_ms: float) -> bool:
+    if p95_ms > OVERLOAD_PERIODS * period_ms:
+        return True
+    order = np.argsort(frame, kind="stable")
+    quarter = max(1, len(order) // 4)
+    first, last = latency_ms[order[:quarter]], latency_ms[order[-quarter:]]
+    return bool(np.median(last) - np.median(first) > period_ms)
+
+
+__all__ = ["ConfigStats", "FrameTable", "OVERLOAD_PERIODS", "QUANTILES_PCT", "StreamMix", "summarise"]

@@ -1,0 +1,74 @@
+"""Percentiles of streams sharing a GPU, from hand-worked cases."""
+
+import numpy as np
+import pytest
+
+from gpuplace.core.latency.model import ClassProfile, LatencyModel, Stream, Tail
+from gpuplace.core.latency.predict import predict, share_over
+
+# p50 = max(1.0 s, 3 + 0.5 W), p95 = max(1.2 s, 2 + W), p99 = max(1.3 s, 2.5 + W)
+MODEL = LatencyModel(
+    p50=Tail(1.0, 3.0, 0.5), p95=Tail(1.2, 2.0, 1.0), p99=Tail(1.3, 2.5, 1.0),
+    classes={"r50": ClassProfile(service_ms=8.0, work_fraction=0.25)},
+)
+
+
+def test_alone_the_stream_sees_its_own_service_time():
+    # W = 0.25 x 8 = 2 ms; p95 = max(1.2 x 8, 2 + 2) = 9.6 ms
+    p = predict(MODEL, [Stream(30.0, "r50")])
+    assert p.p95_ms[0] == pytest.approx(9.6)
+    assert p.load_fraction == pytest.approx(2.0 * 30 / 1000)
+
+
+def test_sixteen_streams_wait_behind_each_others_gpu_work():
+    # W = 16 x 2 = 32 ms (< 33.3 ms period); p95 = 2 + 32 = 34 ms; p50 = 3 + 16 = 19 ms; p99 = 34.5 ms
+    p = predict(MODEL, [Stream(30.0, "r50")] * 16)
+    assert p.busy_work_ms == pytest.approx(32.0)
+    assert p.p95_ms == pytest.approx(np.full(16, 34.0))
+    assert p.p50_ms[0] == pytest.approx(19.0) and p.p99_ms[0] == pytest.approx(34.5)
+    assert not p.overloaded and p.load_fraction == pytest.approx(0.96)
+
+
+def test_a_slower_gpu_scales_every_time():
+    # on a GPU at half the reference speed: s = 16 ms, b = 4 ms; 4 streams: W = 16, p95 = max(19.2, 4 + 16)
+    p = predict(MODEL, [Stream(30.0, "r50")] * 4, speed=0.5)
+    assert p.p95_ms[0] == pytest.approx(20.0)
+    assert p.load_fraction == pytest.approx(4 * 4.0 * 30 / 1000)
+
+
+def test_past_full_load_latency_has_no_bound():
+    p = predict(MODEL, [Stream(30.0, "r50")] * 17)  # 17 x 2 ms x 30 / s = 1.02
+    assert p.overloaded and np.isinf(p.p95_ms).all()
+
+
+def test_an_unknown_class_is_assumed_to_hold_the_gpu_for_its_whole_service_time():
+    # prior work fraction 1.0: a 5 ms stream at 30 fps loads the GPU 0.15, and three of them give W = 15
+    p = predict(MODEL, [Stream(30.0, "new", service_ms=5.0)] * 3)
+    assert p.load_fraction == pytest.approx(0.45)
+    assert p.p95_ms[0] == pytest.approx(2.0 + 15.0)
+
+
+def test_without_any_service_time_the_prior_is_half_a_frame_period():
+    # 10 fps: period 100 ms, prior service 50 ms, all of it GPU work; p95 = max(1.2 x 50, 2 + 50) = 60
+    p = predict(MODEL, [Stream(10.0, "new")])
+    assert p.p95_ms[0] == pytest.approx(60.0)
+
+
+def test_percentiles_come_out_ordered():
+    p = predict(MODEL, [Stream(30.0, "r50")] * 2, speed=0.3)
+    assert (p.p50_ms <= p.p95_ms).all() and (p.p95_ms <= p.p99_ms).all()
+
+
+@pytest.mark.parametrize(("deadline_ms", "share"), [
+    (40.0, 0.0),      # past the maximum p99 + (p99 - p95) = 35
+    (32.5, 0.005),    # halfway between p99 (30) and the maximum (35): half of the last 1%
+    (25.0, 0.05),     # at p95
+    (15.0, 0.5),      # at p50
+    (7.5, 0.75),      # halfway from 0 to p50
+])
+def test_share_of_frames_past_a_deadline(deadline_ms, share):
+    assert share_over(deadline_ms, 15.0, 25.0, 30.0) == pytest.approx(share)
+
+
+def test_unbounded_latency_misses_every_frame():
+    assert share_over(100.0, np.inf, np.inf, np.inf) == 1.0
