@@ -1,0 +1,166 @@
+"""GpuLoad: the streams running on every GPU, kept beside the ClusterSnapshot for latency checks.
+
+The snapshot knows each GPU's free share and memory, not who runs there; latency admission
+(filters/latency_fit.py) needs each co-runner's frame rate, service time, class and deadline.
+GpuLoad keeps them as padded (n_nodes, max_gpus, n_slots) arrays in the snapshot's row order, so a
+check covers every GPU at once, and derives work and load from whichever LatencyModel is current
+(an online refit changes every GPU's load without touching this state).
+
+Rules of this module:
+- it is charged and refunded alongside the snapshot (a pod is charged once; charging it again on the
+  same GPUs is a no-op, elsewhere an error; refunding a pod never charged is a no-op);
+- a pod on k GPUs is a co-runner on each of them;
+- every change bumps `version`, so per-cycle caches know when to look again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpuplace.core.latency.model import LatencyModel, Stream
+from gpuplace.core.latency.speed import relative_speed
+from gpuplace.core.snapshot import ClusterSnapshot
+
+_INITIAL_SLOTS = 8
+
+
+class GpuLoad:
+    """Per node x GPU x slot arrays of the streams placed there; see the module docstring."""
+
+    def __init__(self, speed: Sequence[float], max_gpus: int) -> None:
+        self.speed = np.asarray(speed, dtype=np.float64)  # relative speed of each node's GPUs, (n_nodes,)
+        if self.speed.ndim != 1 or not (self.speed > 0).all():
+            raise ValueError("speed must be a positive vector, one per node")
+        shape = (len(self.speed), max_gpus, _INITIAL_SLOTS)
+        self.frame_rate_hz = np.zeros(shape)  # 0 in an empty slot, (n_nodes, max_gpus, n_slots)
+        self.service_ms = np.full(shape, np.nan)  # reference GPU; NaN: the class's, (n_nodes, max_gpus, n_slots)
+        self.deadline_ms = np.full(shape, np.inf)  # inf: no deadline, (n_nodes, max_gpus, n_slots)
+        self.class_id = np.full(shape, -1, dtype=np.int64)  # index into `classes`; -1 none
+        self.classes: list[str] = []
+        self._placed: dict[str, tuple[int, tuple[tuple[int, int], ...]]] = {}  # pod -> (node, ((gpu, slot), ...))
+        self.version = 0
+
+    @classmethod
+    def for_snapshot(cls, snapshot: ClusterSnapshot) -> GpuLoad:
+        """An empty GpuLoad whose speeds come from the snapshot's GPU products (latency/speed.py)."""
+        speeds = [relative_speed(snapshot.gpu_types[t].model) for t in snapshot.gpu_type_id]
+        return cls(speeds, snapshot.max_gpus)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def occupied(self) -> np.ndarray:
+        return self.frame_rate_hz > 0  # (n_nodes, max_gpus, n_slots)
+
+    def pods(self) -> tuple[str, ...]:
+        return tuple(self._placed)
+
+    def period_ms(self) -> np.ndarray:
+        """Frame period of each slot, inf when empty, (n_nodes, max_gpus, n_slots)."""
+        with np.errstate(divide="ignore"):
+            return np.where(self.occupied, 1000.0 / np.where(self.occupied, self.frame_rate_hz, 1.0), np.inf)
+
+    def reference_service_ms(self, model: LatencyModel) -> np.ndarray:
+        """Each slot's service time on the reference GPU, resolved as model.service_ms does."""
+        own = self.service_ms
+        by_class = np.array([model.classes[c].service_ms if c in model.classes else np.nan for c in self.classes]
+                            + [np.nan])  # last entry serves class_id -1
+        from_class = by_class[self.class_id]
+        prior = model.prior_service_share * self.period_ms()
+        resolved = np.where(np.isnan(own), np.where(np.isnan(from_class), prior, from_class), own)
+        return np.where(self.occupied, resolved, 0.0)
+
+    def work_fraction(self, model: LatencyModel) -> np.ndarray:
+        fractions = np.array([model.work_fraction(c) for c in self.classes] + [model.prior_work_fraction])
+        return np.where(self.occupied, fractions[self.class_id], 0.0)
+
+    def service_gpu_ms(self, model: LatencyModel) -> np.ndarray:
+        """Service time of each slot on its own GPU, (n_nodes, max_gpus, n_slots)."""
+        return self.reference_service_ms(model) / self.speed[:, None, None]
+
+    def work_gpu_ms(self, model: LatencyModel) -> np.ndarray:
+        """GPU work per frame of each slot on its own GPU, (n_nodes, max_gpus, n_slots)."""
+        return self.work_fraction(model) * self.service_gpu_ms(model)
+
+    def load_fraction(self, model: LatencyModel) -> np.ndarray:
+        """Sum over each GPU's streams of frame rate x GPU work per frame, (n_nodes, max_gpus)."""
+        return (self.work_gpu_ms(model) * self.frame_rate_hz / 1000.0).sum(axis=2)
+
+    def min_deadline_ms(self) -> np.ndarray:
+        """Tightest deadline on each GPU, inf where none, (n_nodes, max_gpus)."""
+        return self.deadline_ms.min(axis=2)
+
+    def streams_on(self, node: int, gpu: int) -> list[tuple[str, Stream]]:
+        """(pod name, stream) of every pod on one GPU, in slot order."""
+        out = []
+        for pod, (row, places) in self._placed.items():
+            for g, slot in places:
+                if row == node and g == gpu:
+                    out.append((slot, pod, self._stream(node, gpu, slot)))
+        return [(pod, stream) for _, pod, stream in sorted(out)]
+
+    # -- changing ------------------------------------------------------------------------------
+
+    def charge(self, pod_name: str, node: int, gpu_indices: Sequence[int], stream: Stream) -> None:
+        gpus = tuple(int(g) for g in gpu_indices)
+        if pod_name in self._placed:
+            row, places = self._placed[pod_name]
+            if row == node and tuple(g for g, _ in places) == gpus:
+                return
+            raise ValueError(f"pod {pod_name} is already charged on node row {row}")
+        places = tuple((g, self._free_slot(node, g)) for g in gpus)
+        cid = self._class_id(stream.workload_class)
+        for g, slot in places:
+            self.frame_rate_hz[node, g, slot] = stream.frame_rate_hz
+            self.service_ms[node, g, slot] = np.nan if stream.service_ms is None else stream.service_ms
+            self.deadline_ms[node, g, slot] = np.inf if stream.deadline_ms is None else stream.deadline_ms
+            self.class_id[node, g, slot] = cid
+        self._placed[pod_name] = (node, places)
+        self.version += 1
+
+    def refund(self, pod_name: str) -> None:
+        placed = self._placed.pop(pod_name, None)
+        if placed is None:
+            return
+        node, places = placed
+        for g, slot in places:
+            self.frame_rate_hz[node, g, slot] = 0.0
+            self.service_ms[node, g, slot] = np.nan
+            self.deadline_ms[node, g, slot] = np.inf
+            self.class_id[node, g, slot] = -1
+        self.version += 1
+
+    def _stream(self, node: int, gpu: int, slot: int) -> Stream:
+        service, deadline, cid = (self.service_ms[node, gpu, slot], self.deadline_ms[node, gpu, slot],
+                                  int(self.class_id[node, gpu, slot]))
+        return Stream(float(self.frame_rate_hz[node, gpu, slot]), self.classes[cid] if cid >= 0 else None,
+                      None if np.isnan(service) else float(service), None if np.isinf(deadline) else float(deadline))
+
+    def _class_id(self, name: str | None) -> int:
+        if name is None:
+            return -1
+        if name not in self.classes:
+            self.classes.append(name)
+        return self.classes.index(name)
+
+    def _free_slot(self, node: int, gpu: int) -> int:
+        free = np.flatnonzero(~self.occupied[node, gpu])
+        if len(free):
+            return int(free[0])
+        slots = self.frame_rate_hz.shape[2]
+        grow = slots  # double the slot axis
+        self.frame_rate_hz = _pad(self.frame_rate_hz, grow, 0.0)
+        self.service_ms = _pad(self.service_ms, grow, np.nan)
+        self.deadline_ms = _pad(self.deadline_ms, grow, np.inf)
+        self.class_id = _pad(self.class_id, grow, -1)
+        return slots
+
+
+def _pad(array: np.ndarray, extra: int, fill) -> np.ndarray:
+    pad = np.full((*array.shape[:2], extra), fill, dtype=array.dtype)
+    return np.concatenate([array, pad], axis=2)
+
+
+__all__ = ["GpuLoad"]

@@ -1,0 +1,102 @@
+"""latency_aware(base, ...): any policy, restricted to GPUs where every pod keeps its deadline.
+
+A composition, not a policy of its own: the base policy (FGD, the house policy, a baseline) keeps its
+objective, and the latency filter (filters/latency_fit.py) decides where it may act. The base sees a
+view of the snapshot in which every GPU that would break a deadline shows no free share and no free
+memory, so its filter, its score and its own GPU choice all stay inside the feasible GPUs without
+knowing about latency. The view is made once per pod and cycle and reused by filter, score and
+choose_gpus (the runtime calls them in that order on one snapshot).
+
+Pods the wrapper knows no stream for (no frame rate) pass to the base unchanged; they still load
+the GPUs they land on only if the caller charges them to GpuLoad. `model` may be replaced between
+cycles (an online refit, latency/update.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from gpuplace.core.demand import Demand
+from gpuplace.core.filters import latency_fit
+from gpuplace.core.filters.latency_fit import LatencyCheck
+from gpuplace.core.framework.interface import Policy, Status
+from gpuplace.core.gpu_load import GpuLoad
+from gpuplace.core.latency.model import LatencyModel, Stream
+from gpuplace.core.snapshot import ClusterSnapshot
+
+SUFFIX = "+latency"
+
+
+class LatencyAware:
+    """`base` behind the latency filter; see the module docstring."""
+
+    def __init__(self, base: Policy, model: LatencyModel, gpu_load: GpuLoad, streams: Mapping[str, Stream], *,
+                 margin: float = latency_fit.DEFAULT_MARGIN, name: str | None = None) -> None:
+        self.base = base
+        self.model = model
+        self.gpu_load = gpu_load
+        self.streams = streams
+        self.margin = margin
+        self.name = name or f"{base.name}{SUFFIX}"
+        self._cached: tuple | None = None  # (key, view snapshot, check)
+
+    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
+        view = self._view(snapshot, demand)
+        if view is None:
+            return self.base.filter(snapshot, demand)
+        masked, check = view
+        return self.base.filter(masked, demand) & latency_fit.mask(check)
+
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+        view = self._view(snapshot, demand)
+        return self.base.score(snapshot if view is None else view[0], demand, candidates)
+
+    def choose_gpus(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]:
+        view = self._view(snapshot, demand)
+        return self.base.choose_gpus(snapshot if view is None else view[0], demand, node)
+
+    def explain(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
+        """The base's reason on the real snapshot first, else the latency filter's."""
+        explain = getattr(self.base, "explain", None)
+        status = explain(snapshot, demand, node) if explain else Status()
+        view = self._view(snapshot, demand)
+        if not status.ok or view is None:
+            return status
+        return latency_fit.status(view[1], node)
+
+    def check(self, snapshot: ClusterSnapshot, demand: Demand) -> LatencyCheck | None:
+        """The latency verdict for `demand` on every GPU (None when the pod has no stream)."""
+        view = self._view(snapshot, demand)
+        return None if view is None else view[1]
+
+    def _view(self, snapshot: ClusterSnapshot, demand: Demand) -> tuple[ClusterSnapshot, LatencyCheck] | None:
+        stream = self.streams.get(demand.pod_name)
+        if stream is None or not demand.needs_gpu:
+            return None
+        key = (demand, snapshot, snapshot.uid, snapshot.version.tobytes(), self.gpu_load.version, self.model,
+               self.margin)
+        if self._cached is not None and _same(self._cached[0], key):
+            return self._cached[1], self._cached[2]
+        check = latency_fit.pre_filter(self.gpu_load, self.model, stream, snapshot.gpu_exists, margin=self.margin)
+        masked = snapshot.copy()
+        blocked = snapshot.gpu_exists & ~check.feasible  # (n_nodes, max_gpus)
+        masked.free_share_milli[blocked] = 0
+        masked.free_memory_mib[blocked] = 0
+        self._cached = (key, masked, check)
+        return masked, check
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Identity for objects, equality for values: a cached view is reused only for the very same inputs."""
+    return all((x is y) if not isinstance(x, (int, bytes, float)) else x == y for x, y in zip(a, b, strict=True))
+
+
+def latency_aware(base: Policy, model: LatencyModel, gpu_load: GpuLoad, streams: Mapping[str, Stream], *,
+                  margin: float = latency_fit.DEFAULT_MARGIN, name: str | None = None) -> LatencyAware:
+    """Wrap `base` so it only places pods where every pod keeps predicted p95 within its deadline."""
+    return LatencyAware(base, model, gpu_load, streams, margin=margin, name=name)
+
+
+__all__ = ["SUFFIX", "LatencyAware", "latency_aware"]
