@@ -4,6 +4,12 @@ Shapes follow real perception stacks: a camera pipeline runs detection, segmenta
 10-30 fps; each pod asks for a slice of GPU memory sized to its model and batch, and must finish a frame
 inside its deadline (33 ms at 30 fps, 66 ms at 15 fps, 100 ms at 10 fps). Service times are per frame on
 an H100-class GPU; slower GPUs scale them (see GPU_SPEED).
+
+Of a frame's service time only part holds the GPU (the rest is host-side pre/post-processing and
+kernel launches): `gpu_work_fraction`, what co-runners wait behind (core/latency). Measured on an H200
+for eager-PyTorch ResNets it is 0.22-0.28 (../shared/data/h200-colocation); the values below are
+assumptions, not measurements, set higher because deployed perception engines (TensorRT, CUDA
+graphs) launch less from the host and keep the GPU busier per frame.
 """
 
 from __future__ import annotations
@@ -37,14 +43,15 @@ class PerceptionClass:
     service_ms_h100: tuple[float, float]
     frame_rates_hz: tuple[float, ...]
     weight: float
+    gpu_work_fraction: float = 1.0
 
 
 PERCEPTION_CLASSES = (
-    PerceptionClass("detection-yolo", (2_048, 6_144), (2.0, 5.0), (30.0, 15.0), 0.35),
-    PerceptionClass("segmentation", (4_096, 12_288), (6.0, 12.0), (15.0, 10.0), 0.2),
-    PerceptionClass("slam", (3_072, 9_420), (4.0, 9.0), (30.0, 15.0), 0.2),
-    PerceptionClass("depth-stereo", (2_048, 4_096), (3.0, 6.0), (30.0,), 0.15),
-    PerceptionClass("occupancy-bev", (10_240, 24_576), (10.0, 20.0), (10.0,), 0.1),
+    PerceptionClass("detection-yolo", (2_048, 6_144), (2.0, 5.0), (30.0, 15.0), 0.35, 0.5),
+    PerceptionClass("segmentation", (4_096, 12_288), (6.0, 12.0), (15.0, 10.0), 0.2, 0.6),
+    PerceptionClass("slam", (3_072, 9_420), (4.0, 9.0), (30.0, 15.0), 0.2, 0.4),
+    PerceptionClass("depth-stereo", (2_048, 4_096), (3.0, 6.0), (30.0,), 0.15, 0.55),
+    PerceptionClass("occupancy-bev", (10_240, 24_576), (10.0, 20.0), (10.0,), 0.1, 0.7),
 )
 
 
@@ -60,8 +67,16 @@ def fleet(n_nodes: int, *, gpus_per_node: int = 8, seed: int = 0, prefix: str = 
     ]
 
 
-def pods(n_pods: int, *, seed: int = 0, prefix: str = "perception") -> list[tuple[Pod, float]]:
-    """`n_pods` perception pods with their service time on an H100 (ms), in arrival order."""
+def pods(
+    n_pods: int, *, seed: int = 0, prefix: str = "perception", memory_step_mib: int = 1
+) -> list[tuple[Pod, float]]:
+    """`n_pods` perception pods with their service time on an H100 (ms), in arrival order.
+
+    Memory slices are rounded down to `memory_step_mib` (at least the class's minimum), as teams size
+    them in whole or half GiB; the default 1 keeps every MiB. The draws do not depend on the step.
+    """
+    if memory_step_mib < 1:
+        raise ValueError(f"memory_step_mib must be >= 1, got {memory_step_mib}")
     rng = np.random.default_rng(seed)
     weights = np.array([c.weight for c in PERCEPTION_CLASSES])
     picks = rng.choice(len(PERCEPTION_CLASSES), size=n_pods, p=weights / weights.sum())
@@ -70,6 +85,7 @@ def pods(n_pods: int, *, seed: int = 0, prefix: str = "perception") -> list[tupl
         cls = PERCEPTION_CLASSES[k]
         fps = float(rng.choice(cls.frame_rates_hz))
         memory = int(rng.integers(cls.memory_mib[0], cls.memory_mib[1] + 1))
+        memory = max(cls.memory_mib[0], memory // memory_step_mib * memory_step_mib)
         service_ms = float(rng.uniform(*cls.service_ms_h100))
         pod = Pod(
             name=f"{prefix}-{i:05d}", cpu_milli=int(rng.choice([500, 1000, 2000])),
@@ -81,4 +97,12 @@ def pods(n_pods: int, *, seed: int = 0, prefix: str = "perception") -> list[tupl
     return result
 
 
-__all__ = ["GpuProduct", "GPU_PRODUCTS", "PerceptionClass", "PERCEPTION_CLASSES", "fleet", "pods"]
+def perception_class(workload: str) -> PerceptionClass:
+    """The class named `workload` (KeyError if none)."""
+    for cls in PERCEPTION_CLASSES:
+        if cls.workload == workload:
+            return cls
+    raise KeyError(f"no perception class {workload!r}")
+
+
+__all__ = ["GpuProduct", "GPU_PRODUCTS", "PerceptionClass", "PERCEPTION_CLASSES", "fleet", "perception_class", "pods"]
