@@ -1,0 +1,116 @@
+"""`gpuplace scenario robotics`: placement policies over time on a perception fleet, judged by latency.
+
+    gpuplace scenario robotics --policy exclusive,fgd,gpuplace --seeds 0 [--latency-data DIR] [--json]
+
+Runs core/scenarios/robotics.py once per policy and seed (the same arrivals for every policy) and
+prints, per policy, the means over seeds of slo_attainment, deadline_miss_frames_pct and
+pods_per_gpu (with the per-seed values in --json). `--latency-data` fits the latency tails on a
+colocation directory first; without it the tails fitted on the shared H200 data are used.
+`gpuplace sim --scenario robotics` calls `run` with the same arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpuplace.core.latency import fit
+from gpuplace.core.latency.model import DEFAULT_MODEL, LatencyModel
+from gpuplace.core.latency.speed import relative_speed
+from gpuplace.core.scenarios import robotics
+from gpuplace.traces import colocation
+
+SCENARIOS = (robotics.NAME,)
+DEFAULTS = robotics.RoboticsScenario()
+KPIS = ("slo_attainment", "deadline_miss_frames_pct", "pods_per_gpu", "pods_per_fleet_gpu", "placed_pct",
+        "busy_gpus_mean", "overloaded_gpu_time_pct")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("scenario", help=__doc__.split("\n\n")[0])(scenario_command)
+
+
+def scenario_command(
+    name: str = typer.Argument(robotics.NAME, help="Scenario: " + ", ".join(SCENARIOS)),
+    policy: str = typer.Option("exclusive,fgd,gpuplace", help="Policies, comma-separated (or <policy>+latency)."),
+    seeds: str = typer.Option("0", help="Seeds: N, N-M, or a comma-separated list."),
+    latency_data: Path | None = typer.Option(None, help="Colocation directory to fit the latency tails on."),
+    nodes: int = typer.Option(DEFAULTS.n_nodes, min=1, help="Nodes in the fleet (8 GPUs each)."),
+    pods: int = typer.Option(DEFAULTS.n_pods, min=1, help="Pods arriving over the run."),
+    offered: float = typer.Option(DEFAULTS.offered_pods_per_gpu, min=0.01, help="Offered running pods per GPU."),
+    margin: float = typer.Option(DEFAULTS.margin, min=0.0, max=0.99, help="Deadline share kept in reserve."),
+    learn: bool = typer.Option(DEFAULTS.learn, help="Classes start from the prior and are learned online."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON array, one object per policy."),
+) -> None:
+    from gpuplace.cli.sim import parse_seeds  # imported here: sim imports this module for --scenario
+
+    try:
+        seed_list = parse_seeds(seeds)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    options = replace(DEFAULTS, n_nodes=nodes, n_pods=pods, offered_pods_per_gpu=offered, margin=margin, learn=learn)
+    run(name, policy, seed_list, as_json=as_json, latency_data=latency_data, options=options)
+
+
+def run(name: str, policy: str, seeds: list[int], *, as_json: bool, latency_data: Path | None = None,
+        options: robotics.RoboticsScenario = DEFAULTS) -> list[dict]:
+    """Run scenario `name` for the comma-separated `policy` names and `seeds`, print, return the summaries.
+
+    Bad names and unreadable data are typer.BadParameter (a one-line usage error, exit 2).
+    """
+    if name not in SCENARIOS:
+        raise typer.BadParameter(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    policies = [p.strip() for p in policy.split(",") if p.strip()]
+    model = _model(latency_data)
+    try:
+        runs = [r for seed in seeds
+                for r in robotics.run_robotics_scenario(policies, seed, scenario=options, model=model)]
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    summaries = [summarise([r for r in runs if r["policy"] == p]) for p in policies]
+    if as_json:
+        typer.echo(json.dumps(summaries, indent=2))
+    else:
+        _print(summaries)
+    return summaries
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Means over seeds of one policy's runs, with the per-seed KPIs beside them."""
+    out = {"scenario": runs[0]["scenario"], "policy": runs[0]["policy"], "seeds": [r["seed"] for r in runs]}
+    for kpi in KPIS:
+        out[kpi] = round(float(np.mean([r[kpi] for r in runs])), 4)
+    out["by_seed"] = [{k: r[k] for k in ("seed", *KPIS, "placed_pods", "arrived_pods")} for r in runs]
+    if "learned_work_fraction" in runs[-1]:
+        out["learned_work_fraction"] = runs[-1]["learned_work_fraction"]
+    return out
+
+
+def _model(latency_data: Path | None) -> LatencyModel:
+    if latency_data is None:
+        return DEFAULT_MODEL
+    try:
+        table = colocation.read_frames(latency_data)
+    except colocation.ColocationDataError as error:
+        raise typer.BadParameter(str(error)) from None
+    return fit.fit(table, gpu_speed=relative_speed(colocation.DEFAULT_GPU))
+
+
+def _print(summaries: list[dict]) -> None:
+    table = Table(title=f"{summaries[0]['scenario']}: means over seeds {summaries[0]['seeds']}")
+    for column in ("policy", "SLO attainment", "frames past deadline %", "pods / busy GPU", "pods / GPU",
+                   "placed %"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for s in summaries:
+        table.add_row(s["policy"], f"{100 * s['slo_attainment']:.2f}%", f"{s['deadline_miss_frames_pct']:.3f}",
+                      f"{s['pods_per_gpu']:.2f}", f"{s['pods_per_fleet_gpu']:.2f}", f"{s['placed_pct']:.1f}")
+    Console().print(table)
+
+
+__all__ = ["KPIS", "SCENARIOS", "register", "run", "summarise"]
