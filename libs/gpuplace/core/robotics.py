@@ -97,12 +97,4 @@ def pods(
     return result
 
 
-def perception_class(workload: str) -> PerceptionClass:
-    """The class named `workload` (KeyError if none)."""
-    for cls in PERCEPTION_CLASSES:
-        if cls.workload == workload:
-            return cls
-    raise KeyError(f"no perception class {workload!r}")
-
-
-__all__ = ["GpuProduct", "GPU_PRODUCTS", "PerceptionClass", "PERCEPTION_CLASSES", "fleet", "perception_class", "pods"]
+__all__ = ["GpuProduct", "GPU_PRODUCTS", "PerceptionClass", "PERCEPTION_CLASSES", "fleet", "pods"]
