@@ -15,6 +15,8 @@ _COMMAND_MODULES = (
     "gpuplace.cli.services",
     "gpuplace.cli.demo",
     "gpuplace.cli.bench_pipeline",
+    "gpuplace.cli.latency",
+    "gpuplace.cli.scenario",
 )
 
 
