@@ -17,8 +17,10 @@ def node_event(name: str, *, cluster: str = "east", gpus: int = 2, gpu_memory_mi
 
 def pod_event(name: str, *, cluster: str = "east", memory_mib: int | None = 9420, uid: str | None = None,
               kind: str = "pending", priority: int = 0, deadline_ms: float | None = 80.0,
-              request_error: str | None = None, node_name: str | None = None) -> PodEvent:
+              request_error: str | None = None, node_name: str | None = None, frame_rate_hz: float | None = None,
+              workload: str | None = None) -> PodEvent:
     gpu = GpuRequest(gpu_count=1, memory_mib_per_gpu=memory_mib) if memory_mib else None
     return PodEvent(cluster=cluster, kind=kind, namespace="robots", name=name, uid=uid or f"uid-{next(_uids)}",
                     priority=priority, cpu_milli=1000, memory_mib=1024, gpu=gpu, deadline_ms=deadline_ms,
-                    request_error=request_error, node_name=node_name)
+                    request_error=request_error, node_name=node_name, frame_rate_hz=frame_rate_hz,
+                    workload=workload)

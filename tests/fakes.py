@@ -27,12 +27,13 @@ class FakeDatabase:
     outbox: list[dict[str, Any]] = field(default_factory=list)
     processed: set[tuple[str, str]] = field(default_factory=set)
     latency: list[dict[str, Any]] = field(default_factory=list)
+    latency_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     clock: itertools.count = field(default_factory=lambda: itertools.count(1), repr=False)
 
     def tables(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("nodes", "gpus", "pods", "allocations", "decisions", "outbox",
-                                              "processed", "latency")}
+                                              "processed", "latency", "latency_models")}
 
 
 class FakeStateRepository:
@@ -182,14 +183,29 @@ class FakeStateRepository:
             pod["move_requested_at"], changed = self._now(), True
         return changed
 
+    async def load_latency_model(self, name: str, *, for_update: bool = False) -> dict[str, Any] | None:
+        return copy.deepcopy(self.t["latency_models"].get(name))
+
+    async def save_latency_model(self, name: str, state: Mapping[str, Any]) -> None:
+        self.t["latency_models"][name] = copy.deepcopy(dict(state))
+
+    async def co_runners(self, cluster: str, node: str, gpu_index: int, *, exclude_uid: str) -> list[dict[str, Any]]:
+        here = (cluster, node, gpu_index)
+        uids = {a["pod_uid"] for a in self.t["allocations"].values()
+                if (a["cluster"], a["node"], a["gpu_index"]) == here and a["pod_uid"] != exclude_uid}
+        fields = ("frame_rate_hz", "workload", "deadline_ms")
+        return [{"uid": uid, **{k: self.t["pods"][(cluster, uid)][k] for k in fields}} for uid in sorted(uids)]
+
     async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
         for (c, uid), pod in self.t["pods"].items():
             if c == cluster and pod["namespace"] == namespace and pod["name"] == name and \
                     pod["state"] in ("reserved", "bound"):
                 for a in self.t["allocations"].values():
                     if a["cluster"] == cluster and a["pod_uid"] == uid:
+                        gpu = self.t["gpus"].get((cluster, a["node"], a["gpu_index"]), {})
                         return {"node": a["node"], "gpu_index": a["gpu_index"], "uid": uid,
-                                "deadline_ms": pod.get("deadline_ms")}
+                                "deadline_ms": pod.get("deadline_ms"), "frame_rate_hz": pod.get("frame_rate_hz"),
+                                "workload": pod.get("workload"), "model": gpu.get("model")}
         return None
 
 

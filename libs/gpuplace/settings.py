@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     region: str = "local"
     scheduler_name: str = "gpuplace"
     policy: str = "fgd"
+    # admission keeps every pod's predicted p95 <= deadline x (1 - margin) on its GPU
+    latency_margin: float = Field(default=0.1, ge=0.0, lt=1.0)
     consumer_group_prefix: str = "gpuplace"
     topic_suffix: str = ""  # lets tests share one broker without colliding
     log_level: str = "INFO"

@@ -26,8 +26,9 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         raise SystemExit("placement needs KUBECONFIG or GPUPLACE_KUBECONFIGS for the clusters it binds in")
     async with resources(settings, kubeconfigs=kubeconfigs, client_id=NAME) as res:
         relay = OutboxRelay(res.uow_factory, res.broker)
-        service = PlacementService(res.uow_factory, res.cluster_apis, decider(settings.policy),
-                                   policy=settings.policy, topic_suffix=settings.topic_suffix,
+        decide = decider(settings.policy, latency_margin=settings.latency_margin)
+        service = PlacementService(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
+                                   topic_suffix=settings.topic_suffix,
                                    outbox_written=relay.wake)
         wire(res.broker, settings, NAME, [
             Subscription(topics.NODES, NodeEvent, service.on_node),

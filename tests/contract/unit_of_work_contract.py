@@ -141,3 +141,18 @@ class UnitOfWorkContract:
             assert await uow.state.load_gpus(CLUSTER) == []
             assert await uow.state.load_allocations(CLUSTER) == []
             await uow.commit()
+
+    async def test_latency_model_state_and_co_runners(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            assert await uow.state.load_latency_model("fleet") is None
+            await uow.state.save_latency_model("fleet", {"classes": {"slam": [1.0, 0.5]}})
+            await uow.state.save_latency_model("fleet", {"classes": {"slam": [2.0, 0.5]}})
+            for uid in ("a", "b"):
+                await uow.state.reserve(cluster=CLUSTER, pod_uid=uid, node="n1", grants=[Grant(0, 100, 10)],
+                                        cpu_milli=0, memory_mib=0, decision_id=f"d-{uid}")
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert await uow.state.load_latency_model("fleet", for_update=True) == {"classes": {"slam": [2.0, 0.5]}}
+            others = await uow.state.co_runners(CLUSTER, "n1", 0, exclude_uid="a")
+            assert [(r["uid"], r["frame_rate_hz"], r["workload"]) for r in others] == [("b", 12.5, "slam")]

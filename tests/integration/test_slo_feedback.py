@@ -54,8 +54,11 @@ async def test_a_pod_past_its_deadline_closes_its_gpu(kafka_bootstrap: str, data
                 return Pod(name=name, cpu_milli=1000, memory_mib=1024, gpu=GpuRequest(count=1, memory_mib=4000),
                            deadline_ms=33.3, frame_rate_hz=30.0, workload_class="detection-yolo")
 
-            await raw_json(await api.core.create_namespaced_pod(
-                namespace, _pod_manifest(perception("first"), namespace, "gpuplace"), _preload_content=False))
+            async def submit(name: str) -> None:
+                manifest = _pod_manifest(perception(name), namespace, "gpuplace", service_ms=3.0)
+                await raw_json(await api.core.create_namespaced_pod(namespace, manifest, _preload_content=False))
+
+            await submit("first")
             first_gpu = await eventually(lambda: _gpu_of(api, namespace, "first"), timeout_s=60, what="first bound")
             first_gpu = int(first_gpu) if first_gpu is not False else 0
 
@@ -75,8 +78,7 @@ async def test_a_pod_past_its_deadline_closes_its_gpu(kafka_bootstrap: str, data
 
             await asyncio.sleep(1.0)  # the placement worker re-reads the cluster on the violation event
             # Best fit would stack the second pod on the first pod's GPU; the violation must steer it away.
-            await raw_json(await api.core.create_namespaced_pod(
-                namespace, _pod_manifest(perception("second"), namespace, "gpuplace"), _preload_content=False))
+            await submit("second")
             second_gpu = await eventually(lambda: _gpu_of(api, namespace, "second"), timeout_s=60,
                                           what="second bound")
             assert int(second_gpu) != first_gpu

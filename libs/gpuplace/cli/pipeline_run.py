@@ -97,7 +97,7 @@ def _node_manifest(node: Node, run_id: str) -> dict[str, Any]:
     }
 
 
-def _pod_manifest(pod: Pod, namespace: str, scheduler: str) -> dict[str, Any]:
+def _pod_manifest(pod: Pod, namespace: str, scheduler: str, service_ms: float | None = None) -> dict[str, Any]:
     name = pod.name.rsplit("/", 1)[-1]
     return {
         "apiVersion": "v1", "kind": "Pod",
@@ -105,6 +105,7 @@ def _pod_manifest(pod: Pod, namespace: str, scheduler: str) -> dict[str, Any]:
             "gpuplace.io/gpu-memory": f"{pod.gpu.memory_mib}Mi",
             "gpuplace.io/deadline-ms": str(pod.deadline_ms), "gpuplace.io/frame-rate": str(pod.frame_rate_hz),
             "gpuplace.io/workload": pod.workload_class or "unknown",
+            **({"gpuplace.io/service-ms": f"{service_ms:.2f}"} if service_ms else {}),
         }},
         "spec": {
             "schedulerName": scheduler, "priorityClassName": PRIORITY_CLASSES[pod.priority],
@@ -206,19 +207,19 @@ class PipelineRun:
         pods = robotics.pods(self.config.pods, seed=self.config.seed)
         slots = asyncio.Semaphore(24)
 
-        async def create(i: int, pod: Pod) -> None:
+        async def create(i: int, pod: Pod, service_ms: float) -> None:
             cluster = names[i % len(names)]
             api = apis[self.clusters[cluster]]
             async with slots:
                 key = f"{cluster}/{pod.name}"
                 self.submitted_at[key] = time.monotonic()
                 await raw_json(await api.core.create_namespaced_pod(
-                    self.namespace, _pod_manifest(pod, self.namespace, self.settings.scheduler_name),
+                    self.namespace, _pod_manifest(pod, self.namespace, self.settings.scheduler_name, service_ms),
                     _preload_content=False))
                 if len(self.submitted_at) % 50 == 0:
                     self.progress("submitted", len(self.submitted_at), len(pods))
 
-        await asyncio.gather(*(create(i, pod) for i, (pod, _) in enumerate(pods)))
+        await asyncio.gather(*(create(i, pod, service_ms) for i, (pod, service_ms) in enumerate(pods)))
         self.progress("submitted", len(pods), len(pods))
 
     async def _track(self, api: KubeClusterApi, cluster: str, stop: asyncio.Event) -> None:

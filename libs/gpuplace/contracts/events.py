@@ -52,6 +52,7 @@ class PodEvent(Envelope):
     deadline_ms: float | None = Field(default=None, gt=0)
     frame_rate_hz: float | None = Field(default=None, gt=0)
     workload: str | None = None
+    service_ms: float | None = Field(default=None, gt=0)  # per-frame time alone on the reference GPU
     node_name: str | None = None
     owner: str | None = None  # "<Kind>/<name>" of the controller, for per-owner eviction limits
     created_at: datetime | None = None

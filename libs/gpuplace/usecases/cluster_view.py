@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gpuplace.core.gpu_load import GpuLoad
+from gpuplace.core.latency.model import DEFAULT_MODEL, LatencyModel, Stream
 from gpuplace.core.model import MILLI_PER_GPU, Gpu, GpuRequest, Node, Pod
 from gpuplace.core.snapshot import ClusterSnapshot, kind_of
 from gpuplace.usecases.ports import Row
@@ -25,17 +27,22 @@ class Hold:
     gpu_memory_mib: int
     cpu_milli: int
     memory_mib: int
+    stream: Stream | None = None  # the pod's frames, for the latency model (None: no frame rate declared)
 
 
 @dataclass
 class ClusterView:
+    """The snapshot (capacity), the streams on each GPU (latency), and who holds what."""
+
     cluster: str
     snapshot: ClusterSnapshot | None
     holds: dict[str, Hold] = field(default_factory=dict)  # pod uid -> what it holds
+    gpu_load: GpuLoad | None = None
+    latency_model: LatencyModel = DEFAULT_MODEL
 
     @classmethod
     def hydrate(cls, cluster: str, nodes: Sequence[Row], gpus: Sequence[Row], allocations: Sequence[Row],
-                pods: Sequence[Row]) -> ClusterView:
+                pods: Sequence[Row], latency_model: LatencyModel = DEFAULT_MODEL) -> ClusterView:
         """Build the view from the rows of `nodes`, `gpus`, `allocations` and the pods holding them."""
         gpus_by_node: dict[str, list[Row]] = {}
         for g in gpus:
@@ -62,19 +69,24 @@ class ClusterView:
                 node=rows[0]["node"], gpu_indices=tuple(sorted(r["gpu_index"] for r in rows)),
                 share_milli=rows[0]["share_milli"], gpu_memory_mib=rows[0]["memory_mib"],
                 cpu_milli=pod["cpu_milli"] if pod else 0, memory_mib=pod["memory_mib"] if pod else 0,
+                stream=pod_stream(pod) if pod else None,
             )
-        view = cls(cluster, snapshot, holds)
+        view = cls(cluster, snapshot, holds, latency_model=latency_model)
         if snapshot is not None:
+            view.gpu_load = GpuLoad.for_snapshot(snapshot)
             view._count_kinds()
         return view
 
     def _count_kinds(self) -> None:
-        """Per-node counts of request kinds (GpuClustering's input), which rows alone do not carry."""
-        assert self.snapshot is not None
-        for hold in self.holds.values():
+        """Per-node counts of request kinds (GpuClustering's input) and the streams on each GPU (latency),
+        which rows alone do not carry."""
+        assert self.snapshot is not None and self.gpu_load is not None
+        for uid, hold in self.holds.items():
             if hold.node in self.snapshot.node_names and hold.gpu_indices:
                 row = self.snapshot.index_of(hold.node)
                 self.snapshot.gpu_pods_by_kind[row, kind_of(len(hold.gpu_indices), hold.share_milli)] += 1
+                if hold.stream is not None:
+                    self.gpu_load.charge(uid, row, hold.gpu_indices, hold.stream)
 
     def has_node(self, name: str) -> bool:
         return self.snapshot is not None and name in self.snapshot.node_names
@@ -82,13 +94,17 @@ class ClusterView:
     def charge(self, uid: str, hold: Hold) -> None:
         if self.has_node(hold.node):
             assert self.snapshot is not None
-            self.snapshot.charge(self.snapshot.index_of(hold.node), hold.gpu_indices, hold.cpu_milli,
-                                 hold.memory_mib, hold.share_milli, hold.gpu_memory_mib,
-                                 kind_of(len(hold.gpu_indices), hold.share_milli))
+            row = self.snapshot.index_of(hold.node)
+            self.snapshot.charge(row, hold.gpu_indices, hold.cpu_milli, hold.memory_mib, hold.share_milli,
+                                 hold.gpu_memory_mib, kind_of(len(hold.gpu_indices), hold.share_milli))
+            if hold.stream is not None and self.gpu_load is not None and hold.gpu_indices:
+                self.gpu_load.charge(uid, row, hold.gpu_indices, hold.stream)
         self.holds[uid] = hold
 
     def refund(self, uid: str) -> Hold | None:
         hold = self.holds.pop(uid, None)
+        if self.gpu_load is not None:
+            self.gpu_load.refund(uid)  # safe for a pod it never carried
         if hold is not None and self.has_node(hold.node):
             assert self.snapshot is not None
             self.snapshot.refund(self.snapshot.index_of(hold.node), hold.gpu_indices, hold.cpu_milli,
@@ -124,4 +140,9 @@ def core_pod(row: Row) -> Pod:
                workload_class=row["workload"])
 
 
-__all__ = ["ClusterView", "Hold", "core_pod"]
+def pod_stream(row: Row) -> Stream | None:
+    """The frames a stored pod declares (None without a frame rate), with its profiled service time."""
+    return Stream.of(core_pod(row), service_ms=row.get("service_ms"))
+
+
+__all__ = ["ClusterView", "Hold", "core_pod", "pod_stream"]

@@ -12,9 +12,12 @@ from collections import Counter, deque
 from collections.abc import Callable
 
 from gpuplace.core.demand import resolve
+from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
 from gpuplace.core.framework import registry, runtime
 from gpuplace.core.framework.interface import Policy, PolicyContext
+from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
+from gpuplace.core.policies.latency_aware import latency_aware
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases.cluster_view import ClusterView
 from gpuplace.usecases.placement import Choice
@@ -43,16 +46,24 @@ class _ClusterPolicy:
         return self.policy
 
 
-def decider(policy_name: str) -> Callable[[ClusterView, Pod], Choice | dict[str, str]]:
-    """A `Decide` function for PlacementService using the named core policy."""
+def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> Callable[
+        [ClusterView, Pod, Stream | None], Choice | dict[str, str]]:
+    """A `Decide` function for PlacementService using the named core policy.
+
+    A pod that declares a frame rate goes through the latency filter too (DESIGN §6): only GPUs where it
+    and every pod already there keep predicted p95 <= deadline x (1 - margin), by the view's latency model.
+    """
     if policy_name not in registry.names():  # fail at start-up, not on the first pod
         raise registry.UnknownPolicy(f"unknown policy {policy_name!r}; known: {', '.join(registry.names())}")
     per_cluster: dict[str, _ClusterPolicy] = {}
 
-    def decide(view: ClusterView, pod: Pod) -> Choice | dict[str, str]:
+    def decide(view: ClusterView, pod: Pod, stream: Stream | None) -> Choice | dict[str, str]:
         snapshot = view.snapshot
         assert snapshot is not None
         policy = per_cluster.setdefault(view.cluster, _ClusterPolicy(policy_name)).policy_for(view, pod)
+        if stream is not None and view.gpu_load is not None:
+            policy = latency_aware(policy, view.latency_model, view.gpu_load, {pod.name: stream},
+                                   margin=latency_margin)
         decision = runtime.place(snapshot, pod, policy)
         if not decision.scheduled:
             return reasons_by_node_class(view, decision.statuses)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry, LatencyWindow, NodeEvent, PlacementEvent
-from gpuplace.usecases.ports import UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases import latency_learning
+from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
 
 
 async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consumer: str) -> bool:
@@ -46,6 +47,7 @@ async def ingest_latency(uow_factory: UnitOfWorkFactory, event: LatencyWindow, *
                          placements_topic: str = topics.PLACEMENTS, margin: float = 0.0) -> bool:
     """Store a latency window; a pod whose observed p95 is past its deadline raises an SLO violation.
 
+    The window also refits the fleet's latency model (usecases/latency_learning.py).
     The violation closes the pod's GPU to new pods and marks the pod for a move, in the same transaction
     as the window, and publishes `slo_violation` through the outbox (once per GPU and pod, not per window).
     """
@@ -58,15 +60,16 @@ async def ingest_latency(uow_factory: UnitOfWorkFactory, event: LatencyWindow, *
             "window_s": event.window_s, "frames": event.frames, "p50_ms": event.p50_ms, "p95_ms": event.p95_ms,
             "p99_ms": event.p99_ms, "deadline_ms": event.deadline_ms, "deadline_misses": event.deadline_misses,
         })
-        await _check_slo(uow, event, placements_topic, margin)
+        held = await uow.state.gpu_of_pod(event.cluster, event.namespace, event.pod)
+        if held is not None:
+            await latency_learning.learn(uow, event, held)
+            await _check_slo(uow, event, held, placements_topic, margin)
         await uow.commit()
     return True
 
 
-async def _check_slo(uow: UnitOfWork, event: LatencyWindow, placements_topic: str, margin: float) -> None:
-    held = await uow.state.gpu_of_pod(event.cluster, event.namespace, event.pod)
-    if held is None:
-        return
+async def _check_slo(uow: UnitOfWork, event: LatencyWindow, held: Row, placements_topic: str,
+                     margin: float) -> None:
     deadline_ms = event.deadline_ms or held["deadline_ms"]
     if deadline_ms is None or event.p95_ms <= deadline_ms * (1.0 - margin):
         return

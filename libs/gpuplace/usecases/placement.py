@@ -24,9 +24,11 @@ from typing import Any, Protocol
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PodEvent
+from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
-from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod
+from gpuplace.usecases import latency_learning
+from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
 from gpuplace.usecases.ingest import ingest_node
 from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
 
@@ -48,8 +50,9 @@ class Choice:
     gpu_memory_mib: int
 
 
-Decide = Callable[[ClusterView, Pod], "Choice | dict[str, str]"]
-"""The core's decision for one pod: a Choice, or the reasons it fits nowhere (node class -> why)."""
+Decide = Callable[[ClusterView, Pod, "Stream | None"], "Choice | dict[str, str]"]
+"""The core's decision for one pod (and its frames, if it declares a frame rate): a Choice, or the
+reasons it fits nowhere (node class -> why)."""
 
 
 @dataclass
@@ -162,12 +165,13 @@ class PlacementService:
 
         Returns _CONFLICT when the database refused the reservation; the caller must not commit.
         """
-        choice = self._decide(state.view, core_pod(row)) if state.view.snapshot is not None else \
+        pod, stream = core_pod(row), pod_stream(row)
+        choice = self._decide(state.view, pod, stream) if state.view.snapshot is not None else \
             {"cluster": "no schedulable node"}
         if not isinstance(choice, Choice):
             return await self._record_waiting(uow, state, row, choice)
         hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib,
-                    row["cpu_milli"], row["memory_mib"])
+                    row["cpu_milli"], row["memory_mib"], stream)
         decision_id = uuid.uuid4().hex
         conflict = await uow.state.reserve(
             cluster=row["cluster"], pod_uid=row["uid"], node=hold.node,
@@ -295,7 +299,8 @@ class PlacementService:
             gpus = await uow.state.load_gpus(cluster)
             allocations = await uow.state.load_allocations(cluster)
             holders = await uow.state.pods_in_state(cluster, ("reserved", "bound"))
-        state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders)
+            model = await latency_learning.load_model(uow)
+        state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders, model)
 
     async def _resume(self, state: _Cluster) -> None:
         """After a restart: waiting pods go back in the queue; reserved-but-unbound pods are bound again."""
@@ -344,7 +349,7 @@ def _pod_row(event: PodEvent) -> dict[str, Any]:
         "cluster": event.cluster, "uid": event.uid, "namespace": event.namespace, "name": event.name,
         "state": "pending", "priority": event.priority, "request": request, "cpu_milli": event.cpu_milli,
         "memory_mib": event.memory_mib, "deadline_ms": event.deadline_ms, "frame_rate_hz": event.frame_rate_hz,
-        "workload": event.workload, "owner": event.owner,
+        "workload": event.workload, "service_ms": event.service_ms, "owner": event.owner,
     }
 
 

@@ -33,7 +33,7 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False) ->
     try:
         request = parse_pod_request(annotations, limits)
         fields.update(gpu=request.gpu, deadline_ms=request.deadline_ms, frame_rate_hz=request.frame_rate_hz,
-                      workload=request.workload)
+                      workload=request.workload, service_ms=request.service_ms)
     except RequestError as exc:
         fields["request_error"] = str(exc)
     node_name = spec.get("nodeName")

@@ -30,6 +30,7 @@ GPUPLACE_MODELS = "gpuplace.io/gpu-models"
 DEADLINE = "gpuplace.io/deadline-ms"
 FRAME_RATE = "gpuplace.io/frame-rate"
 WORKLOAD = "gpuplace.io/workload"
+SERVICE_MS = "gpuplace.io/service-ms"  # per-frame time alone on an H100-class GPU, as profiled
 ASSIGNMENT = "gpuplace.io/gpu-assignment"
 
 KAI_FRACTION = "gpu-fraction"
@@ -56,6 +57,7 @@ class PodRequest:
     deadline_ms: float | None = None
     frame_rate_hz: float | None = None
     workload: str | None = None
+    service_ms: float | None = None
 
 
 def parse_pod_request(annotations: Mapping[str, str], container_limits: Sequence[Mapping[str, str]]) -> PodRequest:
@@ -67,6 +69,7 @@ def parse_pod_request(annotations: Mapping[str, str], container_limits: Sequence
             deadline_ms=_positive(annotations, DEADLINE),
             frame_rate_hz=_positive(annotations, FRAME_RATE),
             workload=annotations.get(WORKLOAD) or None,
+            service_ms=_positive(annotations, SERVICE_MS),
         )
     except RequestError:
         raise
@@ -181,4 +184,5 @@ def _positive(annotations: Mapping[str, str], key: str) -> float | None:
     return value
 
 
-__all__ = ["PodRequest", "RequestError", "parse_pod_request", "ASSIGNMENT", "DEADLINE", "FRAME_RATE", "WORKLOAD"]
+__all__ = ["PodRequest", "RequestError", "parse_pod_request", "ASSIGNMENT", "DEADLINE", "FRAME_RATE", "WORKLOAD",
+           "SERVICE_MS"]

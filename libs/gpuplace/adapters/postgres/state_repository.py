@@ -20,6 +20,7 @@ from gpuplace.adapters.postgres.tables import (
     allocations,
     decisions,
     gpus,
+    latency_models,
     latency_windows,
     nodes,
     outbox,
@@ -219,9 +220,31 @@ class StateRepository:
         ).values(move_requested_at=func.now()).returning(pods.c.uid))
         return blocked.first() is not None or marked.first() is not None
 
+    async def load_latency_model(self, name: str, *, for_update: bool = False) -> dict[str, Any] | None:
+        stmt = select(latency_models.c.state).where(latency_models.c.name == name)
+        row = (await self._conn.execute(stmt.with_for_update() if for_update else stmt)).first()
+        return row.state if row else None
+
+    async def save_latency_model(self, name: str, state: Mapping[str, Any]) -> None:
+        stmt = insert(latency_models).values(name=name, state=dict(state), windows=1)
+        await self._conn.execute(stmt.on_conflict_do_update(index_elements=[latency_models.c.name], set_={
+            "state": stmt.excluded.state, "windows": latency_models.c.windows + 1, "updated_at": func.now()}))
+
+    async def co_runners(self, cluster: str, node: str, gpu_index: int, *, exclude_uid: str) -> list[Row]:
+        """The other pods holding this GPU, with what the latency model needs of them."""
+        result = await self._conn.execute(
+            select(pods.c.uid, pods.c.frame_rate_hz, pods.c.workload, pods.c.deadline_ms)
+            .join(allocations, and_(pods.c.cluster == allocations.c.cluster, pods.c.uid == allocations.c.pod_uid))
+            .where(allocations.c.cluster == cluster, allocations.c.node == node,
+                   allocations.c.gpu_index == gpu_index, pods.c.uid != exclude_uid))
+        return [r._mapping for r in result]
+
     async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> Row | None:
         result = await self._conn.execute(
-            select(allocations.c.node, allocations.c.gpu_index, pods.c.uid, pods.c.deadline_ms)
+            select(allocations.c.node, allocations.c.gpu_index, pods.c.uid, pods.c.deadline_ms, pods.c.frame_rate_hz,
+                   pods.c.workload, gpus.c.model)
+            .join(gpus, and_(gpus.c.cluster == allocations.c.cluster, gpus.c.node == allocations.c.node,
+                             gpus.c.index == allocations.c.gpu_index))
             .join(pods, and_(pods.c.cluster == allocations.c.cluster, pods.c.uid == allocations.c.pod_uid))
             .where(pods.c.cluster == cluster, pods.c.namespace == namespace, pods.c.name == name,
                    pods.c.state.in_(("reserved", "bound"))).limit(1))

@@ -81,6 +81,7 @@ pods = Table(
     Column("deadline_ms", Float),
     Column("frame_rate_hz", Float),
     Column("workload", Text),
+    Column("service_ms", Float),
     Column("owner", Text),
     Column("node", Text),
     Column("reason", Text),
@@ -165,5 +166,13 @@ latency_windows = Table(
 Index("latency_by_pod", latency_windows.c.cluster, latency_windows.c.namespace, latency_windows.c.pod)
 Index("latency_by_workload", latency_windows.c.workload, latency_windows.c.node, latency_windows.c.gpu_index)
 
+latency_models = Table(
+    "latency_models", metadata,
+    Column("name", Text, primary_key=True),  # one fleet-wide model today ("fleet"); per-region later
+    Column("state", JSONB, nullable=False),  # core.latency.model.as_dict()
+    Column("windows", BigInteger, nullable=False, server_default="0"),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
 __all__ = ["metadata", "nodes", "gpus", "pods", "allocations", "decisions", "outbox", "processed_events",
-           "latency_windows"]
+           "latency_windows", "latency_models"]
