@@ -1,8 +1,9 @@
 """Defragmentation: when a pod is blocked by fragmentation, which running pods to move, and where.
 
 Pure like the rest of the core: no I/O, time passed in as `now_s`. The executor (usecases) reserves
-every target a plan names, then evicts, then binds the beneficiary; `apply.apply_plan` is that order
-on a snapshot.
+every target a plan names, then evicts wave by wave (Move.wave; all 0 unless Limits.max_chain_depth
+allows chains), binding each wave's pods at their targets, then binds the beneficiary;
+`apply.apply_plan` is that order on a snapshot.
 
 Public API in one breath:
 - `blockers.classify(snapshot, pod, policy) -> model.Blocker`: capacity, fragmentation, latency or

@@ -49,7 +49,7 @@ def plan(snapshot: ClusterSnapshot, beneficiary: Pod, running: Sequence[RunningP
     demand = resolve(beneficiary, snapshot)
     blocker, reason = diagnose(snapshot, demand, policy)
     if blocker is Blocker.NONE:
-        return _without_moves(snapshot, demand, policy)
+        return _without_moves(snapshot, demand, policy) or Refusal(blocker, "the policy placed it nowhere")
     if blocker is not Blocker.FRAGMENTATION:
         return Refusal(blocker, reason)
     left = quotas(limits, history, now_s)
@@ -82,9 +82,10 @@ def plan(snapshot: ClusterSnapshot, beneficiary: Pod, running: Sequence[RunningP
                             f"({len(direct)} options, {len(chained)} with chains)")
 
 
-def _without_moves(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> Plan:
+def _without_moves(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> Plan | None:
     decision = decide(snapshot, demand, policy)
-    assert decision.node is not None
+    if decision.node is None:
+        return None
     type_id = snapshot.gpu_type_id[decision.node]
     with_gpus = bool(decision.gpu_indices)
     return Plan(demand.pod_name, snapshot.node_names[decision.node], decision.gpu_indices,
