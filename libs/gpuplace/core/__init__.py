@@ -2,4 +2,28 @@
 
 Everything that decides where a pod goes lives here, so the services, the simulator, replay and the
 benchmarks all drive the same code.
+
+Public API in one breath:
+- build the cluster: `snapshot.ClusterSnapshot(nodes)` from `model.Node`s (`Node.with_gpus(...)`);
+- place one pod: `framework.runtime.place(snapshot, pod, policy)` -> `Decision` (node, GPU indices,
+  or per-node statuses), then `framework.runtime.bind(snapshot, demand.resolve(pod, snapshot), decision)`;
+- get a policy: `framework.registry.create(name, PolicyContext(workload, rng))`, the workload from
+  `workload.typical_workload(recent_pods, snapshot.gpu_types)`;
+- replay a trace: `simulator.run(nodes, pods, policy_name, seed)`.
 """
+
+__all__ = [
+    "arrivals",
+    "demand",
+    "filters",
+    "fragmentation",
+    "framework",
+    "gpu_selection",
+    "kpi",
+    "model",
+    "node_states",
+    "policies",
+    "simulator",
+    "snapshot",
+    "workload",
+]

@@ -1,1 +1,3 @@
-"""gpuplace.core.policies."""
+"""Placement policies: FGD, the house policies and wrappers here; the paper's baselines in `baselines`."""
+
+__all__ = ["baselines", "exclusive", "fgd", "latency_aware"]

@@ -1,1 +1,3 @@
-"""gpuplace.core.policies.baselines."""
+"""The paper's five baselines (Weng et al., ATC'23, §6.1), one module each."""
+
+__all__ = ["best_fit", "dot_prod", "gpu_clustering", "gpu_packing", "random_fit"]

@@ -1,0 +1,88 @@
+"""The fragmentation measure F_n(m) and the expected fragmentation F_n(M), vectorised over nodes.
+
+Weng et al., "Beware of Fragmentation", USENIX ATC'23, §4 (DESIGN.md §6). For a node n and a task
+shape m (CPU, per-GPU share d, GPU count k, allowed GPU models), F_n(m) is the free GPU share of n
+that m could not use:
+- m needs no GPU, or n's GPU model is not allowed for m, or m does not fit n (too little free CPU,
+  or fewer than k GPUs with free share >= d): all free share of n;
+- m fits: the free share of the GPUs whose free share is < d.
+F_n(M) = sum_m p_m F_n(m).
+
+Each shape's contribution falls in one of the reference simulator's categories (lack both, lack
+GPU, satisfied, lack CPU, CPU-only satisfied, CPU-only lacking CPU, no access) and the sum is taken
+category by category, in shape order, exactly as the reference does: FGD truncates a sigmoid of the
+difference of two such sums to an integer, so a different float summation order changes decisions.
+Host memory plays no part in the measure (it does not in the paper).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.core.workload import TypicalWorkload
+
+LACK_BOTH, LACK_GPU, SATISFIED, LACK_CPU, CPU_ONLY_SATISFIED, CPU_ONLY_LACK_CPU, NO_ACCESS = range(7)
+_COUNTED = (LACK_BOTH, LACK_GPU, LACK_CPU, CPU_ONLY_SATISFIED, CPU_ONLY_LACK_CPU, NO_ACCESS)
+
+
+def fragmentation(snapshot: ClusterSnapshot, workload: TypicalWorkload) -> np.ndarray:
+    """F_n(M) in milli-GPU for every node of the snapshot, (n_nodes,)."""
+    if workload.share_milli_by_type.shape[1] != len(snapshot.gpu_types):
+        raise ValueError("workload was resolved against a different set of GPU types")
+    return _expected_fragmentation(
+        snapshot.free_share_milli, snapshot.cpu_free_milli, snapshot.gpu_type_id, workload
+    )
+
+
+def node_fragmentation(
+    free_share_milli: np.ndarray, cpu_free_milli: np.ndarray, gpu_type_id: np.ndarray, workload: TypicalWorkload
+) -> np.ndarray:
+    """F_n(M) for node states given as arrays: (n_states, max_gpus), (n_states,), (n_states,)."""
+    free = np.asarray(free_share_milli, dtype=np.int64)
+    cpu = np.asarray(cpu_free_milli, dtype=np.int64)
+    types = np.asarray(gpu_type_id, dtype=np.int64)
+    if free.ndim != 2 or cpu.shape != free.shape[:1] or types.shape != free.shape[:1]:
+        raise ValueError("expected free (n, g), cpu (n,) and gpu_type_id (n,)")
+    if (types < 0).any() or (types >= workload.share_milli_by_type.shape[1]).any():
+        raise ValueError("gpu_type_id out of range for this workload")
+    return _expected_fragmentation(free, cpu, types, workload)
+
+
+def shape_fragmentation(
+    free_share_milli: np.ndarray, cpu_free_milli: np.ndarray, gpu_type_id: np.ndarray, workload: TypicalWorkload
+) -> tuple[np.ndarray, np.ndarray]:
+    """F_n(m) and its category for every state and shape: two (n_states, n_shapes) arrays.
+
+    Assumes validated arrays (see node_fragmentation()). For a satisfied shape the amount is the
+    part counted as fragmentation (holes smaller than d), filed under LACK_GPU as the reference does.
+    """
+    d = workload.share_milli_by_type[:, gpu_type_id].T  # per-GPU need, (n_states, n_shapes)
+    free = free_share_milli[:, None, :]  # (n_states, 1, max_gpus)
+    fits_gpu = (free >= d[:, :, None]).sum(axis=2) >= workload.gpu_count[None, :]  # (n_states, n_shapes)
+    holes = np.where(free < d[:, :, None], free, 0).sum(axis=2)  # F_n(m) when m fits, (n_states, n_shapes)
+    total = free_share_milli.sum(axis=1)[:, None]  # all free share, (n_states, 1)
+    cpu_ok = cpu_free_milli[:, None] >= workload.cpu_milli[None, :]  # (n_states, n_shapes)
+    cpu_only = (workload.gpu_count == 0)[None, :]
+    allowed = workload.allowed_by_type[:, gpu_type_id].T  # (n_states, n_shapes)
+    category = np.select(
+        [cpu_only & cpu_ok, cpu_only, ~allowed, fits_gpu & cpu_ok, fits_gpu, cpu_ok],
+        [CPU_ONLY_SATISFIED, CPU_ONLY_LACK_CPU, NO_ACCESS, LACK_GPU, LACK_CPU, LACK_GPU],
+        default=LACK_BOTH,
+    )
+    amount = np.where(fits_gpu & cpu_ok & allowed & ~cpu_only, holes, total)
+    return amount, category
+
+
+def _expected_fragmentation(
+    free_share_milli: np.ndarray, cpu_free_milli: np.ndarray, gpu_type_id: np.ndarray, workload: TypicalWorkload
+) -> np.ndarray:
+    """Assumes validated arrays. Weng et al., ATC'23, §4: F_n(M) = sum_m p_m F_n(m)."""
+    amount, category = shape_fragmentation(free_share_milli, cpu_free_milli, gpu_type_id, workload)
+    terms = workload.probability[None, :] * amount.astype(np.float64)  # (n_states, n_shapes)
+    result = np.zeros(len(free_share_milli), dtype=np.float64)  # (n_states,)
+    for cat in _COUNTED:
+        # cumsum is sequential, like the reference's loop over shapes; adding 0.0 changes nothing.
+        per_category = np.cumsum(np.where(category == cat, terms, 0.0), axis=1)[:, -1]
+        result = result + per_category
+    return result

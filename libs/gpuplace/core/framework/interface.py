@@ -1,0 +1,63 @@
+"""The one interface every placement policy implements (kube-scheduler's filter/score shape).
+
+A policy is a small object built by a factory from a `PolicyContext`:
+- `filter(snapshot, demand)` -> bool mask over nodes: where the pod may go at all;
+- `score(snapshot, demand, candidates)` -> one number per candidate row, higher is better;
+- `choose_gpus(snapshot, demand, node)` -> the GPU indices the pod takes on the chosen node.
+The runtime (runtime.py) picks the highest score and, on a tie, the first candidate in node order.
+Policies may keep caches between calls (FGD does), but never mutate the snapshot.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from gpuplace.core.demand import Demand
+    from gpuplace.core.snapshot import ClusterSnapshot
+    from gpuplace.core.workload import TypicalWorkload
+
+
+class Code(enum.IntEnum):
+    """Outcome of a filter on one node (kube's framework.Code, the subset placement needs)."""
+
+    SUCCESS = 0
+    UNSCHEDULABLE = 1
+    """Not now: moving other pods could make room (the defragmenter may act)."""
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 2
+    """Never on this node, whatever moves (wrong GPU model, GPUs smaller than the request)."""
+
+
+@dataclass(frozen=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.code == Code.SUCCESS
+
+
+SUCCESS = Status()
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a policy factory may use: the typical workload (for fragmentation) and a seeded RNG."""
+
+    workload: TypicalWorkload | None = None
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+
+
+class Policy(Protocol):
+    name: str
+
+    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray: ...
+
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray: ...
+
+    def choose_gpus(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]: ...

@@ -1,0 +1,88 @@
+"""One placement cycle: filter -> score -> pick -> choose GPUs, and binding the result.
+
+The pick is the highest score; ties go to the first candidate in the snapshot's node order (the
+paper's harness: its scheduler breaks ties by the lowest node name, and names carry the seeded
+order). `place` is what the placement service calls for one pending pod; the simulator calls
+`decide` and `bind` on resolved demands directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuplace.core.demand import Demand, resolve
+from gpuplace.core.framework.interface import Code, Policy, Status
+from gpuplace.core.model import Assignment, Pod
+from gpuplace.core.snapshot import ClusterSnapshot
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where a pod goes (node and GPUs), or why it cannot go anywhere (per-node statuses)."""
+
+    pod_name: str
+    node: int | None = None
+    node_name: str | None = None
+    gpu_indices: tuple[int, ...] = ()
+    score: float | None = None
+    statuses: Mapping[str, Status] = field(default_factory=dict)
+
+    @property
+    def scheduled(self) -> bool:
+        return self.node is not None
+
+    @property
+    def resolvable(self) -> bool:
+        """False when no node could ever take the pod, whatever moved (defrag would not help)."""
+        return self.scheduled or any(s.code == Code.UNSCHEDULABLE for s in self.statuses.values())
+
+
+def decide(snapshot: ClusterSnapshot, demand: Demand, policy: Policy, *, explain: bool = False) -> Decision:
+    """Choose a node and GPUs for `demand`; the snapshot is not changed."""
+    feasible = np.flatnonzero(policy.filter(snapshot, demand))
+    if not len(feasible):
+        statuses = _statuses(snapshot, demand, policy) if explain else {}
+        return Decision(demand.pod_name, statuses=statuses)
+    scores = np.asarray(policy.score(snapshot, demand, feasible))
+    if scores.shape != feasible.shape:
+        raise ValueError(f"policy {policy.name} returned {scores.shape} scores for {feasible.shape} nodes")
+    best = int(np.argmax(scores))  # first maximum: ties go to the first node in order
+    node = int(feasible[best])
+    gpus = policy.choose_gpus(snapshot, demand, node)
+    return Decision(demand.pod_name, node, snapshot.node_names[node], tuple(gpus), float(scores[best]))
+
+
+def bind(snapshot: ClusterSnapshot, demand: Demand, decision: Decision) -> Assignment:
+    """Charge the decision to the snapshot and return the assignment (ValueError if it over-commits)."""
+    if decision.node is None:
+        raise ValueError(f"pod {decision.pod_name} has no node to bind to")
+    node = decision.node
+    gpu_type = snapshot.gpu_type_id[node]
+    share = int(demand.share_milli_by_type[gpu_type]) if decision.gpu_indices else 0
+    memory = int(demand.gpu_memory_mib_by_type[gpu_type]) if decision.gpu_indices else 0
+    if len(decision.gpu_indices) != demand.gpu_count:
+        raise ValueError(f"pod {decision.pod_name} needs {demand.gpu_count} GPU(s), got {decision.gpu_indices}")
+    snapshot.charge(node, decision.gpu_indices, demand.cpu_milli, demand.memory_mib, share, memory,
+                    demand.kind_on(snapshot, node))
+    count = len(decision.gpu_indices)
+    return Assignment(demand.pod_name, snapshot.node_names[node], decision.gpu_indices,
+                      (share,) * count, (memory,) * count)
+
+
+def place(snapshot: ClusterSnapshot, pod: Pod, policy: Policy) -> Decision:
+    """Decide for one pod, with per-node reasons when it cannot be placed (the service's entry point)."""
+    return decide(snapshot, resolve(pod, snapshot), policy, explain=True)
+
+
+def _statuses(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> dict[str, Status]:
+    explain = getattr(policy, "explain", None)
+    out = {}
+    for node in range(snapshot.n_nodes):
+        status = explain(snapshot, demand, node) if explain else Status(Code.UNSCHEDULABLE, ("filtered",))
+        if status.ok:  # passed the standard chain but the policy's own filter said no
+            status = Status(Code.UNSCHEDULABLE, (f"rejected by policy {policy.name}",))
+        out[snapshot.node_names[node]] = status
+    return out

@@ -1,0 +1,43 @@
+"""Which GPUs of the chosen node a pod takes.
+
+The paper's baselines all pick GPUs the same way (Open-GPU-Share's reserve step): a shared pod takes
+the usable GPU with the least free share (best fit, first index on ties); a whole-GPU pod takes the
+first k usable GPUs by index. Random differs only for shared pods: a uniformly random usable GPU.
+FGD chooses its own (see policies/fgd.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuplace.core.demand import Demand
+from gpuplace.core.filters.gpu_fit import usable_gpus
+from gpuplace.core.model import MILLI_PER_GPU
+from gpuplace.core.snapshot import ClusterSnapshot
+
+
+def usable_on(snapshot: ClusterSnapshot, demand: Demand, node: int) -> np.ndarray:
+    """Indices of the node's GPUs that could each take one GPU of the request, in index order."""
+    usable = np.flatnonzero(usable_gpus(snapshot, demand, slice(node, node + 1))[0])
+    if len(usable) < demand.gpu_count:
+        raise ValueError(f"node {snapshot.node_names[node]} cannot take {demand.gpu_count} GPU(s)")
+    return usable
+
+
+def best_fit(snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]:
+    if demand.gpu_count == 0:
+        return ()
+    usable = usable_on(snapshot, demand, node)
+    if demand.share_milli_by_type[snapshot.gpu_type_id[node]] >= MILLI_PER_GPU:
+        return tuple(int(i) for i in usable[: demand.gpu_count])
+    free = snapshot.free_share_milli[node, usable]
+    least_free_first = np.argsort(free, kind="stable")  # index order on ties
+    return tuple(sorted(int(i) for i in usable[least_free_first[: demand.gpu_count]]))
+
+
+def random_fit(snapshot: ClusterSnapshot, demand: Demand, node: int, rng: np.random.Generator) -> tuple[int, ...]:
+    share = demand.share_milli_by_type[snapshot.gpu_type_id[node]]
+    if demand.gpu_count != 1 or share >= MILLI_PER_GPU:
+        return best_fit(snapshot, demand, node)
+    usable = usable_on(snapshot, demand, node)
+    return (int(usable[rng.integers(len(usable))]),)

@@ -1,0 +1,196 @@
+"""ClusterSnapshot: the cluster as NumPy arrays, one row per node, so every filter and score touches
+all nodes at once (kube-scheduler's NodeInfo snapshot, vectorised).
+
+Rules of this module:
+- the row order is the cluster's node order; "the first node" in a tie is the lowest row;
+- GPU columns are padded to the widest node; a padded slot has `gpu_exists` False and zero free;
+- only `charge` and `refund` change free capacity, and each bumps the node's `version` so caches
+  keyed by node state (see node_states.py) know which rows to look at again;
+- GPU types are (model, memory per GPU) pairs, interned in `gpu_types`; requests are resolved
+  per type (see demand.py) because a memory request is a different share on each type.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuplace.core.model import MILLI_PER_GPU, Node
+
+_SNAPSHOT_IDS = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class GpuType:
+    model: str
+    memory_mib: int
+
+
+class ClusterSnapshot:
+    """Per-node arrays of capacity and free resources; see the module docstring for the rules."""
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        if not nodes:
+            raise ValueError("a cluster needs at least one node")
+        names = [n.name for n in nodes]
+        if len(set(names)) != len(names):
+            raise ValueError("node names must be unique")
+        self.node_names: tuple[str, ...] = tuple(names)
+        self._index = {name: i for i, name in enumerate(names)}
+        n_nodes = len(nodes)
+        max_gpus = max((len(n.gpus) for n in nodes), default=0)
+        self.max_gpus = max_gpus
+        types: dict[GpuType, int] = {}
+        self.cpu_capacity_milli = np.array([n.cpu_milli for n in nodes], dtype=np.int64)  # (n_nodes,)
+        self.memory_capacity_mib = np.array([n.memory_mib for n in nodes], dtype=np.int64)  # (n_nodes,)
+        self.cpu_free_milli = np.array(
+            [n.cpu_milli if n.cpu_free_milli is None else n.cpu_free_milli for n in nodes], dtype=np.int64
+        )
+        self.memory_free_mib = np.array(
+            [n.memory_mib if n.memory_free_mib is None else n.memory_free_mib for n in nodes], dtype=np.int64
+        )
+        self.gpu_count = np.array([len(n.gpus) for n in nodes], dtype=np.int64)  # (n_nodes,)
+        self.gpu_type_id = np.array(
+            [types.setdefault(GpuType(n.gpu_model, n.gpu_memory_mib), len(types)) for n in nodes], dtype=np.int64
+        )
+        self.gpu_types: tuple[GpuType, ...] = tuple(types)
+        self.gpu_memory_mib = np.array([n.gpu_memory_mib for n in nodes], dtype=np.int64)  # per GPU, (n_nodes,)
+        self.gpu_exists = np.zeros((n_nodes, max_gpus), dtype=bool)  # (n_nodes, max_gpus)
+        self.free_share_milli = np.zeros((n_nodes, max_gpus), dtype=np.int64)  # (n_nodes, max_gpus)
+        self.free_memory_mib = np.zeros((n_nodes, max_gpus), dtype=np.int64)  # (n_nodes, max_gpus)
+        for row, node in enumerate(nodes):
+            _check_gpus(node)
+            for col, gpu in enumerate(node.gpus):
+                self.gpu_exists[row, col] = True
+                self.free_share_milli[row, col] = gpu.free_share_milli
+                self.free_memory_mib[row, col] = gpu.free_memory
+        self.observed_used_memory_mib = np.zeros((n_nodes, max_gpus), dtype=np.int64)  # telemetry
+        self.gpu_pods_by_kind = np.zeros((n_nodes, max_gpus + 1), dtype=np.int64)  # see kind_of()
+        self.version = np.zeros(n_nodes, dtype=np.int64)  # (n_nodes,)
+        self.uid = next(_SNAPSHOT_IDS)
+        self._check_free()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_names)
+
+    def index_of(self, node_name: str) -> int:
+        try:
+            return self._index[node_name]
+        except KeyError:
+            raise KeyError(f"unknown node {node_name!r}") from None
+
+    @property
+    def total_gpus(self) -> int:
+        return int(self.gpu_count.sum())
+
+    @property
+    def total_gpu_milli(self) -> int:
+        return self.total_gpus * MILLI_PER_GPU
+
+    @property
+    def allocated_gpu_milli(self) -> int:
+        return self.total_gpu_milli - int(self.free_share_milli.sum())
+
+    def idle_gpu_milli(self) -> np.ndarray:
+        """Free share summed over each node's GPUs, (n_nodes,)."""
+        return self.free_share_milli.sum(axis=1)
+
+    # -- changing ------------------------------------------------------------------------------
+
+    def charge(
+        self, node: int, gpu_indices: Sequence[int], cpu_milli: int, memory_mib: int,
+        share_milli: int, gpu_memory_mib: int, kind: int,
+    ) -> None:
+        """Take a pod's resources from `node`; every GPU in `gpu_indices` gives share and memory.
+
+        Refuses (ValueError) anything that would over-commit, leaving the snapshot unchanged.
+        """
+        cols = np.asarray(gpu_indices, dtype=np.int64)
+        if len(set(cols.tolist())) != len(cols):
+            raise ValueError(f"GPU indices repeat: {list(gpu_indices)}")
+        if self.cpu_free_milli[node] < cpu_milli or self.memory_free_mib[node] < memory_mib:
+            raise ValueError(f"node {self.node_names[node]}: CPU or memory would be over-committed")
+        if len(cols):
+            if not self.gpu_exists[node, cols].all():
+                raise ValueError(f"node {self.node_names[node]} has no GPU among {cols.tolist()}")
+            if (self.free_share_milli[node, cols] < share_milli).any() or (
+                self.free_memory_mib[node, cols] < gpu_memory_mib
+            ).any():
+                raise ValueError(f"node {self.node_names[node]}: a GPU would be over-committed")
+        self.cpu_free_milli[node] -= cpu_milli
+        self.memory_free_mib[node] -= memory_mib
+        self.free_share_milli[node, cols] -= share_milli
+        self.free_memory_mib[node, cols] -= gpu_memory_mib
+        if len(cols):
+            self.gpu_pods_by_kind[node, kind] += 1
+        self.version[node] += 1
+
+    def refund(
+        self, node: int, gpu_indices: Sequence[int], cpu_milli: int, memory_mib: int,
+        share_milli: int, gpu_memory_mib: int, kind: int,
+    ) -> None:
+        """Give back what `charge` took; refuses (ValueError) anything that would exceed capacity."""
+        cols = np.asarray(gpu_indices, dtype=np.int64)
+        if self.cpu_free_milli[node] + cpu_milli > self.cpu_capacity_milli[node] or (
+            self.memory_free_mib[node] + memory_mib > self.memory_capacity_mib[node]
+        ):
+            raise ValueError(f"node {self.node_names[node]}: refund exceeds CPU or memory capacity")
+        if len(cols) and (
+            (self.free_share_milli[node, cols] + share_milli > MILLI_PER_GPU).any()
+            or (self.free_memory_mib[node, cols] + gpu_memory_mib > self.gpu_memory_mib[node]).any()
+        ):
+            raise ValueError(f"node {self.node_names[node]}: refund exceeds GPU capacity")
+        self.cpu_free_milli[node] += cpu_milli
+        self.memory_free_mib[node] += memory_mib
+        self.free_share_milli[node, cols] += share_milli
+        self.free_memory_mib[node, cols] += gpu_memory_mib
+        if len(cols):
+            self.gpu_pods_by_kind[node, kind] -= 1
+        self.version[node] += 1
+
+    def copy(self) -> ClusterSnapshot:
+        """An independent copy with its own uid (caches treat it as a new cluster)."""
+        other = object.__new__(ClusterSnapshot)
+        other.__dict__.update({k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()})
+        other.uid = next(_SNAPSHOT_IDS)
+        return other
+
+    def reordered(self, order: Sequence[int]) -> ClusterSnapshot:
+        """The same cluster with rows in `order` (a permutation): how the simulator sets node order."""
+        perm = np.asarray(order, dtype=np.int64)
+        if sorted(perm.tolist()) != list(range(self.n_nodes)):
+            raise ValueError("order must be a permutation of the node rows")
+        other = self.copy()
+        for key, value in self.__dict__.items():
+            if isinstance(value, np.ndarray) and value.shape[:1] == (self.n_nodes,):
+                setattr(other, key, value[perm].copy())
+        other.node_names = tuple(self.node_names[i] for i in perm)
+        other._index = {name: i for i, name in enumerate(other.node_names)}
+        return other
+
+    def _check_free(self) -> None:
+        if (self.cpu_free_milli > self.cpu_capacity_milli).any() or (self.cpu_free_milli < 0).any():
+            raise ValueError("free CPU out of [0, capacity]")
+        if (self.memory_free_mib > self.memory_capacity_mib).any() or (self.memory_free_mib < 0).any():
+            raise ValueError("free memory out of [0, capacity]")
+
+
+def kind_of(gpu_count: int, share_milli: int) -> int:
+    """The request type GpuClustering groups by: 0 for a shared GPU, k for k GPUs."""
+    return 0 if gpu_count == 1 and share_milli < MILLI_PER_GPU else gpu_count
+
+
+def _check_gpus(node: Node) -> None:
+    models = {g.model for g in node.gpus}
+    if len(models) > 1:
+        raise ValueError(f"node {node.name}: mixed GPU models {sorted(models)} are not supported")
+    if [g.index for g in node.gpus] != list(range(len(node.gpus))):
+        raise ValueError(f"node {node.name}: GPU indices must be 0..{len(node.gpus) - 1} in order")
+    if len({g.memory_mib for g in node.gpus}) > 1:
+        raise ValueError(f"node {node.name}: GPUs of one model must have one memory size")
