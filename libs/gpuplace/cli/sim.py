@@ -1,0 +1,206 @@
+"""`gpuplace sim`: replay an Alibaba trace through placement policies with the paper's harness.
+
+    gpuplace sim --pods default --policy fgd,bestfit --seeds 42-51 --jobs 2 [--json] [--plot out.png]
+
+`--pods` takes a CSV path or a trace short name (default, cpu050, ...) looked up in the trace
+directory ($GPUPLACE_TRACE_DIR, else ../shared/traces/alibaba-gpu-v2023 from the repository root);
+`--nodes` likewise (default: the GPU node list). Each (policy, seed) run is one process task; the
+numbers are means over the seeds. Bad input is a usage error (exit 2) with a one-line message.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from gpuplace.core import kpi, simulator
+from gpuplace.core.framework import registry
+from gpuplace.traces import alibaba
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one (trace, policy, seed) run reports back to the CLI (small, picklable)."""
+
+    trace: str
+    policy: str
+    seed: int
+    unallocated_pct_at_100: float
+    unallocated_pct_at_130: float
+    fragmentation_pct_at_100: float
+    fragmentation_ratio_pct_at_100: float
+    failed_pods: int
+    failed_by_shape: dict[str, int]
+    arrivals: int
+    seconds: float
+    unallocated_curve: dict[int, float]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'42-51', '42', '1,5,7-9' -> sorted unique seeds; ValueError with the reason otherwise."""
+    seeds: set[int] = set()
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ValueError(f"bad seed range {text!r}: use N, N-M or a comma-separated list of those")
+        low, high = int(first), int(last) if dash else int(first)
+        if high < low:
+            raise ValueError(f"bad seed range {part!r}: {high} < {low}")
+        seeds.update(range(low, high + 1))
+    return sorted(seeds)
+
+
+def parse_policies(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in registry.POLICIES]
+    if not names or unknown:
+        given = ", ".join(unknown) if unknown else repr(text)
+        raise ValueError(f"unknown policy {given}; known: {', '.join(registry.names())}")
+    return names
+
+
+def run_grid(tasks: list[tuple[Path, Path, str, str, int]], jobs: int, progress=None) -> list[RunSummary]:
+    """Run (pods file, nodes file, trace label, policy, seed) tasks, `jobs` processes at a time."""
+    if jobs <= 1:
+        return [_tick(progress, _run_one(task)) for task in tasks]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return [_tick(progress, summary) for summary in pool.map(_run_one, tasks)]
+
+
+def summarise(runs: list[RunSummary]) -> dict:
+    """Means over seeds of one (trace, policy) group, the shape of the --json output."""
+    failed: dict[str, float] = {}
+    for run in runs:
+        for shape, count in run.failed_by_shape.items():
+            failed[shape] = failed.get(shape, 0) + count / len(runs)
+    mean = lambda key: round(float(np.mean([getattr(r, key) for r in runs])), 3)  # noqa: E731
+    return {
+        "policy": runs[0].policy, "pods": runs[0].trace, "seeds": [r.seed for r in runs],
+        "unallocated_pct_at_100": mean("unallocated_pct_at_100"),
+        "unallocated_pct_at_130": mean("unallocated_pct_at_130"),
+        "fragmentation_pct_at_100": mean("fragmentation_pct_at_100"),
+        "fragmentation_ratio_pct_at_100": mean("fragmentation_ratio_pct_at_100"),
+        "failed_pods": mean("failed_pods"), "arrivals": mean("arrivals"), "seconds": mean("seconds"),
+        "unallocated_pct_at_100_by_seed": [r.unallocated_pct_at_100 for r in runs],
+        "failed_pods_by_shape": dict(sorted(((k, round(v, 1)) for k, v in failed.items()), key=lambda kv: -kv[1])),
+    }
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sim", help=__doc__.split("\n\n")[0])(sim)
+
+
+def sim(
+    pods: str = typer.Option("default", help="Pod CSV, or a trace short name (default, cpu050, ...)."),
+    nodes: str = typer.Option(alibaba.DEFAULT_NODES, help="Node CSV, or a node list short name."),
+    policy: str = typer.Option("fgd", help="Policy name(s), comma-separated: " + ", ".join(registry.names())),
+    seeds: str = typer.Option("42-51", help="Seeds: N, N-M, or a comma-separated list."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON array, one object per policy."),
+    plot: Path | None = typer.Option(None, help="Write the allocation curves to this PNG."),
+    jobs: int = typer.Option(1, min=1, help="Processes to run seeds in parallel."),
+) -> None:
+    try:
+        policies, seed_list = parse_policies(policy), parse_seeds(seeds)
+        pods_path, nodes_path = alibaba.pod_file(pods), alibaba.node_file(nodes)
+    except (ValueError, alibaba.TraceError) as error:
+        raise typer.BadParameter(str(error)) from None
+    label = pods if not Path(pods).is_file() else Path(pods).stem
+    tasks = [(pods_path, nodes_path, label, p, s) for p in policies for s in seed_list]
+    try:
+        if as_json:
+            runs = run_grid(tasks, jobs)
+        else:
+            with Progress(transient=True) as bar:
+                handle = bar.add_task(f"{label}: {len(tasks)} runs", total=len(tasks))
+                runs = run_grid(tasks, jobs, (bar, handle))
+    except alibaba.TraceError as error:
+        raise typer.BadParameter(str(error)) from None
+    groups = [[r for r in runs if r.policy == p] for p in policies]
+    summaries = [summarise(g) for g in groups]
+    if as_json:
+        typer.echo(json.dumps(summaries, indent=2))
+    else:
+        _print_table(summaries)
+    if plot is not None:
+        write_plot(groups, plot, title=label)
+
+
+def write_plot(groups: list[list[RunSummary]], path: Path, title: str = "") -> None:
+    """Unallocated GPU vs arrived demand, median over seeds with the interquartile band (paper Fig. 7)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 3.5), dpi=120)
+    for runs in groups:
+        points = sorted(set.intersection(*(set(r.unallocated_curve) for r in runs)))
+        values = np.array([[r.unallocated_curve[p] for p in points] for r in runs])  # (n_seeds, n_points)
+        line = ax.plot(points, np.median(values, axis=0), label=runs[0].policy, linewidth=2.5)[0]
+        low, high = np.percentile(values, [25, 75], axis=0)
+        ax.fill_between(points, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.plot([0, 100], [100, 0], linestyle=":", color="grey", alpha=0.8, label="Ideal")
+    ax.set(xlim=(75, 130), ylim=(0, 25), title=title, ylabel="Unalloc. GPU (%)",
+           xlabel="Arrived workloads (in % of cluster GPU capacity)")
+    ax.grid(linestyle="-.", alpha=0.8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1, 1.05), frameon=False)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _print_table(summaries: list[dict]) -> None:
+    table = Table(title=f"{summaries[0]['pods']}: means over seeds {_seed_text(summaries[0]['seeds'])}")
+    for column in ("policy", "unalloc. % @100", "unalloc. % @130", "frag. % @100", "frag. ratio % @100",
+                   "failed pods", "s / seed"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for s in summaries:
+        table.add_row(s["policy"], f"{s['unallocated_pct_at_100']:.2f}", f"{s['unallocated_pct_at_130']:.2f}",
+                      f"{s['fragmentation_pct_at_100']:.2f}", f"{s['fragmentation_ratio_pct_at_100']:.1f}",
+                      f"{s['failed_pods']:.0f}", f"{s['seconds']:.2f}")
+    Console().print(table)
+
+
+def _seed_text(seeds: list[int]) -> str:
+    contiguous = seeds == list(range(seeds[0], seeds[-1] + 1))
+    return f"{seeds[0]}-{seeds[-1]}" if contiguous and len(seeds) > 1 else ",".join(map(str, seeds))
+
+
+def _tick(progress, summary: RunSummary) -> RunSummary:
+    if progress is not None:
+        bar, handle = progress
+        bar.advance(handle)
+    return summary
+
+
+@functools.lru_cache(maxsize=8)
+def _read(pods_path: Path, nodes_path: Path):
+    return alibaba.read_nodes(nodes_path), alibaba.read_pods(pods_path)
+
+
+def _run_one(task: tuple[Path, Path, str, str, int]) -> RunSummary:
+    pods_path, nodes_path, label, policy, seed = task
+    nodes, pods = _read(pods_path, nodes_path)
+    started = time.perf_counter()
+    result = simulator.run(nodes, pods, policy, seed)
+    seconds = time.perf_counter() - started
+    read = functools.partial(kpi.read_at, result.arrived_milli, total_gpus=result.total_gpus, arrived_pct=100)
+    unallocated = 100.0 - result.allocated_pct()
+    return RunSummary(
+        label, policy, seed, result.unallocated_pct_at(100), result.unallocated_pct_at(130),
+        read(values_pct=result.fragmentation_pct()), read(values_pct=result.fragmentation_ratio_pct()),
+        result.failed_pods, result.failed_by_shape, result.n_arrivals, seconds,
+        kpi.curve(result.arrived_milli, unallocated, result.total_gpus),
+    )
+
+
+__all__ = ["RunSummary", "parse_policies", "parse_seeds", "register", "run_grid", "summarise"]

@@ -1,0 +1,74 @@
+"""`gpuplace sim` and `gpuplace bench sim` on a small synthetic trace; errors are one-line usage errors."""
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from gpuplace.cli import bench, sim
+from gpuplace.traces import alibaba
+
+NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+    f"n-{i},64000,262144,{2 + 2 * (i % 2)},{'V100M16' if i % 2 else 'T4'}\n" for i in range(8)
+)
+PODS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n" + "".join(
+    f"p-{i:03d},{4000 + 1000 * (i % 3)},8192,{1 if i % 5 else 0},{[250, 500, 1000][i % 3] if i % 5 else 0},\n"
+    for i in range(60)
+)
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text(NODES)
+    (tmp_path / "openb_pod_list_default.csv").write_text(PODS)
+    monkeypatch.setenv(alibaba.TRACE_DIR_ENV, str(tmp_path))
+    root = typer.Typer()
+    sim.register(root)
+    bench.register(root)
+    return root
+
+
+def test_sim_json_gives_one_object_per_policy(app):
+    result = CliRunner().invoke(app, ["sim", "--policy", "fgd,bestfit", "--seeds", "1-3", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert [o["policy"] for o in out] == ["fgd", "bestfit"]
+    for key in ("seeds", "unallocated_pct_at_100", "unallocated_pct_at_130", "fragmentation_pct_at_100",
+                "failed_pods", "seconds"):
+        assert key in out[0]
+    assert out[0]["seeds"] == [1, 2, 3]
+
+
+def test_sim_table_and_plot(app, tmp_path):
+    plot = tmp_path / "curves.png"
+    result = CliRunner().invoke(app, ["sim", "--policy", "random", "--seeds", "5", "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    assert "random" in result.output and plot.stat().st_size > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--policy", "nope"], "unknown policy nope"),
+    (["--seeds", "51-42"], "bad seed range"),
+    (["--seeds", "x"], "bad seed range"),
+    (["--pods", "missing.csv"], "no such file"),
+])
+def test_bad_input_is_a_clear_usage_error(app, args, message):
+    result = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["sim", *args])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_bench_writes_ours_beside_the_published(app, tmp_path):
+    out = tmp_path / "bench.md"
+    result = CliRunner().invoke(app, ["bench", "sim", "--seeds", "1", "--policies", "fgd", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "| default |" in text and "(4.77;" in text
+    assert json.loads(out.with_suffix(".json").read_text())[0]["policy"] == "fgd"
+
+
+def test_seed_parsing():
+    assert sim.parse_seeds("42-44,50") == [42, 43, 44, 50]
+    with pytest.raises(ValueError):
+        sim.parse_seeds("3-1")
