@@ -23,7 +23,17 @@ from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import TypicalWorkload
 
 LACK_BOTH, LACK_GPU, SATISFIED, LACK_CPU, CPU_ONLY_SATISFIED, CPU_ONLY_LACK_CPU, NO_ACCESS = range(7)
-_COUNTED = (LACK_BOTH, LACK_GPU, LACK_CPU, CPU_ONLY_SATISFIED, CPU_ONLY_LACK_CPU, NO_ACCESS)
+_COUNTED = np.array([LACK_BOTH, LACK_GPU, LACK_CPU, CPU_ONLY_SATISFIED, CPU_ONLY_LACK_CPU, NO_ACCESS])
+"""The categories summed into F_n(M), in the reference's order (SATISFIED is not fragmentation)."""
+
+# Category of a shape on a node by case = 8 * cpu_only + 4 * allowed + 2 * fits_gpu + cpu_ok.
+_CATEGORY = np.array(
+    [NO_ACCESS, NO_ACCESS, NO_ACCESS, NO_ACCESS,  # GPU shape, model not allowed
+     LACK_BOTH, LACK_GPU, LACK_CPU, LACK_GPU,  # GPU shape, allowed: (fits, cpu_ok) = 00, 01, 10, 11
+     CPU_ONLY_LACK_CPU, CPU_ONLY_SATISFIED, CPU_ONLY_LACK_CPU, CPU_ONLY_SATISFIED,  # CPU-only shapes
+     CPU_ONLY_LACK_CPU, CPU_ONLY_SATISFIED, CPU_ONLY_LACK_CPU, CPU_ONLY_SATISFIED]
+)
+_SATISFIED_CASE = 4 + 2 + 1  # a GPU shape, allowed, fitting GPUs and CPU: only its holes count
 
 
 def fragmentation(snapshot: ClusterSnapshot, workload: TypicalWorkload) -> np.ndarray:
@@ -63,14 +73,11 @@ def shape_fragmentation(
     holes = np.where(free < d[:, :, None], free, 0).sum(axis=2)  # F_n(m) when m fits, (n_states, n_shapes)
     total = free_share_milli.sum(axis=1)[:, None]  # all free share, (n_states, 1)
     cpu_ok = cpu_free_milli[:, None] >= workload.cpu_milli[None, :]  # (n_states, n_shapes)
-    cpu_only = (workload.gpu_count == 0)[None, :]
     allowed = workload.allowed_by_type[:, gpu_type_id].T  # (n_states, n_shapes)
-    category = np.select(
-        [cpu_only & cpu_ok, cpu_only, ~allowed, fits_gpu & cpu_ok, fits_gpu, cpu_ok],
-        [CPU_ONLY_SATISFIED, CPU_ONLY_LACK_CPU, NO_ACCESS, LACK_GPU, LACK_CPU, LACK_GPU],
-        default=LACK_BOTH,
-    )
-    amount = np.where(fits_gpu & cpu_ok & allowed & ~cpu_only, holes, total)
+    cpu_only = (workload.gpu_count == 0)[None, :]
+    case = 8 * cpu_only + 4 * allowed + 2 * fits_gpu + cpu_ok  # (n_states, n_shapes), see _CATEGORY
+    category = _CATEGORY[case]
+    amount = np.where(case == _SATISFIED_CASE, holes, total)
     return amount, category
 
 
@@ -80,9 +87,8 @@ def _expected_fragmentation(
     """Assumes validated arrays. Weng et al., ATC'23, §4: F_n(M) = sum_m p_m F_n(m)."""
     amount, category = shape_fragmentation(free_share_milli, cpu_free_milli, gpu_type_id, workload)
     terms = workload.probability[None, :] * amount.astype(np.float64)  # (n_states, n_shapes)
-    result = np.zeros(len(free_share_milli), dtype=np.float64)  # (n_states,)
-    for cat in _COUNTED:
-        # cumsum is sequential, like the reference's loop over shapes; adding 0.0 changes nothing.
-        per_category = np.cumsum(np.where(category == cat, terms, 0.0), axis=1)[:, -1]
-        result = result + per_category
-    return result
+    in_category = category[None, :, :] == _COUNTED[:, None, None]  # (n_categories, n_states, n_shapes)
+    # cumsum is sequential, like the reference's loops (shapes within a category, then categories);
+    # adding 0.0 for the shapes of other categories changes nothing.
+    per_category = np.cumsum(np.where(in_category, terms[None, :, :], 0.0), axis=2)[:, :, -1]
+    return np.cumsum(per_category, axis=0)[-1]

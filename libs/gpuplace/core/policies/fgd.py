@@ -46,17 +46,19 @@ class Fgd(DefaultSteps):
         self.workload: TypicalWorkload = context.workload
         self._states: NodeStates | None = None
         self._cache: dict[tuple, np.ndarray] = {}  # request -> score per state id (-1: not yet)
+        self._best_holes: dict[tuple, dict[int, set[int]]] = {}  # request -> state -> best GPUs' free share
 
     def node_states(self, snapshot: ClusterSnapshot) -> NodeStates:
         if self._states is None or self._states.max_gpus != snapshot.max_gpus:
             self._states = NodeStates(self.workload, snapshot.max_gpus)
             self._cache.clear()
+            self._best_holes.clear()
         return self._states
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
         states = self.node_states(snapshot)
         ids = states.ids(snapshot)[candidates]  # (n_candidates,)
-        table = self._table(demand, states.n_states)
+        table = self._table(_request_key(demand), states.n_states)
         scores = table[ids]
         missing = scores < 0
         if missing.any():
@@ -75,17 +77,21 @@ class Fgd(DefaultSteps):
         if demand.gpu_count > 1:
             return _exclusive_choice(snapshot.free_share_milli[node, usable], usable, demand.gpu_count)
         free = snapshot.free_share_milli[node]
+        states = self.node_states(snapshot)
+        state = int(states.ids(snapshot)[node])
+        best_holes = self._best_holes.get(_request_key(demand), {}).get(state, ())
+        for gpu in usable:  # scored already: the first usable GPU whose free share scored best
+            if int(free[gpu]) in best_holes:
+                return (int(gpu),)
         after = np.repeat(free[None, :], len(usable), axis=0)  # one row per GPU tried, (n_usable, max_gpus)
         after[np.arange(len(usable)), usable] -= share
         cpu_after = np.full(len(usable), snapshot.cpu_free_milli[node] - demand.cpu_milli)
         type_id = np.full(len(usable), snapshot.gpu_type_id[node])
-        states = self.node_states(snapshot)
-        before = states.fragmentation(states.ids(snapshot)[node : node + 1])
+        before = states.fragmentation(np.array([state]))
         scores = fgd_score(before, node_fragmentation(after, cpu_after, type_id, self.workload))
         return (int(usable[int(np.argmax(scores))]),)  # first GPU with the best score
 
-    def _table(self, demand: Demand, n_states: int) -> np.ndarray:
-        key = (demand.cpu_milli, demand.gpu_count, demand.share_milli_by_type.tobytes())
+    def _table(self, key: tuple, n_states: int) -> np.ndarray:
         table = self._cache.get(key)
         if table is None or len(table) < n_states:
             grown = np.full(max(1024, 2 * n_states), -1, dtype=np.int64)
@@ -113,7 +119,16 @@ class Fgd(DefaultSteps):
         option_scores = fgd_score(before, node_fragmentation(after, cpu_after, types[row], self.workload))
         best = np.full(len(todo), -1, dtype=np.int64)
         np.maximum.at(best, row, option_scores)
+        if demand.gpu_count == 1:
+            holes = self._best_holes.setdefault(_request_key(demand), {})
+            for option in np.flatnonzero(option_scores == best[row]):
+                holes.setdefault(int(todo[row[option]]), set()).add(int(free[row[option], col[option]]))
         return best
+
+
+def _request_key(demand: Demand) -> tuple:
+    """What FGD's score depends on in a request: CPU, GPU count and per-type share (not host memory)."""
+    return (demand.cpu_milli, demand.gpu_count, demand.share_milli_by_type.tobytes())
 
 
 def _after_exclusive(free_sorted: np.ndarray, share: np.ndarray, count: int) -> np.ndarray:
