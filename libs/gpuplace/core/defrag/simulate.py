@@ -24,6 +24,7 @@ import numpy as np
 
 from gpuplace.core.arrivals import plan_arrivals
 from gpuplace.core.defrag.apply import apply_plan
+from gpuplace.core.defrag.eligibility import resting
 from gpuplace.core.defrag.model import Limits, PastMove, Plan, RunningPod
 from gpuplace.core.defrag.occupancy import Occupancy
 from gpuplace.core.defrag.planner import plan
@@ -122,6 +123,7 @@ class _Run:
         self.running = Occupancy(snapshot)
         self.history: list[PastMove] = []
         self.demands: dict[tuple, Demand] = {}
+        self.refused: set[tuple] = set()
         self.placed = self.moves = self.plans = 0
 
     def arrive(self, step: int, pod: Pod) -> int | None:
@@ -140,11 +142,17 @@ class _Run:
         if budget <= 0 or not demand.needs_gpu:
             return None
         limits = replace(self.limits, max_victims_per_plan=min(self.limits.max_victims_per_plan, budget))
-        found = plan(self.snapshot, pod, self.running, self.placer, limits, self.history, float(step))
-        if not isinstance(found, Plan) or not found.moves:
+        # The planner is deterministic: the same request on the same cluster (versions only grow), with
+        # the same pods resting and the same budget, gets the same answer. Past saturation most arrivals
+        # are refused on an unchanged cluster; asking again would only cost time.
+        asked = (key, pod.priority, pod.deadline_ms, limits.max_victims_per_plan, int(self.snapshot.version.sum()),
+                 frozenset(resting(limits, self.history, float(step))))
+        if asked in self.refused:
             return None
-        gained = found.share_milli * len(found.gpu_indices)
-        if gained < self.min_gain * len(found.moves):
+        found = plan(self.snapshot, pod, self.running, self.placer, limits, self.history, float(step))
+        gained = found.share_milli * len(found.gpu_indices) if isinstance(found, Plan) else 0
+        if not isinstance(found, Plan) or not found.moves or gained < self.min_gain * len(found.moves):
+            self.refused.add(asked)
             return None
         by_uid = {m.uid: self.running.pods[self.running.slot_of(m.uid)] for m in found.moves}
         for moved in apply_plan(self.snapshot, found, pod, by_uid).values():
