@@ -119,6 +119,25 @@ class FakeStateRepository:
                 counts[pod["state"]] = counts.get(pod["state"], 0) + 1
         return counts
 
+    async def find_promise(self, cluster: str, namespace: str, owner: str) -> dict[str, Any] | None:
+        found = sorted((p for (c, _), p in self.t["pods"].items()
+                        if c == cluster and p["namespace"] == namespace and p.get("owner") == owner
+                        and p["state"] == "promised"), key=lambda p: (p["first_seen_at"], p["uid"]))
+        return dict(found[0]) if found else None
+
+    async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[dict[str, Any]]:
+        moved = []
+        held = [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["pod_uid"] == from_uid]
+        for key in held:
+            a = self.t["allocations"].pop(key)
+            a["pod_uid"] = to_uid
+            self.t["allocations"][(cluster, to_uid, a["gpu_index"])] = a
+            moved.append(dict(a))
+        return moved
+
+    async def delete_pod(self, cluster: str, uid: str) -> None:
+        self.t["pods"].pop((cluster, uid), None)
+
     async def load_allocations(self, cluster: str) -> list[dict[str, Any]]:
         return [dict(a) for a in self.t["allocations"].values() if a["cluster"] == cluster]
 
@@ -249,6 +268,8 @@ class FakeClusterApi:
     assignments: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     conflicts: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
+    refuse_eviction: set[str] = field(default_factory=set)  # names a PodDisruptionBudget protects (429)
+    evicted: list[str] = field(default_factory=list)
     bind_calls: int = 0
 
     async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: dict[str, Any]) -> str:
@@ -260,6 +281,14 @@ class FakeClusterApi:
         self.bound[(namespace, name)] = node
         self.assignments[(namespace, name)] = assignment
         return "bound"
+
+    async def evict(self, namespace: str, name: str, uid: str | None = None) -> str:
+        if name in self.refuse_eviction:
+            return "refused"
+        self.evicted.append(name)
+        self.bound.pop((namespace, name), None)
+        self.gone.add(name)
+        return "evicted"
 
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         if name in self.gone:

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     policy: str = "fgd"
     # admission keeps every pod's predicted p95 <= deadline x (1 - margin) on its GPU
     latency_margin: float = Field(default=0.1, ge=0.0, lt=1.0)
+    # defragmentation: pods of at least this priority, blocked by fragmentation, may have others moved
+    defrag_enabled: bool = True
+    defrag_min_priority: int = 1
     consumer_group_prefix: str = "gpuplace"
     topic_suffix: str = ""  # lets tests share one broker without colliding
     log_level: str = "INFO"

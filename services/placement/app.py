@@ -14,6 +14,7 @@ from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
 from gpuplace.settings import Settings
 from gpuplace.usecases.decide import decider
+from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
 from services.consumer import Subscription, wire
 
@@ -27,9 +28,13 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
     async with resources(settings, kubeconfigs=kubeconfigs, client_id=NAME) as res:
         relay = OutboxRelay(res.uow_factory, res.broker)
         decide = decider(settings.policy, latency_margin=settings.latency_margin)
+        defrag = None
+        if settings.defrag_enabled:
+            def defrag(host: PlacementService) -> Defragmenter:
+                return Defragmenter(res.uow_factory, res.cluster_apis, host, decide.policy,
+                                    settings=DefragSettings(min_priority=settings.defrag_min_priority))
         service = PlacementService(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
-                                   topic_suffix=settings.topic_suffix,
-                                   outbox_written=relay.wake)
+                                   topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag)
         wire(res.broker, settings, NAME, [
             Subscription(topics.NODES, NodeEvent, service.on_node),
             Subscription(topics.PODS, PodEvent, service.on_pod),

@@ -9,7 +9,6 @@ GPU types change. The policy's per-node statuses become per-node-class reasons f
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable
 
 from gpuplace.core.demand import resolve
 from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
@@ -34,10 +33,11 @@ class _ClusterPolicy:
         self.built_for: tuple | None = None
         self.since_refresh = 0
 
-    def policy_for(self, view: ClusterView, pod: Pod) -> Policy:
+    def policy_for(self, view: ClusterView, pod: Pod, *, learn: bool = True) -> Policy:
         assert view.snapshot is not None
-        self.recent.append(pod)
-        self.since_refresh += 1
+        if learn or not self.recent:
+            self.recent.append(pod)
+            self.since_refresh += 1
         key = (view.snapshot.gpu_types, view.snapshot.uid)
         if self.policy is None or self.built_for != key or self.since_refresh >= REFRESH_EVERY:
             workload = typical_workload(list(self.recent), view.snapshot.gpu_types)
@@ -46,25 +46,33 @@ class _ClusterPolicy:
         return self.policy
 
 
-def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> Callable[
-        [ClusterView, Pod, Stream | None], Choice | dict[str, str]]:
-    """A `Decide` function for PlacementService using the named core policy.
+class Decider:
+    """The `Decide` function of PlacementService for the named core policy; `policy()` serves the planner.
 
     A pod that declares a frame rate goes through the latency filter too (DESIGN §6): only GPUs where it
     and every pod already there keep predicted p95 <= deadline x (1 - margin), by the view's latency model.
     """
-    if policy_name not in registry.names():  # fail at start-up, not on the first pod
-        raise registry.UnknownPolicy(f"unknown policy {policy_name!r}; known: {', '.join(registry.names())}")
-    per_cluster: dict[str, _ClusterPolicy] = {}
 
-    def decide(view: ClusterView, pod: Pod, stream: Stream | None) -> Choice | dict[str, str]:
-        snapshot = view.snapshot
-        assert snapshot is not None
-        policy = per_cluster.setdefault(view.cluster, _ClusterPolicy(policy_name)).policy_for(view, pod)
+    def __init__(self, policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> None:
+        if policy_name not in registry.names():  # fail at start-up, not on the first pod
+            raise registry.UnknownPolicy(f"unknown policy {policy_name!r}; known: {', '.join(registry.names())}")
+        self.policy_name = policy_name
+        self.latency_margin = latency_margin
+        self._per_cluster: dict[str, _ClusterPolicy] = {}
+
+    def policy(self, view: ClusterView, pod: Pod, stream: Stream | None, *, learn: bool = True) -> Policy:
+        """The policy to place `pod` with (its workload estimate fed with `pod` unless learn=False)."""
+        cluster_policy = self._per_cluster.setdefault(view.cluster, _ClusterPolicy(self.policy_name))
+        policy = cluster_policy.policy_for(view, pod, learn=learn)
         if stream is not None and view.gpu_load is not None:
             policy = latency_aware(policy, view.latency_model, view.gpu_load, {pod.name: stream},
-                                   margin=latency_margin)
-        decision = runtime.place(snapshot, pod, policy)
+                                   margin=self.latency_margin)
+        return policy
+
+    def __call__(self, view: ClusterView, pod: Pod, stream: Stream | None) -> Choice | dict[str, str]:
+        snapshot = view.snapshot
+        assert snapshot is not None
+        decision = runtime.place(snapshot, pod, self.policy(view, pod, stream))
         if not decision.scheduled:
             return reasons_by_node_class(view, decision.statuses)
         demand = resolve(pod, snapshot)
@@ -75,7 +83,9 @@ def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> Call
             gpu_memory_mib=int(demand.gpu_memory_mib_by_type[gpu_type]) if decision.gpu_indices else 0,
         )
 
-    return decide
+
+def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> Decider:
+    return Decider(policy_name, latency_margin=latency_margin)
 
 
 def reasons_by_node_class(view: ClusterView, statuses: dict) -> dict[str, str]:
@@ -93,4 +103,4 @@ def reasons_by_node_class(view: ClusterView, statuses: dict) -> dict[str, str]:
     }
 
 
-__all__ = ["decider", "reasons_by_node_class"]
+__all__ = ["Decider", "decider", "reasons_by_node_class"]

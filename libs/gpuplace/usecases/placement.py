@@ -29,6 +29,7 @@ from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
 from gpuplace.usecases import latency_learning
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
+from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
 from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
 
@@ -66,7 +67,8 @@ class _Cluster:
 class PlacementService:
     def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], decide: Decide, *,
                  policy: str, topic_suffix: str = "", bind_concurrency: int = 16,
-                 outbox_written: Callable[[], None] = lambda: None) -> None:
+                 outbox_written: Callable[[], None] = lambda: None,
+                 defrag: Callable[[PlacementService], Defragmenter] | None = None) -> None:
         self._uow_factory = uow_factory
         self._apis = cluster_apis
         self._decide = decide
@@ -76,6 +78,8 @@ class PlacementService:
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self._binds: set[asyncio.Task[None]] = set()
         self._outbox_written = outbox_written  # wakes the outbox relay after a commit that wrote events
+        self._defrag = defrag(self) if defrag else None
+        self._defrag_tasks: set[asyncio.Task[Any]] = set()
 
     # -- entry points (one per topic) ---------------------------------------------------------------
     async def on_node(self, event: NodeEvent) -> None:
@@ -106,9 +110,32 @@ class PlacementService:
             await self._rehydrate(state)
 
     async def drain(self) -> None:
-        """Wait for binds in flight (shutdown, tests)."""
-        while self._binds:
-            await asyncio.gather(*list(self._binds), return_exceptions=True)
+        """Wait for binds and defragmentation plans in flight (shutdown, tests)."""
+        while self._binds or self._defrag_tasks:
+            await asyncio.gather(*list(self._binds), *list(self._defrag_tasks), return_exceptions=True)
+
+    # -- what the defragmenter uses (usecases/defrag.PlacementHost) ------------------------------------
+    async def record(self, uow: UnitOfWork, row: Row, kind: str, *, hold: Hold | None = None,
+                     reasons: dict[str, str] | None = None, node: str | None = None) -> None:
+        await self._record(uow, row, kind, hold=hold, reasons=reasons, node=node)
+
+    async def commit(self, uow: UnitOfWork) -> None:
+        await self._commit(uow)
+
+    async def reread(self, cluster: str) -> ClusterView:
+        state = await self._cluster(cluster)
+        await self._rehydrate(state)
+        return state.view
+
+    async def bind_reserved(self, cluster: str, uid: str) -> None:
+        state = await self._cluster(cluster)
+        async with state.lock:
+            await self._rehydrate(state)
+            async with self._uow_factory() as uow:
+                row = await uow.state.get_pod(cluster, uid)
+            if row is not None and row["state"] == "reserved" and uid in state.view.holds:
+                state.waiting.pop(uid, None)
+                self._spawn_bind(state, row, state.view.holds[uid])
 
     # -- pending pods --------------------------------------------------------------------------------
     async def _on_pending(self, state: _Cluster, event: PodEvent) -> None:
@@ -117,6 +144,7 @@ class PlacementService:
         When the database refuses what our view allowed, leaving without commit rolls everything back
         (the claim included): re-read the cluster and handle the event again, up to three times.
         """
+        adopted = False
         for attempt in range(3):
             async with self._uow_factory() as uow:
                 if not await uow.state.claim_event(CONSUMER, event.event_id):
@@ -127,10 +155,14 @@ class PlacementService:
                     await self._record(uow, row, "invalid_request", reasons={"request": event.request_error})
                     await self._commit(uow)
                     return
+                if row["state"] == "pending" and row["owner"] and await self._adopt_promise(uow, row):
+                    await self._commit(uow)
+                    adopted = True
+                    break
                 if row["state"] not in ("pending", "unschedulable"):
                     await self._commit(uow)
                     if row["state"] == "reserved" and row["uid"] in state.view.holds and \
-                            event.cluster + row["uid"] not in self._in_flight():
+                            event.cluster + row["uid"] not in self._in_flight() and not self._plan_holds(row):
                         self._spawn_bind(state, row, state.view.holds[row["uid"]])  # reserved before a restart
                     return
                 if attempt < 2:
@@ -143,6 +175,9 @@ class PlacementService:
                     self._after_commit(state, row, outcome)
                     return
             await self._rehydrate(state)
+        if adopted:  # outside the transaction: re-reading the cluster opens its own
+            await self._rehydrate(state)
+            self._spawn_bind(state, row, state.view.holds[row["uid"]])
 
     async def _try_place(self, state: _Cluster, row: Row) -> None:
         """Place a known pod in its own transaction; on a capacity conflict re-read and try again."""
@@ -159,6 +194,31 @@ class PlacementService:
                     return
             await self._rehydrate(state)
         state.waiting[row["uid"]] = row  # three lost races in a row: the next cluster change retries it
+
+    def _defrag_done(self, task: asyncio.Task[Any]) -> None:
+        self._defrag_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("defragmentation failed", exc_info=task.exception())
+
+    def _plan_holds(self, row: Row) -> bool:
+        """The pod is a defragmentation plan's beneficiary: the plan binds it once the victims are gone."""
+        return self._defrag is not None and row["uid"] in self._defrag.beneficiaries
+
+    async def _adopt_promise(self, uow: UnitOfWork, row: Row) -> bool:
+        """A replacement pod of an owner the defragmenter moved takes the place promised to it."""
+        promise = await uow.state.find_promise(row["cluster"], row["namespace"], row["owner"])
+        if promise is None:
+            return False
+        grants = await uow.state.transfer_allocations(row["cluster"], promise["uid"], row["uid"])
+        await uow.state.delete_pod(row["cluster"], promise["uid"])
+        node = grants[0]["node"] if grants else None
+        await uow.state.set_pod_state(row["cluster"], row["uid"], "reserved", node=node,
+                                      reason=f"adopted {promise['uid']}")
+        hold = Hold(node or "", tuple(sorted(g["gpu_index"] for g in grants)),
+                    grants[0]["share_milli"] if grants else 0, grants[0]["memory_mib"] if grants else 0,
+                    row["cpu_milli"], row["memory_mib"])
+        await self._record(uow, row, "decided", hold=hold, reasons={"defrag": f"place promised as {promise['uid']}"})
+        return True
 
     async def _decide_and_reserve(self, uow: UnitOfWork, state: _Cluster, row: Row) -> Hold | dict[str, str] | object:
         """Inside `uow`: decide, then reserve (a Hold) or record why the pod waits (its reasons).
@@ -203,6 +263,10 @@ class PlacementService:
         else:
             state.waiting[row["uid"]] = row
             state.last_reasons[row["uid"]] = outcome
+            if self._defrag is not None and state.view.snapshot is not None and self._defrag.wants(row):
+                task = asyncio.create_task(self._defrag.relieve(row, state.lock))
+                self._defrag_tasks.add(task)
+                task.add_done_callback(self._defrag_done)
 
     async def _retry_waiting(self, state: _Cluster) -> None:
         for row in sorted(state.waiting.values(), key=_queue_order):
@@ -298,7 +362,7 @@ class PlacementService:
             nodes = await uow.state.load_nodes(cluster)
             gpus = await uow.state.load_gpus(cluster)
             allocations = await uow.state.load_allocations(cluster)
-            holders = await uow.state.pods_in_state(cluster, ("reserved", "bound"))
+            holders = await uow.state.pods_in_state(cluster, ("reserved", "bound", "promised"))
             model = await latency_learning.load_model(uow)
         state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders, model)
 
@@ -307,7 +371,7 @@ class PlacementService:
         async with self._uow_factory() as uow:
             rows = await uow.state.pods_in_state(state.view.cluster, ("pending", "unschedulable", "reserved"))
         for row in rows:
-            if row["state"] == "reserved" and row["uid"] in state.view.holds:
+            if row["state"] == "reserved" and row["uid"] in state.view.holds and not self._plan_holds(row):
                 self._spawn_bind(state, row, state.view.holds[row["uid"]])
             elif row["state"] != "reserved":
                 state.waiting[row["uid"]] = row

@@ -132,6 +132,26 @@ class StateRepository:
                                           .group_by(pods.c.state))
         return {state: int(n) for state, n in result.all()}
 
+    async def find_promise(self, cluster: str, namespace: str, owner: str) -> Row | None:
+        """The oldest place promised to a replacement pod of `owner` (FOR UPDATE: one adopter wins)."""
+        result = await self._conn.execute(select(pods).where(
+            pods.c.cluster == cluster, pods.c.namespace == namespace, pods.c.owner == owner,
+            pods.c.state == "promised").order_by(pods.c.first_seen_at, pods.c.uid).limit(1)
+            .with_for_update(skip_locked=True))
+        row = result.first()
+        return row._mapping if row else None
+
+    async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[Row]:
+        """Give `from_uid`'s GPUs to `to_uid` (a promise adopted); returns the moved grants."""
+        result = await self._conn.execute(update(allocations).where(
+            allocations.c.cluster == cluster, allocations.c.pod_uid == from_uid).values(pod_uid=to_uid)
+            .returning(allocations.c.node, allocations.c.gpu_index, allocations.c.memory_mib,
+                       allocations.c.share_milli))
+        return [r._mapping for r in result]
+
+    async def delete_pod(self, cluster: str, uid: str) -> None:
+        await self._conn.execute(delete(pods).where(pods.c.cluster == cluster, pods.c.uid == uid))
+
     async def load_allocations(self, cluster: str) -> list[Row]:
         result = await self._conn.execute(select(allocations).where(allocations.c.cluster == cluster))
         return [r._mapping for r in result]

@@ -73,7 +73,9 @@ pods = Table(
     Column("uid", Text, primary_key=True),
     Column("namespace", Text, nullable=False),
     Column("name", Text, nullable=False),
-    Column("state", Text, nullable=False),  # pending | reserved | bound | unschedulable | invalid | deleted
+    # pending | reserved | bound | unschedulable | invalid | deleted, and `promised`: a place held for the
+    # replacement of a pod the defragmenter evicts (owner = the evicted pod's owner, adopted by its successor)
+    Column("state", Text, nullable=False),
     Column("priority", Integer, nullable=False, server_default="0"),
     Column("request", JSONB),
     Column("cpu_milli", BigInteger, nullable=False, server_default="0"),
@@ -90,11 +92,13 @@ pods = Table(
     Column("bound_at", DateTime(timezone=True)),
     Column("move_requested_at", DateTime(timezone=True)),  # SLO violation: the defragmenter should move it
     CheckConstraint(
-        "state IN ('pending','reserved','bound','unschedulable','invalid','deleted')", name="pod_state_known"
+        "state IN ('pending','reserved','bound','unschedulable','invalid','deleted','promised')",
+        name="pod_state_known",
     ),
 )
 Index("pods_by_name", pods.c.cluster, pods.c.namespace, pods.c.name)
 Index("pods_waiting", pods.c.cluster, pods.c.state)
+Index("pods_promised", pods.c.cluster, pods.c.namespace, pods.c.owner, postgresql_where=pods.c.state == "promised")
 
 allocations = Table(
     "allocations", metadata,

@@ -1,0 +1,251 @@
+"""Carry out a defragmentation plan: reserve every place first, evict through the API, bind, or abort.
+
+The core's planner (core/defrag) says which running pods to move and where. The order of effects is what
+keeps every promise (DESIGN §6):
+1. one transaction moves each victim's GPUs to a `promised` row for its owner at the target (the place
+   its replacement will adopt), reserves the beneficiary where the victims were, writes `defrag_planned`;
+2. victims are evicted one by one through pods/eviction, so PodDisruptionBudgets hold; each success is
+   an `evicted` event;
+3. a refusal (429) or any failure aborts: one transaction gives the victims not yet evicted their old
+   GPUs back, drops their promises, releases the beneficiary, writes `defrag_aborted` with the reason.
+   Victims already evicted keep their promises: their replacements were promised a place;
+4. once the victims are gone, the beneficiary is bound (`defrag_completed`).
+The replacement pod a controller creates adopts its owner's promise (PlacementService._adopt_promise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gpuplace.core.defrag import planner
+from gpuplace.core.defrag.model import Limits, PastMove, Plan, Refusal, RunningPod
+from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
+from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
+
+log = logging.getLogger(__name__)
+
+
+class EvictingApi(Protocol):
+    async def evict(self, namespace: str, name: str, uid: str | None = None) -> Any: ...
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class PlacementHost(Protocol):
+    """What the executor needs from the placement service it runs in."""
+
+    async def record(self, uow: UnitOfWork, row: Row, kind: str, *, hold: Hold | None = None,
+                     reasons: dict[str, str] | None = None, node: str | None = None) -> None: ...
+    async def commit(self, uow: UnitOfWork) -> None: ...
+    async def reread(self, cluster: str) -> ClusterView: ...
+    async def bind_reserved(self, cluster: str, uid: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class DefragSettings:
+    min_priority: int = 1  # pods below this priority never trigger moves
+    limits: Limits = field(default_factory=Limits)
+    restart_s: float = 30.0  # assumed restart time of a moved pod (the planner's cost)
+    eviction_wait_s: float = 120.0  # how long evicted pods may take to go before the plan is abandoned
+
+
+@dataclass
+class _Grant:
+    index: int
+    memory_mib: int
+    share_milli: int
+
+
+class Defragmenter:
+    def __init__(self, uow_factory: UnitOfWorkFactory, apis: Mapping[str, EvictingApi], host: PlacementHost,
+                 policy_for: Callable[[ClusterView, Any, Any], Any], *, settings: DefragSettings | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._uow_factory = uow_factory
+        self._apis = apis
+        self._host = host
+        self._policy_for = policy_for
+        self.settings = settings or DefragSettings()
+        self._clock = clock
+        self._history: dict[str, list[PastMove]] = {}
+        self._busy: set[str] = set()  # clusters with a plan in flight: one at a time per cluster
+        self.beneficiaries: set[str] = set()  # pods reserved by a plan in flight: bound by the plan, not before
+
+    def wants(self, row: Row) -> bool:
+        return row["priority"] >= self.settings.min_priority and row["cluster"] not in self._busy
+
+    async def relieve(self, row: Row, lock: asyncio.Lock) -> Plan | Refusal | None:
+        """Plan moves for a blocked pod and carry them out; returns the plan, the refusal, or None."""
+        cluster = row["cluster"]
+        if cluster in self._busy:
+            return None
+        self._busy.add(cluster)
+        self.beneficiaries.add(row["uid"])
+        try:
+            async with lock:
+                view = await self._host.reread(cluster)  # the cluster as it is now, not when the pod blocked
+                if view.snapshot is None:
+                    return None
+                plan, running = await self._plan(view, row)
+                if not isinstance(plan, Plan) or not plan.moves:
+                    return plan
+                promises = await self._reserve(row, plan, running)
+                if promises is None:
+                    return None
+                await self._host.reread(cluster)
+            evicted, refusal = await self._evict_all(row, plan, running)
+            if refusal:
+                async with lock:
+                    await self._abort(row, plan, running, promises, evicted, reason=refusal)
+                    await self._host.reread(cluster)
+                return plan
+            await self._wait_gone(row, plan, running)
+            async with self._uow_factory() as uow:
+                await self._host.record(uow, row, "defrag_completed", node=plan.node,
+                                        reasons={"moves": str(len(plan.moves))})
+                await self._host.commit(uow)
+            await self._host.bind_reserved(cluster, row["uid"])
+            return plan
+        finally:
+            self._busy.discard(cluster)
+            self.beneficiaries.discard(row["uid"])
+
+    # -- planning ------------------------------------------------------------------------------------------
+    async def _plan(self, view: ClusterView, row: Row) -> tuple[Plan | Refusal, dict[str, RunningPod]]:
+        assert view.snapshot is not None
+        async with self._uow_factory() as uow:
+            holders = await uow.state.pods_in_state(row["cluster"], ("reserved", "bound"))
+        by_uid = {p["uid"]: p for p in holders}
+        running = {
+            uid: RunningPod(uid=uid, pod=core_pod(by_uid[uid]), node_name=hold.node, gpu_indices=hold.gpu_indices,
+                            share_milli=hold.share_milli, memory_mib=hold.gpu_memory_mib,
+                            owner=by_uid[uid]["owner"], restart_s=self.settings.restart_s)
+            for uid, hold in view.holds.items() if uid in by_uid and by_uid[uid]["state"] == "bound"
+        }
+        pod = core_pod(row)
+        policy = self._policy_for(view, pod, pod_stream(row))
+        history = self._history.setdefault(row["cluster"], [])
+        result = planner.plan(view.snapshot.copy(), pod, list(running.values()), policy, self.settings.limits,
+                              history, self._clock())
+        return result, running
+
+    async def _reserve(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> list[str] | None:
+        """Step 1, one transaction: victims' places promised at their targets, the beneficiary reserved.
+
+        Returns the promise uids (one per move, in order), or None when the plan no longer fits.
+        """
+        cluster, plan_id = row["cluster"], uuid.uuid4().hex[:12]
+        promises = [f"promise-{plan_id}-{i}" for i in range(len(plan.moves))]
+        async with self._uow_factory() as uow:
+            current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
+            if current is None or current["state"] not in ("pending", "unschedulable"):
+                return None
+            for i, move in enumerate(plan.moves):
+                victim = running[move.uid]
+                victim_row = await uow.state.get_pod(cluster, move.uid, for_update=True)
+                await uow.state.release(cluster, move.uid, cpu_milli=victim.pod.cpu_milli,
+                                        memory_mib=victim.pod.memory_mib)
+                promise = {**{k: victim_row[k] for k in ("namespace", "priority", "request", "cpu_milli", "memory_mib",
+                                                         "deadline_ms", "frame_rate_hz", "workload", "service_ms",
+                                                         "owner")},
+                           "cluster": cluster, "uid": promises[i], "name": promises[i], "state": "promised"}
+                await uow.state.upsert_pod(promise)
+                refusal = await uow.state.reserve(
+                    cluster=cluster, pod_uid=promise["uid"], node=move.to_node,
+                    grants=[_Grant(g, move.memory_mib, move.share_milli) for g in move.to_gpu_indices],
+                    cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id=plan_id)
+                if refusal:
+                    log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
+                    return None
+            refusal = await uow.state.reserve(
+                cluster=cluster, pod_uid=row["uid"], node=plan.node,
+                grants=[_Grant(g, plan.memory_mib, plan.share_milli) for g in plan.gpu_indices],
+                cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"], decision_id=plan_id)
+            if refusal:
+                log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
+                return None
+            await uow.state.set_pod_state(cluster, row["uid"], "reserved", node=plan.node,
+                                          reason=f"awaiting {len(plan.moves)} eviction(s)")
+            await self._host.record(uow, row, "defrag_planned", node=plan.node, reasons=_plan_reasons(plan))
+            await self._host.commit(uow)
+        return promises
+
+    # -- evicting ------------------------------------------------------------------------------------------
+    async def _evict_all(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> tuple[list[str], str]:
+        """Step 2: evict in the plan's order; stop at the first refusal. Returns the uids evicted and
+        the refusal ("" when every eviction went through)."""
+        api, evicted = self._apis[row["cluster"]], []
+        for move in plan.moves:
+            victim_row = await self._pod_row(row["cluster"], move.uid)
+            try:
+                outcome = await api.evict(victim_row["namespace"], victim_row["name"], move.uid)
+                outcome = getattr(outcome, "value", str(outcome))
+            except Exception as exc:  # noqa: BLE001 - any failure aborts the plan cleanly
+                outcome = f"error: {exc}"
+            if outcome not in ("evicted", "gone"):
+                return evicted, (f"eviction of {victim_row['name']} refused by a PodDisruptionBudget"
+                                 if outcome == "refused" else f"eviction of {victim_row['name']}: {outcome}")
+            evicted.append(move.uid)
+            self._history.setdefault(row["cluster"], []).append(
+                PastMove(move.uid, running[move.uid].owner, self._clock()))
+            async with self._uow_factory() as uow:
+                await self._host.record(uow, victim_row, "evicted", node=move.from_node,
+                                        reasons={"for": f"{row['namespace']}/{row['name']}", "to": move.to_node})
+                await self._host.commit(uow)
+        return evicted, ""
+
+    async def _wait_gone(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> None:
+        """Bind the beneficiary only once the victims' processes left its GPUs."""
+        api = self._apis[row["cluster"]]
+        deadline = self._clock() + self.settings.eviction_wait_s
+        for move in plan.moves:
+            victim_row = await self._pod_row(row["cluster"], move.uid)
+            while self._clock() < deadline:
+                live = await api.read_pod(victim_row["namespace"], victim_row["name"])
+                if live is None or live.get("metadata", {}).get("uid") not in (None, move.uid):
+                    break
+                await asyncio.sleep(0.2)
+
+    async def _abort(self, row: Row, plan: Plan, running: dict[str, RunningPod], promises: list[str],
+                     evicted: list[str], *, reason: str) -> None:
+        """Step 3: every reservation not yet used is released; evicted victims keep their promises."""
+        cluster = row["cluster"]
+        async with self._uow_factory() as uow:
+            await uow.state.release(cluster, row["uid"], cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"])
+            await uow.state.set_pod_state(cluster, row["uid"], "unschedulable", node=None,
+                                          reason=f"defrag aborted: {reason}")
+            for move, promise_uid in zip(plan.moves, promises, strict=True):
+                if move.uid in evicted:
+                    continue
+                victim = running[move.uid]
+                await uow.state.release(cluster, promise_uid, cpu_milli=victim.pod.cpu_milli,
+                                        memory_mib=victim.pod.memory_mib)
+                await uow.state.delete_pod(cluster, promise_uid)
+                refusal = await uow.state.reserve(
+                    cluster=cluster, pod_uid=move.uid, node=victim.node_name,
+                    grants=[_Grant(g, victim.memory_mib, victim.share_milli) for g in victim.gpu_indices],
+                    cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id="defrag-abort")
+                if refusal:  # cannot happen: the beneficiary's hold on those GPUs was released above
+                    raise RuntimeError(f"abort could not give {move.uid} its GPUs back: {refusal}")
+            await self._host.record(uow, row, "defrag_aborted", reasons={"reason": reason,
+                                                                         "evicted": str(len(evicted))})
+            await self._host.commit(uow)
+
+    async def _pod_row(self, cluster: str, uid: str) -> Row:
+        async with self._uow_factory() as uow:
+            found = await uow.state.get_pod(cluster, uid)
+        assert found is not None, f"pod {uid} vanished from the state"
+        return found
+
+
+def _plan_reasons(plan: Plan) -> dict[str, str]:
+    moves = "; ".join(f"{m.uid} {m.from_node}{list(m.from_gpu_indices)} -> {m.to_node}{list(m.to_gpu_indices)}"
+                      for m in plan.moves)
+    return {"moves": moves, "cost": f"{plan.cost:.1f}", **{f"why{i}": r for i, r in enumerate(plan.reasons)}}
+
+
+__all__ = ["Defragmenter", "DefragSettings"]
