@@ -97,7 +97,7 @@ def summarise(runs: list[RunSummary]) -> dict:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sim", help=__doc__.split("\n\n")[0])(sim)
+    app.command("sim", help="Replay an Alibaba trace through placement policies with the paper's harness.")(sim)
 
 
 def sim(
@@ -161,12 +161,13 @@ def write_plot(groups: list[list[RunSummary]], path: Path, title: str = "") -> N
 def _print_table(summaries: list[dict]) -> None:
     table = Table(title=f"{summaries[0]['pods']}: means over seeds {_seed_text(summaries[0]['seeds'])}")
     for column in ("policy", "unalloc. % @100", "unalloc. % @130", "frag. % @100", "frag. ratio % @100",
-                   "failed pods", "s / seed"):
+                   "failed pods", "most failed shape", "s / seed"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for s in summaries:
+        top = next(iter(s["failed_pods_by_shape"].items()), None)
         table.add_row(s["policy"], f"{s['unallocated_pct_at_100']:.2f}", f"{s['unallocated_pct_at_130']:.2f}",
                       f"{s['fragmentation_pct_at_100']:.2f}", f"{s['fragmentation_ratio_pct_at_100']:.1f}",
-                      f"{s['failed_pods']:.0f}", f"{s['seconds']:.2f}")
+                      f"{s['failed_pods']:.0f}", f"{top[0]} ({top[1]:.0f})" if top else "-", f"{s['seconds']:.2f}")
     Console().print(table)
 
 
