@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuplace.core.framework.interface import Policy, PolicyContext
-from gpuplace.core.policies import exclusive, fgd
+from gpuplace.core.policies import exclusive, fgd, gpuplace
 from gpuplace.core.policies.baselines import best_fit, dot_prod, gpu_clustering, gpu_packing, random_fit
 
 PolicyFactory = Callable[[PolicyContext], Policy]
@@ -22,6 +22,7 @@ POLICIES: dict[str, PolicyFactory] = {
     best_fit.NAME: best_fit.BestFit,
     fgd.NAME: fgd.Fgd,
     exclusive.NAME: exclusive.Exclusive,
+    gpuplace.NAME: gpuplace.Gpuplace,
 }
 
 PAPER_POLICIES = ("random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd")

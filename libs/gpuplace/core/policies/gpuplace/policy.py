@@ -1,0 +1,246 @@
+"""gpuplace, the house placement policy: keep the GPU share the arriving workload can still use.
+
+For each pod, over the nodes the standard filters pass, every way a node could take the pod (for a one-GPU
+request, every distinct hole it could go into) is judged by two numbers, in this order:
+1. hole loss (hole_loss.py): for a shared one-GPU request, the part of a GPU the hole can no longer earn in an
+   optimal packing of the arriving mix (LP pattern prices); zero for the steps of an optimal packing;
+2. node waste growth (node_waste.py): how much W_n -- the node's free share the arriving workload could not use:
+   FGD's fragmentation with shapes weighted by the reach of their node pool, plus the share the node's CPU and
+   memory can no longer feed -- grows, in milli-GPU, as a float (not FGD's quantised sigmoid).
+A node scores its best option, -(loss x LOSS_WEIGHT + growth): any loss outweighs any growth. Ties go to the
+first node (runtime.py); inside the node the pod takes the hole of the best option, the lowest GPU index among
+equal holes. Online only: running pods never move.
+
+The arriving workload is estimated from the pods scored so far (shape_estimate.py, half-life HALF_LIFE_PODS
+pods). The context's TypicalWorkload is not used: FGD's 95% cut by count drops the rare multi-GPU shapes that
+hold 6% of the trace's GPU demand, and seeding the estimate with it starved 8-GPU pods early. The measure is
+rebuilt when the estimate drifts by more than DRIFT_TV in total variation; between rebuilds a state's waste and
+a request's best option on a state are cached by interned state id (states.py), so a decision mostly costs
+array lookups.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuplace.core.demand import Demand
+from gpuplace.core.filters.gpu_fit import usable_gpus
+from gpuplace.core.framework.default_steps import DefaultSteps
+from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.model import MILLI_PER_GPU
+from gpuplace.core.policies.gpuplace.hole_loss import HoleLoss
+from gpuplace.core.policies.gpuplace.node_waste import NodeWaste
+from gpuplace.core.policies.gpuplace.shape_estimate import ShapeEstimate
+from gpuplace.core.policies.gpuplace.states import StateIndex
+from gpuplace.core.snapshot import ClusterSnapshot
+
+NAME = "gpuplace"
+HALF_LIFE_PODS = 2000.0
+DRIFT_TV = 0.02
+DRIFT_CHECK_PODS = 16
+LOSS_WEIGHT = 1e7
+"""One milli-GPU of hole loss outweighs any node-waste growth (W is bounded by a node's GPUs x shape reach)."""
+
+
+class Gpuplace(DefaultSteps):
+    name = NAME
+
+    def __init__(self, context: PolicyContext) -> None:
+        del context  # the workload is estimated online (shape_estimate.py), not taken from a snapshot
+        self._estimate = ShapeEstimate(HALF_LIFE_PODS)
+        self._since_check = 0
+        self._cluster: tuple | None = None  # what the measure was built against (types and capacities)
+        self._cluster_uid: int | None = None
+        self._waste_measure: NodeWaste | None = None
+        self._loss: HoleLoss | None = None
+        self._states: StateIndex | None = None
+        self._waste = np.zeros(0)  # W per state id, NaN until computed
+        self._fitting: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
+        self._tables: dict[tuple, np.ndarray] = {}  # request -> best score per state id, NaN until computed
+        self._holes: dict[tuple, np.ndarray] = {}  # request -> free share of the GPU the best option takes
+        self.rebuilds = 0
+
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+        self._estimate.observe(demand)
+        self._since_check += 1
+        self._refresh(snapshot)
+        states = self._state_index(snapshot)
+        ids = states.ids(snapshot)[candidates]  # (n_candidates,)
+        table, holes = self._table(demand.request_key, states.n_states)
+        scores = table[ids]
+        missing = np.isnan(scores)
+        if missing.any():
+            todo = np.unique(ids[missing])
+            table[todo], holes[todo] = self._score_states(states, demand, todo)
+            scores = table[ids]
+        return scores
+
+    def choose_gpus(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]:
+        usable = np.flatnonzero(usable_gpus(snapshot, demand, slice(node, node + 1))[0])
+        if len(usable) < demand.gpu_count:
+            raise ValueError(f"node {snapshot.node_names[node]} cannot take {demand.gpu_count} GPU(s)")
+        if demand.gpu_count == 0:
+            return ()
+        free = snapshot.free_share_milli[node]
+        if demand.gpu_count > 1:  # the least-free usable GPUs, index order on ties (as FGD and the baselines)
+            order = np.argsort(free[usable], kind="stable")
+            return tuple(sorted(int(i) for i in usable[order[: demand.gpu_count]]))
+        if self._estimate.empty:
+            self._estimate.observe(demand)
+        self._refresh(snapshot)
+        scored = self._holes.get(demand.request_key)
+        if scored is not None:  # the hole the best option of this node's state took, when scored this cycle
+            state = self._state_index(snapshot).ids(snapshot)[node]
+            same = usable[free[usable] == scored[state]] if state < len(scored) else usable[:0]
+            if len(same):
+                return (int(same[0]),)
+        type_id = snapshot.gpu_type_id[node]
+        share = int(demand.share_milli_by_type[type_id])
+        after = np.repeat(free[None, :], len(usable), axis=0)  # one row per GPU tried, (n_usable, max_gpus)
+        after[np.arange(len(usable)), usable] -= share
+        n = len(usable)
+        states = self._state_index(snapshot)
+        before = self._state_terms(states, states.ids(snapshot)[node : node + 1])[0]
+        growth = self._waste_measure.waste_milli(  # type: ignore[union-attr]
+            after, np.full(n, snapshot.cpu_free_milli[node] - demand.cpu_milli),
+            np.full(n, snapshot.memory_free_mib[node] - demand.memory_mib), np.full(n, type_id)) - before
+        loss = self._loss.loss_milli(np.array([type_id]), np.array([share]), free[None, usable])[0]  # type: ignore[union-attr]
+        return (int(usable[int(np.argmax(_combined(loss, growth)))]),)
+
+    # -- the arriving workload and the measure built on it -----------------------------------------------
+
+    def _refresh(self, snapshot: ClusterSnapshot) -> None:
+        """Rebuild the measure if the cluster changed or the estimate drifted (checked every DRIFT_CHECK_PODS)."""
+        if snapshot.uid != self._cluster_uid:
+            self._cluster_uid, cluster = snapshot.uid, _cluster_signature(snapshot)
+        else:
+            cluster = self._cluster
+        stale = self._waste_measure is None or cluster != self._cluster
+        if not stale and self._since_check >= DRIFT_CHECK_PODS:
+            self._since_check = 0
+            stale = self._estimate.drift() > DRIFT_TV
+        if stale:
+            workload = self._estimate.build(snapshot.gpu_types)
+            self._waste_measure = NodeWaste(workload, snapshot)
+            self._loss = HoleLoss(workload.shapes, self._waste_measure.shape_weight)
+            self._cluster = cluster
+            self._waste = np.zeros(0)
+            self._fitting = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
+            self._tables.clear()
+            self._holes.clear()
+            self.rebuilds += 1
+
+    def _state_index(self, snapshot: ClusterSnapshot) -> StateIndex:
+        if self._states is None or self._states.max_gpus != snapshot.max_gpus:
+            self._states = StateIndex(snapshot.max_gpus)
+            self._waste = np.zeros(0)
+            self._fitting = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
+            self._tables.clear()
+            self._holes.clear()
+        return self._states
+
+    def _table(self, key: tuple, n_states: int) -> tuple[np.ndarray, np.ndarray]:
+        table = self._tables.get(key)
+        if table is None or len(table) < n_states:
+            self._tables[key] = table = _grown(table, n_states)
+            self._holes[key] = _grown(self._holes.get(key), n_states)
+        return table, self._holes[key]
+
+    def _state_terms(self, states: StateIndex, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """W and the `fitting` arrays (node_waste.py) of the given states, computing those not seen since the
+        last rebuild: (n,), (n, n_shapes), (n, n_shapes)."""
+        measure = self._waste_measure
+        assert measure is not None
+        if len(self._waste) < states.n_states:
+            size = len(_grown(None, states.n_states))
+            self._waste = _grown(self._waste, states.n_states)
+            gpus, share = self._fitting
+            n_shapes = measure.shapes.n_shapes
+            self._fitting = (np.zeros((size, n_shapes), np.int64), np.zeros((size, n_shapes), np.int64))
+            if len(gpus):
+                self._fitting[0][: len(gpus)], self._fitting[1][: len(share)] = gpus, share
+        missing = np.isnan(self._waste[ids])
+        if missing.any():
+            todo = np.unique(ids[missing])
+            free, types = states.free_share_milli[todo], states.gpu_type_id[todo]
+            gpus, share = measure.fitting(free, types)
+            self._fitting[0][todo], self._fitting[1][todo] = gpus, share
+            self._waste[todo] = measure.waste_from(gpus, share, free.sum(axis=1), states.cpu_free_milli[todo],
+                                                   states.memory_free_mib[todo], types)
+        return self._waste[ids], self._fitting[0][ids], self._fitting[1][ids]
+
+    # -- scoring states ------------------------------------------------------------------------------------
+
+    def _score_states(self, states: StateIndex, demand: Demand, todo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Best combined score over the options of each state in `todo` (state ids), and the free share of the
+        GPU that option takes (NaN unless one GPU is taken), (n_todo,) each."""
+        free = states.free_share_milli[todo]  # high to low, (n_todo, max_gpus)
+        types = states.gpu_type_id[todo]
+        share = demand.share_milli_by_type[types]  # (n_todo,)
+        row, col, before, after = _options(free, share, demand.gpu_count)
+        loss = np.zeros(len(row))
+        if demand.gpu_count == 1:  # growth only matters among a state's least-loss options
+            loss = np.round(self._loss.loss_milli(types[row], share[row], before))[:, 0]  # type: ignore[union-attr]
+            least = np.full(len(todo), np.inf)
+            np.minimum.at(least, row, loss)
+            keep = loss == least[row]
+            row, col, before, after, loss = row[keep], col[keep], before[keep], after[keep], loss[keep]
+        waste, fitting_gpus, fitting_share = self._state_terms(states, todo)
+        growth = self._waste_measure.waste_after(  # type: ignore[union-attr]
+            fitting_gpus[row], fitting_share[row], free[row].sum(axis=1),
+            states.cpu_free_milli[todo][row] - demand.cpu_milli, states.memory_free_mib[todo][row] - demand.memory_mib,
+            types[row], before, after) - waste[row]
+        combined = _combined(loss, growth)
+        best, hole = np.full(len(todo), -np.inf), np.full(len(todo), np.nan)
+        starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])  # options come grouped by state, in row order
+        best[row[starts]] = np.maximum.reduceat(combined, starts)
+        if demand.gpu_count == 1:  # the first (largest) hole reaching the state's best
+            reaching = np.flatnonzero(combined == best[row])
+            first = reaching[np.r_[True, row[reaching][1:] != row[reaching][:-1]]]
+            hole[row[first]] = free[row[first], col[first]]
+        return best, hole
+
+
+def _combined(loss_milli: np.ndarray, growth_milli: np.ndarray) -> np.ndarray:
+    return -(np.round(loss_milli) * LOSS_WEIGHT + growth_milli)
+
+
+def _options(free: np.ndarray, share: np.ndarray, count: int) -> tuple[np.ndarray, ...]:
+    """Ways states (free shares high to low, (n, max_gpus)) can take the pod: per option its state row, the
+    first GPU column taken, and the free share of each GPU taken before and after, (n_options, count) each.
+
+    One GPU: each distinct hole that fits (equal holes give equal results). k GPUs: the k least-free GPUs that
+    fit, the last of the fitting prefix (as FGD and the baselines choose). No GPU: the state itself.
+    """
+    n = len(free)
+    if count == 0:
+        empty = np.zeros((n, 0), dtype=np.int64)
+        return np.arange(n), np.zeros(n, dtype=np.int64), empty, empty
+    fits = free >= share[:, None]  # fitting GPUs form a prefix of each row, (n, max_gpus)
+    if count == 1:
+        distinct = np.ones_like(fits)
+        distinct[:, 1:] = free[:, 1:] != free[:, :-1]
+        row, col = np.nonzero(fits & distinct)
+        before = free[row, col][:, None]
+        return row, col, before, before - share[row][:, None]
+    row = np.arange(n)
+    cols = fits.sum(axis=1)[:, None] - np.arange(1, count + 1)[None, :]  # (n, count)
+    before = np.take_along_axis(free, cols, axis=1)
+    return row, cols[:, 0], before, before - np.minimum(share, MILLI_PER_GPU)[:, None]
+
+
+def _cluster_signature(snapshot: ClusterSnapshot) -> tuple:
+    """What the measure depends on besides the workload: GPU types and node capacities (not free resources)."""
+    return (snapshot.gpu_types, snapshot.n_nodes, hash(snapshot.cpu_capacity_milli.tobytes()),
+            hash(snapshot.memory_capacity_mib.tobytes()), hash(snapshot.gpu_count.tobytes()),
+            hash(snapshot.gpu_type_id.tobytes()))
+
+
+def _grown(table: np.ndarray | None, size: int) -> np.ndarray:
+    grown = np.full(max(1024, 2 * size), np.nan)
+    if table is not None:
+        grown[: len(table)] = table
+    return grown
+
+
+__all__ = ["DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "LOSS_WEIGHT", "NAME"]

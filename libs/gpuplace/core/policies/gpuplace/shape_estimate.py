@@ -1,0 +1,148 @@
+"""The workload arriving now: decayed frequencies of the request shapes seen, one observation per pod.
+
+Fragmentation is measured against the tasks that will arrive (Weng et al., ATC'23, §4.1). A trace-wide snapshot
+of shapes is right only while the mix stays what it was; a placement service sees pods one at a time, so the
+policy counts each pod's shape as it scores it (a pod scored again after a cycle that could not place it counts
+again: it is still demand) and lets old observations fade with a half-life in pods. Nothing about a trace is
+assumed, and no snapshot is needed to start: the first pod is the first estimate.
+
+A shape is (CPU, GPU count, per-GPU share or per-GPU memory, allowed models), as in workload.py, with per-GPU
+memory rounded up to MEMORY_BUCKET_MIB so that memory requests (every pod asking a slightly different amount)
+fall into a bounded set. Every shape is kept (not FGD's 95% cut by count: a rare 8-GPU shape is 8% of the
+demand of a thousand tasks), up to MAX_SHAPES by weight. Host memory is tracked as a mean per shape.
+
+`drift()` is the total-variation distance between the live estimate and the one last built, less what sampling
+noise alone would give (an estimate from N effective pods is off by about 0.5 sum_m sqrt(2 p_m (1 - p_m) /
+(pi N)) in total variation, 0.1 for the trace's 90 shapes at the default half-life). The policy rebuilds its
+measure when that passes a threshold: a steady mix is not rebuilt over noise (each rebuild re-scores every node
+state), a changing one is followed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuplace.core.demand import UNRESOLVABLE, Demand
+from gpuplace.core.model import MILLI_PER_GPU
+from gpuplace.core.snapshot import GpuType
+from gpuplace.core.workload import TypicalWorkload
+
+MEMORY_BUCKET_MIB = 256
+MAX_SHAPES = 128
+MIN_PROBABILITY = 1e-4
+"""Shapes rarer than this are dropped from the built workload (they still count in the estimate)."""
+
+ShapeKey = tuple[int, int, int, int, tuple[str, ...]]
+"""(cpu_milli, gpu_count, share_milli or -1, per-GPU memory bucket in MiB or -1, allowed models)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ArrivingWorkload:
+    """A built estimate: shapes as a TypicalWorkload, plus the mean host memory of each shape, (n_shapes,)."""
+
+    shapes: TypicalWorkload
+    memory_mib: np.ndarray
+
+
+class ShapeEstimate:
+    def __init__(self, half_life_pods: float) -> None:
+        if not half_life_pods > 0:
+            raise ValueError(f"half_life_pods must be > 0, got {half_life_pods}")
+        self._decay = 2.0 ** (-1.0 / half_life_pods)
+        self._scale = 1.0  # weights are stored divided by the decay applied so far (lazy decay)
+        self._weight: dict[ShapeKey, float] = {}
+        self._sum, self._sum_sq = 0.0, 0.0  # of the observations' decayed weights: N_eff = sum^2 / sum_sq
+        self._memory: dict[ShapeKey, float] = {}  # weight x host memory, same scale
+        self._built: dict[ShapeKey, float] = {}
+
+    @property
+    def empty(self) -> bool:
+        return not self._weight
+
+    def observe(self, demand: Demand) -> None:
+        """Count one arriving pod of `demand`'s shape."""
+        self._scale /= self._decay
+        self._sum = self._sum * self._decay + 1.0
+        self._sum_sq = self._sum_sq * self._decay**2 + 1.0
+        if self._scale > 1e100:
+            self._rescale()
+        shape = _shape_of(demand.request_key)
+        self._weight[shape] = self._weight.get(shape, 0.0) + self._scale
+        self._memory[shape] = self._memory.get(shape, 0.0) + self._scale * demand.memory_mib
+
+    def drift(self) -> float:
+        """Total-variation distance between the live estimate and the last build, beyond sampling noise
+        (1.0 before any build)."""
+        if not self._built:
+            return 1.0
+        live = self._probabilities()
+        keys = live.keys() | self._built.keys()
+        distance = 0.5 * sum(abs(live.get(k, 0.0) - self._built.get(k, 0.0)) for k in keys)
+        pods = self._sum**2 / self._sum_sq  # effective number of observations
+        noise = 0.5 * sum(math.sqrt(2.0 * p * (1.0 - p) / (math.pi * pods)) for p in live.values())
+        return max(0.0, distance - noise)
+
+    def build(self, gpu_types: tuple[GpuType, ...]) -> ArrivingWorkload:
+        """The estimate as arrays resolved against `gpu_types`; becomes the reference for drift()."""
+        if self.empty:
+            raise ValueError("no shape observed yet")
+        self._built = self._probabilities()
+        kept = sorted(self._built.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_SHAPES]
+        kept = [kv for kv in kept if kv[1] >= MIN_PROBABILITY] or kept[:1]
+        keys = tuple(k for k, _ in kept)
+        probability = np.array([p for _, p in kept])
+        share, allowed = _resolve(keys, gpu_types)
+        memory = np.array([self._memory.get(k, 0.0) / self._weight[k] for k in keys])
+        shapes = TypicalWorkload(
+            cpu_milli=np.array([k[0] for k in keys], dtype=np.int64),
+            gpu_count=np.array([k[1] for k in keys], dtype=np.int64),
+            share_milli_by_type=share, allowed_by_type=allowed,
+            probability=probability / probability.sum(),
+            keys=tuple((k[0], k[2] if k[1] else 0, k[1], "|".join(k[4]), k[3]) for k in keys),
+        )
+        return ArrivingWorkload(shapes, memory)
+
+    def _probabilities(self) -> dict[ShapeKey, float]:
+        total = sum(self._weight.values())
+        return {k: w / total for k, w in self._weight.items()}
+
+    def _rescale(self) -> None:
+        self._weight = {k: w / self._scale for k, w in self._weight.items()}
+        self._memory = {k: m / self._scale for k, m in self._memory.items()}
+        self._scale = 1.0
+
+
+def _bucket(memory_mib: int) -> int:
+    return -(-memory_mib // MEMORY_BUCKET_MIB) * MEMORY_BUCKET_MIB
+
+
+def _shape_of(request_key: tuple) -> ShapeKey:
+    """From Demand.request_key: (cpu, memory, count, share or None, memory per GPU or None, models)."""
+    cpu, _, count, share, gpu_memory, models = request_key
+    if count == 0:
+        return (cpu, 0, 0, -1, ())
+    return (cpu, count, -1 if share is None else share, -1 if gpu_memory is None else _bucket(gpu_memory), models)
+
+
+def _resolve(keys: tuple[ShapeKey, ...], gpu_types: tuple[GpuType, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-GPU share and access of each shape on each GPU type, (n_shapes, n_types) each (as demand.py resolves)."""
+    share = np.zeros((len(keys), len(gpu_types)), dtype=np.int64)
+    allowed = np.ones((len(keys), len(gpu_types)), dtype=bool)
+    for m, (_, count, share_milli, memory_mib, models) in enumerate(keys):
+        if count == 0:
+            continue
+        for t, gpu_type in enumerate(gpu_types):
+            allowed[m, t] = bool(gpu_type.model) and (not models or gpu_type.model in models)
+            if share_milli >= 0:
+                share[m, t] = share_milli
+            elif gpu_type.memory_mib > 0:
+                share[m, t] = min(MILLI_PER_GPU, max(1, memory_mib * MILLI_PER_GPU // gpu_type.memory_mib))
+            else:
+                share[m, t] = UNRESOLVABLE
+    return share, allowed
+
+
+__all__ = ["ArrivingWorkload", "MAX_SHAPES", "MEMORY_BUCKET_MIB", "ShapeEstimate"]
