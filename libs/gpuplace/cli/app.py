@@ -15,6 +15,7 @@ _COMMAND_MODULES = (
     "gpuplace.cli.services",
     "gpuplace.cli.demo",
     "gpuplace.cli.bench_pipeline",
+    "gpuplace.cli.bench_placement",
     "gpuplace.cli.latency",
     "gpuplace.cli.scenario",
 )
