@@ -59,6 +59,7 @@ class Gpuplace(DefaultSteps):
         self._tables: dict[tuple, np.ndarray] = {}  # request -> best score per state id, NaN until computed
         self._holes: dict[tuple, np.ndarray] = {}  # request -> free share of the GPU the best option takes
         self.rebuilds = 0
+        """How often the measure was rebuilt (the estimate drifted or the cluster changed)."""
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
         self._estimate.observe(demand)
@@ -85,15 +86,20 @@ class Gpuplace(DefaultSteps):
         if demand.gpu_count > 1:  # the least-free usable GPUs, index order on ties (as FGD and the baselines)
             order = np.argsort(free[usable], kind="stable")
             return tuple(sorted(int(i) for i in usable[order[: demand.gpu_count]]))
+        scored = self._holes.get(demand.request_key)
+        if scored is not None:  # the hole the best option of this node's state took when it was scored
+            state = self._state_index(snapshot).ids(snapshot)[node]
+            same = usable[free[usable] == scored[state]] if state < len(scored) else usable[:0]
+            if len(same):  # else that GPU lacks memory the state does not show: judge the usable ones
+                return (int(same[0]),)
+        return self._best_gpu(snapshot, demand, node, usable)
+
+    def _best_gpu(self, snapshot: ClusterSnapshot, demand: Demand, node: int, usable: np.ndarray) -> tuple[int]:
+        """The usable GPU whose option scores best, lowest index on ties (GPUs judged one by one)."""
         if self._estimate.empty:
             self._estimate.observe(demand)
         self._refresh(snapshot)
-        scored = self._holes.get(demand.request_key)
-        if scored is not None:  # the hole the best option of this node's state took, when scored this cycle
-            state = self._state_index(snapshot).ids(snapshot)[node]
-            same = usable[free[usable] == scored[state]] if state < len(scored) else usable[:0]
-            if len(same):
-                return (int(same[0]),)
+        free = snapshot.free_share_milli[node]
         type_id = snapshot.gpu_type_id[node]
         share = int(demand.share_milli_by_type[type_id])
         after = np.repeat(free[None, :], len(usable), axis=0)  # one row per GPU tried, (n_usable, max_gpus)
@@ -124,20 +130,21 @@ class Gpuplace(DefaultSteps):
             self._waste_measure = NodeWaste(workload, snapshot)
             self._loss = HoleLoss(workload.shapes, self._waste_measure.shape_weight)
             self._cluster = cluster
-            self._waste = np.zeros(0)
-            self._fitting = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
-            self._tables.clear()
-            self._holes.clear()
+            self._forget_scores()
             self.rebuilds += 1
 
     def _state_index(self, snapshot: ClusterSnapshot) -> StateIndex:
         if self._states is None or self._states.max_gpus != snapshot.max_gpus:
             self._states = StateIndex(snapshot.max_gpus)
-            self._waste = np.zeros(0)
-            self._fitting = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
-            self._tables.clear()
-            self._holes.clear()
+            self._forget_scores()
         return self._states
+
+    def _forget_scores(self) -> None:
+        """Drop everything computed with the old measure or for the old state ids."""
+        self._waste = np.zeros(0)
+        self._fitting = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
+        self._tables.clear()
+        self._holes.clear()
 
     def _table(self, key: tuple, n_states: int) -> tuple[np.ndarray, np.ndarray]:
         table = self._tables.get(key)
