@@ -68,7 +68,7 @@ def bench_sim(
     command = f"gpuplace bench sim --seeds {seeds} --jobs {jobs}" + (f" --traces {traces}" if traces else "")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_markdown(summaries, command, time.perf_counter() - started))
-    out.with_suffix(".json").write_text(json.dumps(summaries, indent=2) + "\n")
+    out.with_suffix(".json").write_text(json.dumps([_trimmed(s) for s in summaries], indent=2) + "\n")
     Console().print(f"wrote {out} and {out.with_suffix('.json')}")
 
 
@@ -102,6 +102,12 @@ def render_markdown(summaries: list[dict], command: str, seconds: float) -> str:
         lines.append(f"| {trace} | " + " | ".join(cells) + " |")
     lines += ["", f"Largest |difference| outside `default`: {worst:.2f} points.", ""]
     return "\n".join(lines)
+
+
+def _trimmed(summary: dict, shapes: int = 10) -> dict:
+    """The summary with only its most failed shapes, to keep the results file readable."""
+    failed = dict(list(summary["failed_pods_by_shape"].items())[:shapes])
+    return {**summary, "failed_pods_by_shape": failed}
 
 
 def _published(trace: str, policy: str) -> float | None:
