@@ -160,8 +160,9 @@ def write_plot(groups: list[list[RunSummary]], path: Path, title: str = "") -> N
 
 def _print_table(summaries: list[dict]) -> None:
     table = Table(title=f"{summaries[0]['pods']}: means over seeds {_seed_text(summaries[0]['seeds'])}")
-    for column in ("policy", "unalloc. % @100", "unalloc. % @130", "frag. % @100", "frag. ratio % @100",
-                   "failed pods", "most failed shape", "s / seed"):
+    # unallocated GPU % at 100/130% arrived; fragmented GPU % of capacity and of idle GPU at 100%
+    for column in ("policy", "unalloc@100", "unalloc@130", "frag@100", "frag/idle", "failed", "most failed",
+                   "s/run"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for s in summaries:
         top = next(iter(s["failed_pods_by_shape"].items()), None)
