@@ -1,6 +1,7 @@
 """`gpuplace sim`: replay an Alibaba trace through placement policies with the paper's harness.
 
     gpuplace sim --pods default --policy fgd,bestfit --seeds 42-51 --jobs 2 [--json] [--plot out.png]
+    gpuplace sim --pods default --policy gpuplace --defrag [--max-moves-pct 3] --seeds 42-51 --json
 
 `--pods` takes a CSV path or a trace short name (default, cpu050, ...) looked up in the trace
 directory ($GPUPLACE_TRACE_DIR, else ../shared/traces/alibaba-gpu-v2023 from the repository root);
@@ -24,6 +25,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gpuplace.core import kpi, simulator
+from gpuplace.core.defrag import simulate as defrag_simulate
 from gpuplace.core.framework import registry
 from gpuplace.traces import alibaba
 
@@ -44,6 +46,9 @@ class RunSummary:
     arrivals: int
     seconds: float
     unallocated_curve: dict[int, float]
+    moved_pods: int = 0
+    moved_pods_pct: float | None = None
+    """With --defrag: moves per placed pod over the run, %; None without."""
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -69,8 +74,9 @@ def parse_policies(text: str) -> list[str]:
     return names
 
 
-def run_grid(tasks: list[tuple[Path, Path, str, str, int]], jobs: int, progress=None) -> list[RunSummary]:
-    """Run (pods file, nodes file, trace label, policy, seed) tasks, `jobs` processes at a time."""
+def run_grid(tasks: list[tuple], jobs: int, progress=None) -> list[RunSummary]:
+    """Run (pods file, nodes file, trace label, policy, seed[, max moves % with --defrag]) tasks, `jobs`
+    processes at a time."""
     if jobs <= 1:
         return [_tick(progress, _run_one(task)) for task in tasks]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -93,6 +99,8 @@ def summarise(runs: list[RunSummary]) -> dict:
         "failed_pods": mean("failed_pods"), "arrivals": mean("arrivals"), "seconds": mean("seconds"),
         "unallocated_pct_at_100_by_seed": [r.unallocated_pct_at_100 for r in runs],
         "failed_pods_by_shape": dict(sorted(((k, round(v, 1)) for k, v in failed.items()), key=lambda kv: -kv[1])),
+        **({"moved_pods_pct": mean("moved_pods_pct"), "moved_pods": mean("moved_pods")}
+           if runs[0].moved_pods_pct is not None else {}),
     }
 
 
@@ -108,14 +116,30 @@ def sim(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON array, one object per policy."),
     plot: Path | None = typer.Option(None, help="Write the allocation curves to this PNG."),
     jobs: int = typer.Option(1, min=1, help="Processes to run seeds in parallel."),
+    defrag: bool = typer.Option(False, "--defrag", help="A pod blocked by fragmentation may have pods moved for it."),
+    max_moves_pct: float = typer.Option(3.0, "--max-moves-pct", min=0.0,
+                                        help="With --defrag: moves never exceed this % of the pods placed so far."),
+    scenario: str | None = typer.Option(None, "--scenario",
+                                        help="Run a scenario instead of a trace: `robotics` (perception pods "
+                                             "arriving and departing; adds slo_attainment, pods_per_gpu)."),
 ) -> None:
+    if scenario:
+        from gpuplace.cli import scenario as scenarios  # lazy: cli.scenario imports this module
+
+        try:
+            seed_list = parse_seeds(seeds)
+        except ValueError as error:
+            raise typer.BadParameter(str(error)) from None
+        scenarios.run(scenario, policy, seed_list, as_json=as_json)
+        return
     try:
         policies, seed_list = parse_policies(policy), parse_seeds(seeds)
         pods_path, nodes_path = alibaba.pod_file(pods), alibaba.node_file(nodes)
     except (ValueError, alibaba.TraceError) as error:
         raise typer.BadParameter(str(error)) from None
     label = pods if not Path(pods).is_file() else Path(pods).stem
-    tasks = [(pods_path, nodes_path, label, p, s) for p in policies for s in seed_list]
+    moves_pct = max_moves_pct if defrag else None
+    tasks = [(pods_path, nodes_path, label, p, s, moves_pct) for p in policies for s in seed_list]
     try:
         if as_json:
             runs = run_grid(tasks, jobs)
@@ -189,11 +213,17 @@ def _read(pods_path: Path, nodes_path: Path):
     return alibaba.read_nodes(nodes_path), alibaba.read_pods(pods_path)
 
 
-def _run_one(task: tuple[Path, Path, str, str, int]) -> RunSummary:
-    pods_path, nodes_path, label, policy, seed = task
+def _run_one(task: tuple) -> RunSummary:
+    pods_path, nodes_path, label, policy, seed, *defrag = task
+    max_moves_pct = defrag[0] if defrag else None
     nodes, pods = _read(pods_path, nodes_path)
     started = time.perf_counter()
-    result = simulator.run(nodes, pods, policy, seed)
+    moved = None
+    if max_moves_pct is None:
+        result = simulator.run(nodes, pods, policy, seed)
+    else:
+        moved = defrag_simulate.run(nodes, pods, policy, seed, max_moves_pct=max_moves_pct)
+        result = moved.simulation
     seconds = time.perf_counter() - started
     read = functools.partial(kpi.read_at, result.arrived_milli, total_gpus=result.total_gpus, arrived_pct=100)
     unallocated = 100.0 - result.allocated_pct()
@@ -202,6 +232,7 @@ def _run_one(task: tuple[Path, Path, str, str, int]) -> RunSummary:
         read(values_pct=result.fragmentation_pct()), read(values_pct=result.fragmentation_ratio_pct()),
         result.failed_pods, result.failed_by_shape, result.n_arrivals, seconds,
         kpi.curve(result.arrived_milli, unallocated, result.total_gpus),
+        moved.moved_pods if moved else 0, moved.moved_pods_pct if moved else None,
     )
 
 

@@ -14,8 +14,8 @@ drawn from the truth with measurement noise (latency/update.py), as the service 
 `gpuplace.latency.v1`; without it, the belief is the truth (classes profiled beforehand).
 
 Policies: any registry name, `exclusive` (one pod per GPU), `<name>+latency` (the base behind the
-latency filter), and `gpuplace`: FGD + latency filter, the house policy's latency half until the house
-policy exists (then it composes the same way). Time comes in as numbers, randomness from the seed.
+latency filter), and `gpuplace`: the house policy (policies/gpuplace) behind the latency filter, as the
+placement service runs it. Time comes in as numbers, randomness from the seed.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from gpuplace.core.latency.model import DEFAULT_MODEL, ClassProfile, LatencyMode
 from gpuplace.core.latency.predict import predict
 from gpuplace.core.latency.update import LatencyWindow, update
 from gpuplace.core.model import Assignment
-from gpuplace.core.policies import exclusive, fgd
+from gpuplace.core.policies import exclusive
 from gpuplace.core.policies.latency_aware import SUFFIX, latency_aware
 from gpuplace.core.scenarios.latency_ledger import LatencyLedger
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -70,8 +70,8 @@ def policy_names() -> tuple[str, ...]:
 def build_policy(name: str, context: PolicyContext, belief: LatencyModel, gpu_load: GpuLoad,
                  streams: dict[str, Stream], margin: float) -> Policy:
     """A policy by scenario name (see the module docstring); ValueError for an unknown name."""
-    if name == HOUSE:
-        return latency_aware(fgd.Fgd(context), belief, gpu_load, streams, margin=margin, name=HOUSE)
+    if name == HOUSE:  # the house policy always packs behind the latency filter
+        return latency_aware(registry.create(HOUSE, context), belief, gpu_load, streams, margin=margin, name=HOUSE)
     if name.endswith(SUFFIX):
         base = build_policy(name[: -len(SUFFIX)], context, belief, gpu_load, streams, margin)
         return latency_aware(base, belief, gpu_load, streams, margin=margin)
