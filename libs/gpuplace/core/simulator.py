@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -65,14 +66,21 @@ class SimulationResult:
         return np.round(100.0 * self.fragmentation_milli / np.maximum(idle, 1.0), 2)
 
 
-def run(
-    nodes: Sequence[Node], pods: Sequence[Pod], policy: str, seed: int, *, tune_ratio: float = 1.3,
-    coverage_pct: float = 95.0, on_arrival: Callable[[int, int], None] | None = None,
-) -> SimulationResult:
-    """Simulate `pods` arriving on `nodes` under the named policy with the paper's harness.
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """A run as the paper's harness sets it up: nodes in the seeded order, the arrival sequence, the policy."""
 
-    `on_arrival(done, total)` is called after each arrival (progress bars); it must not touch the run.
-    """
+    snapshot: ClusterSnapshot
+    pods: Sequence[Pod]
+    workload: TypicalWorkload
+    requested: np.ndarray  # nominal GPU milli of each pod, (n_pods,)
+    sequence: np.ndarray  # pod index of each arrival, (n_arrivals,)
+    placer: Any
+
+
+def prepare(nodes: Sequence[Node], pods: Sequence[Pod], policy: str, seed: int, *, tune_ratio: float = 1.3,
+            coverage_pct: float = 95.0) -> Prepared:
+    """Validate and set up a run: sorted names, typical workload, seeded node order and arrivals, policy."""
     if not nodes or not pods:
         raise ValueError("a simulation needs nodes and pods")
     nodes = sorted(nodes, key=lambda n: n.name)
@@ -83,9 +91,21 @@ def run(
     requested = np.array([nominal_share_milli(p, snapshot) for p in pods], dtype=np.int64)
     per_gpu = np.array([r // max(p.gpu.count, 1) for r, p in zip(requested, pods, strict=True)], dtype=np.int64)
     plan = plan_arrivals(requested, per_gpu, snapshot.n_nodes, snapshot.total_gpu_milli, rng, tune_ratio)
-    snapshot = snapshot.reordered(plan.node_order)
     placer = registry.create(policy, PolicyContext(workload=workload, rng=rng))
-    return _simulate(snapshot, pods, plan.sequence, requested, placer, workload, policy, seed, on_arrival)
+    return Prepared(snapshot.reordered(plan.node_order), pods, workload, requested, plan.sequence, placer)
+
+
+def run(
+    nodes: Sequence[Node], pods: Sequence[Pod], policy: str, seed: int, *, tune_ratio: float = 1.3,
+    coverage_pct: float = 95.0, on_arrival: Callable[[int, int], None] | None = None,
+) -> SimulationResult:
+    """Simulate `pods` arriving on `nodes` under the named policy with the paper's harness.
+
+    `on_arrival(done, total)` is called after each arrival (progress bars); it must not touch the run.
+    """
+    run_ = prepare(nodes, pods, policy, seed, tune_ratio=tune_ratio, coverage_pct=coverage_pct)
+    return _simulate(run_.snapshot, run_.pods, run_.sequence, run_.requested, run_.placer, run_.workload, policy,
+                     seed, on_arrival)
 
 
 def _simulate(
@@ -111,7 +131,7 @@ def _simulate(
             allocated[step] = allocated[step - 1] + sum(assignment.share_milli)
         else:
             allocated[step] = allocated[step - 1]
-            failed[_shape_label(pod)] += 1
+            failed[shape_label(pod)] += 1
         arrived[step] = arrived[step - 1] + requested[index]
         fragmentation[step] = states.fragmentation(states.ids(snapshot)).sum()
         if on_arrival is not None:
@@ -127,7 +147,7 @@ def _demand(pod: Pod, snapshot: ClusterSnapshot, cache: dict[tuple, Demand]) -> 
     return demand
 
 
-def _shape_label(pod: Pod) -> str:
+def shape_label(pod: Pod) -> str:
     request = pod.gpu
     cpu = f"{pod.cpu_milli / 1000:g} CPU"
     if not request.needs_gpu:

@@ -22,21 +22,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpuplace.core.arrivals import plan_arrivals
 from gpuplace.core.defrag.apply import apply_plan
 from gpuplace.core.defrag.eligibility import resting
 from gpuplace.core.defrag.model import Limits, PastMove, Plan, RunningPod
 from gpuplace.core.defrag.occupancy import Occupancy
 from gpuplace.core.defrag.planner import plan
-from gpuplace.core.demand import Demand, nominal_share_milli, resolve
-from gpuplace.core.framework import registry
-from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.model import Node, Pod
 from gpuplace.core.node_states import NodeStates
-from gpuplace.core.simulator import SimulationResult, _shape_label
+from gpuplace.core.simulator import SimulationResult, prepare, shape_label
 from gpuplace.core.snapshot import ClusterSnapshot
-from gpuplace.core.workload import typical_workload
 
 RESTART_S = 30.0
 SIM_LIMITS = Limits(max_victims_per_plan=3, pod_cooldown_s=600.0, max_moves_per_pod_per_hour=2,
@@ -69,35 +65,26 @@ def run(nodes: Sequence[Node], pods: Sequence[Pod], policy: str, seed: int, *,
         min_gain_milli_per_move: int = DEFAULT_MIN_GAIN_MILLI_PER_MOVE, tune_ratio: float = 1.3,
         coverage_pct: float = 95.0, on_arrival: Callable[[int, int], None] | None = None) -> DefragResult:
     """simulator.run with defragmentation (see the module docstring)."""
-    if not nodes or not pods:
-        raise ValueError("a simulation needs nodes and pods")
     if max_moves_pct < 0:
         raise ValueError(f"max_moves_pct must be >= 0, got {max_moves_pct}")
-    nodes = sorted(nodes, key=lambda n: n.name)
-    pods = sorted(pods, key=lambda p: p.name)
-    snapshot = ClusterSnapshot(nodes)
-    workload = typical_workload(pods, snapshot.gpu_types, coverage_pct)
-    rng = np.random.default_rng(seed)
-    requested = np.array([nominal_share_milli(p, snapshot) for p in pods], dtype=np.int64)
-    per_gpu = np.array([r // max(p.gpu.count, 1) for r, p in zip(requested, pods, strict=True)], dtype=np.int64)
-    arrivals = plan_arrivals(requested, per_gpu, snapshot.n_nodes, snapshot.total_gpu_milli, rng, tune_ratio)
-    snapshot = snapshot.reordered(arrivals.node_order)
-    placer = registry.create(policy, PolicyContext(workload=workload, rng=rng))
+    prepared = prepare(nodes, pods, policy, seed, tune_ratio=tune_ratio, coverage_pct=coverage_pct)
+    snapshot, pods, workload, requested, placer = (prepared.snapshot, prepared.pods, prepared.workload,
+                                                   prepared.requested, prepared.placer)
     states = placer.node_states(snapshot) if hasattr(placer, "node_states") else NodeStates(
         workload, snapshot.max_gpus)
     run_state = _Run(snapshot, placer, limits, max_moves_pct, min_gain_milli_per_move)
-    n = len(arrivals.sequence)
+    n = len(prepared.sequence)
     arrived = np.zeros(n + 1, dtype=np.int64)  # (n_arrivals + 1,)
     allocated = np.zeros(n + 1, dtype=np.int64)
     fragmentation = np.zeros(n + 1, dtype=np.float64)
     fragmentation[0] = states.fragmentation(states.ids(snapshot)).sum()
     failed: Counter[str] = Counter()
     moves_at_100 = placed_at_100 = -1
-    for step, index in enumerate(arrivals.sequence, start=1):
+    for step, index in enumerate(prepared.sequence, start=1):
         pod = pods[index]
         gained = run_state.arrive(step, pod)
         if gained is None:
-            failed[_shape_label(pod)] += 1
+            failed[shape_label(pod)] += 1
         allocated[step] = allocated[step - 1] + (gained or 0)
         arrived[step] = arrived[step - 1] + requested[index]
         if moves_at_100 < 0 and arrived[step] >= snapshot.total_gpu_milli:
