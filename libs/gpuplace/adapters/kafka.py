@@ -73,4 +73,23 @@ def subscribe(broker: KafkaBroker, *, topic: str, group_id: str, model: type[E],
         await handler(event)
 
 
-__all__ = ["make_broker", "subscribe", "dead_letter", "validation_reason"]
+async def ensure_topics(bootstrap: str, names: list[str], *, partitions: int = 4) -> None:
+    """Create missing topics up front (keyed by cluster, so partitions spread clusters over workers).
+
+    Brokers may auto-create topics, but a consumer that subscribes first only sees "topic not found"
+    until a producer writes; creating them explicitly keeps start-up quiet and the partition count chosen.
+    """
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
+        if missing:
+            await admin.create_topics(missing)
+    finally:
+        await admin.close()
+
+
+__all__ = ["make_broker", "subscribe", "dead_letter", "validation_reason", "ensure_topics"]

@@ -72,7 +72,7 @@ def _print_summary(console: Console, result: RunResult) -> None:
         ("pods submitted / bound / waiting", f"{result.pods_submitted} / {result.pods_bound} / "
                                              f"{result.pods_unschedulable}"),
         ("GPUs used", f"{result.gpus_used} of {result.gpus_total}"),
-        ("GPU memory assigned", f"{result.gpu_memory_used_pct:.1f}% of the used GPUs' fleet"),
+        ("GPU memory assigned", f"{result.gpu_memory_used_pct:.1f}% of the fleet's GPU memory"),
         ("pending -> bound p50 / p95 / p99", f"{p['p50']:.0f} / {p['p95']:.0f} / {p['p99']:.0f} ms"),
         ("binds per second", f"{result.binds_per_s:.1f}"),
         ("GPUs over-committed / pods bound twice", f"{result.gpus_overcommitted} / {result.bound_twice}"),

@@ -20,12 +20,14 @@ import numpy as np
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from gpuplace.adapters.kafka import ensure_topics
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.translate import GPU_COUNT, GPU_MEMORY, GPU_PRODUCT
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
+from gpuplace.contracts import topics
 from gpuplace.core import robotics
 from gpuplace.core.model import Node, Pod
 from gpuplace.settings import Settings
@@ -138,6 +140,7 @@ class PipelineRun:
     async def run(self, *, before_submit: Hook | None = None) -> RunResult:
         """Fleet up, services up, inventory seen, [hook], pods submitted, settled, measured, cleaned up."""
         await migrate.upgrade_async(self.settings.database_url.get_secret_value())
+        await ensure_topics(self.settings.kafka_bootstrap, [t + self.suffix for t in topics.ALL_TOPICS])
         stop = asyncio.Event()
         started = time.monotonic()
         tasks: list[asyncio.Task[None]] = []

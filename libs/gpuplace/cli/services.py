@@ -10,7 +10,7 @@ import typer
 from faststream import FastStream
 from faststream.specification import AsyncAPI
 
-from gpuplace.adapters.kafka import make_broker
+from gpuplace.adapters.kafka import ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate as migrations
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import TOPIC_MODELS
@@ -47,6 +47,7 @@ def up() -> None:
     settings = Settings()
     runtime.configure_logging(settings.log_level)
     migrations.upgrade(settings.database_url.get_secret_value())
+    asyncio.run(ensure_topics(settings.kafka_bootstrap, [settings.topic(t) for t in topics.ALL_TOPICS]))
     asyncio.run(runtime.serve(*(SERVICES[n] for n in UP), settings=settings))
 
 
