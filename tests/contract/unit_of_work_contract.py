@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from dataclasses import dataclass
 from typing import Any
+
+from gpuplace.usecases.ports import GpuGrant
 
 CLUSTER = "contract"
 
-
-@dataclass(frozen=True)
-class Grant:
-    index: int
-    memory_mib: int
-    share_milli: int
 
 
 def node_row(name: str = "n1", gpus: int = 2, gpu_memory_mib: int = 16384) -> dict[str, Any]:
@@ -64,7 +59,7 @@ class UnitOfWorkContract:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
             await uow.state.claim_event("placement", "e2")
-            await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[Grant(0, 9420, 575)],
+            await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(0, 9420, 575)],
                                     cpu_milli=1000, memory_mib=1024, decision_id="d1")
         async with uow_factory() as uow:
             assert await uow.state.claim_event("placement", "e2")
@@ -74,7 +69,7 @@ class UnitOfWorkContract:
     async def test_reserve_charges_and_release_refunds(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
-            refusal = await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[Grant(1, 9420, 575)],
+            refusal = await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(1, 9420, 575)],
                                               cpu_milli=1000, memory_mib=1024, decision_id="d1")
             assert refusal is None
             await uow.commit()
@@ -92,12 +87,12 @@ class UnitOfWorkContract:
     async def test_a_gpu_is_never_overcommitted(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
-            assert await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[Grant(0, 9420, 575)],
+            assert await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(0, 9420, 575)],
                                            cpu_milli=0, memory_mib=0, decision_id="d1") is None
             await uow.commit()
         async with uow_factory() as uow:
             # 9420 + 9420 = 18840 MiB > 16384 MiB: refused, with the reason
-            refusal = await uow.state.reserve(cluster=CLUSTER, pod_uid="b", node="n1", grants=[Grant(0, 9420, 575)],
+            refusal = await uow.state.reserve(cluster=CLUSTER, pod_uid="b", node="n1", grants=[GpuGrant(0, 9420, 575)],
                                               cpu_milli=0, memory_mib=0, decision_id="d2")
             assert refusal is not None and "GPU 0" in refusal
 
@@ -107,7 +102,7 @@ class UnitOfWorkContract:
         async def place(uid: str) -> bool:
             async with uow_factory() as uow:
                 refusal = await uow.state.reserve(cluster=CLUSTER, pod_uid=uid, node="n1",
-                                                  grants=[Grant(0, 9420, 575)], cpu_milli=0, memory_mib=0,
+                                                  grants=[GpuGrant(0, 9420, 575)], cpu_milli=0, memory_mib=0,
                                                   decision_id=f"d-{uid}")
                 await asyncio.sleep(0.05)  # hold the transaction open while the other one tries
                 if refusal is None:
@@ -135,7 +130,7 @@ class UnitOfWorkContract:
     async def test_removing_a_node_drops_its_gpus_and_allocations(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
-            await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[Grant(0, 100, 10)],
+            await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(0, 100, 10)],
                                     cpu_milli=0, memory_mib=0, decision_id="d1")
             assert await uow.state.delete_node(CLUSTER, "n1") == ["a"]
             assert await uow.state.load_gpus(CLUSTER) == []
@@ -149,7 +144,7 @@ class UnitOfWorkContract:
             await uow.state.save_latency_model("fleet", {"classes": {"slam": [1.0, 0.5]}})
             await uow.state.save_latency_model("fleet", {"classes": {"slam": [2.0, 0.5]}})
             for uid in ("a", "b"):
-                await uow.state.reserve(cluster=CLUSTER, pod_uid=uid, node="n1", grants=[Grant(0, 100, 10)],
+                await uow.state.reserve(cluster=CLUSTER, pod_uid=uid, node="n1", grants=[GpuGrant(0, 100, 10)],
                                         cpu_milli=0, memory_mib=0, decision_id=f"d-{uid}")
             await uow.commit()
         async with uow_factory() as uow:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from gpuplace.core.defrag import planner
 from gpuplace.core.defrag.model import Limits, PastMove, Plan, Refusal, RunningPod
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
-from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +53,6 @@ class DefragSettings:
     restart_s: float = 30.0  # assumed restart time of a moved pod (the planner's cost)
     eviction_wait_s: float = 120.0  # how long evicted pods may take to go before the plan is abandoned
 
-
-@dataclass
-class _Grant:
-    index: int
-    memory_mib: int
-    share_milli: int
 
 
 class Defragmenter:
@@ -156,14 +150,14 @@ class Defragmenter:
                 await uow.state.upsert_pod(promise)
                 refusal = await uow.state.reserve(
                     cluster=cluster, pod_uid=promise["uid"], node=move.to_node,
-                    grants=[_Grant(g, move.memory_mib, move.share_milli) for g in move.to_gpu_indices],
+                    grants=[GpuGrant(g, move.memory_mib, move.share_milli) for g in move.to_gpu_indices],
                     cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id=plan_id)
                 if refusal:
                     log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
                     return None
             refusal = await uow.state.reserve(
                 cluster=cluster, pod_uid=row["uid"], node=plan.node,
-                grants=[_Grant(g, plan.memory_mib, plan.share_milli) for g in plan.gpu_indices],
+                grants=[GpuGrant(g, plan.memory_mib, plan.share_milli) for g in plan.gpu_indices],
                 cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"], decision_id=plan_id)
             if refusal:
                 log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
@@ -227,7 +221,7 @@ class Defragmenter:
                 await uow.state.delete_pod(cluster, promise_uid)
                 refusal = await uow.state.reserve(
                     cluster=cluster, pod_uid=move.uid, node=victim.node_name,
-                    grants=[_Grant(g, victim.memory_mib, victim.share_milli) for g in victim.gpu_indices],
+                    grants=[GpuGrant(g, victim.memory_mib, victim.share_milli) for g in victim.gpu_indices],
                     cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id="defrag-abort")
                 if refusal:  # cannot happen: the beneficiary's hold on those GPUs was released above
                     raise RuntimeError(f"abort could not give {move.uid} its GPUs back: {refusal}")

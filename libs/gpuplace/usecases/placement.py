@@ -31,7 +31,7 @@ from gpuplace.usecases import latency_learning
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
-from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 CONSUMER = "placement"
@@ -235,7 +235,7 @@ class PlacementService:
         decision_id = uuid.uuid4().hex
         conflict = await uow.state.reserve(
             cluster=row["cluster"], pod_uid=row["uid"], node=hold.node,
-            grants=[_Grant(i, hold.gpu_memory_mib, hold.share_milli) for i in hold.gpu_indices],
+            grants=[GpuGrant(i, hold.gpu_memory_mib, hold.share_milli) for i in hold.gpu_indices],
             cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib, decision_id=decision_id,
         )
         if conflict:
@@ -399,12 +399,6 @@ class PlacementService:
         await uow.state.add_outbox(topics.PLACEMENTS + self._suffix, event.kafka_key().decode(),
                                    event.model_dump_json(by_alias=True))
 
-
-@dataclass(frozen=True)
-class _Grant:
-    index: int
-    memory_mib: int
-    share_milli: int
 
 
 def _pod_row(event: PodEvent) -> dict[str, Any]:

@@ -7,9 +7,19 @@ pass the same contract suites. Use cases import only these Protocols, never an a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GpuGrant:
+    """What one pod takes of one GPU: the argument of StateRepository.reserve()."""
+
+    index: int
+    memory_mib: int
+    share_milli: int
 
 
 class StateRepository(Protocol):
@@ -29,7 +39,7 @@ class StateRepository(Protocol):
     async def find_promise(self, cluster: str, namespace: str, owner: str) -> Row | None: ...
     async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[Row]: ...
     async def delete_pod(self, cluster: str, uid: str) -> None: ...
-    async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any], cpu_milli: int,
+    async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant], cpu_milli: int,
                       memory_mib: int, decision_id: str) -> str | None: ...
     async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None: ...
     async def add_decision(self, decision: Mapping[str, Any]) -> None: ...
@@ -53,4 +63,4 @@ class UnitOfWork(Protocol):
 
 UnitOfWorkFactory = Callable[[], UnitOfWork]
 
-__all__ = ["StateRepository", "UnitOfWork", "UnitOfWorkFactory", "Row"]
+__all__ = ["GpuGrant", "StateRepository", "UnitOfWork", "UnitOfWorkFactory", "Row"]

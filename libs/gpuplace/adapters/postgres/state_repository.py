@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, delete, func, select, update
@@ -29,15 +28,6 @@ from gpuplace.adapters.postgres.tables import (
 )
 
 Row = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class GpuGrant:
-    """What one pod takes of one GPU."""
-
-    index: int
-    memory_mib: int
-    share_milli: int
 
 
 class StateRepository:
@@ -157,7 +147,7 @@ class StateRepository:
         return [r._mapping for r in result]
 
     # -- reservations ------------------------------------------------------------------------------
-    async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant],
+    async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any],
                       cpu_milli: int, memory_mib: int, decision_id: str) -> str | None:
         """Take `grants` on `node` for the pod; None on success, else why it no longer fits.
 
@@ -272,4 +262,4 @@ class StateRepository:
         return row._mapping if row else None
 
 
-__all__ = ["StateRepository", "GpuGrant"]
+__all__ = ["StateRepository"]
