@@ -44,7 +44,7 @@ def bench_placement(
     policies: str = typer.Option("gpuplace,fgd", help="policies to time, comma-separated"),
     pods: str = typer.Option("default", help="pod source: a trace short name or path, or 'robotics'"),
     fill_pct: float = typer.Option(50.0, min=0.0, max=95.0, help="GPU share filled at random before timing"),
-    warmup: int = typer.Option(200, min=0, help="untimed decisions per run before timing"),
+    warmup: int = typer.Option(1000, min=0, help="untimed decisions per run before timing (caches start cold)"),
     decisions: int = typer.Option(2000, min=1, help="timed decisions per run"),
     repeats: int = typer.Option(3, min=1, help="runs per policy (seeds 0..repeats-1); the report gives medians"),
     out: Path = typer.Option(DEFAULT_OUT, help="markdown report (a .json with the raw runs beside it)"),

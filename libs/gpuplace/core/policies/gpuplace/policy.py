@@ -29,8 +29,9 @@ from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.gpuplace.hole_loss import HoleLoss
-from gpuplace.core.policies.gpuplace.node_waste import NodeWaste
+from gpuplace.core.policies.gpuplace.node_waste import NodeWaste, pool_drift, shape_weights
 from gpuplace.core.policies.gpuplace.shape_estimate import ShapeEstimate
+from gpuplace.core.policies.gpuplace.state_terms import StateTerms
 from gpuplace.core.policies.gpuplace.states import StateIndex
 from gpuplace.core.snapshot import ClusterSnapshot
 
@@ -38,6 +39,8 @@ NAME = "gpuplace"
 HALF_LIFE_PODS = 2000.0
 DRIFT_TV = 0.02
 DRIFT_CHECK_PODS = 16
+POOL_CHECK_PODS = 256
+"""Pods between looks at the shapes' node pools (each look costs one pass over the nodes)."""
 LOSS_WEIGHT = 1e7
 """One milli-GPU of hole loss outweighs any node-waste growth (W is bounded by a node's GPUs x shape reach)."""
 
@@ -49,13 +52,13 @@ class Gpuplace(DefaultSteps):
         del context  # the workload is estimated online (shape_estimate.py), not taken from a snapshot
         self._estimate = ShapeEstimate(HALF_LIFE_PODS)
         self._since_check = 0
+        self._since_pool_check = 0
         self._cluster: tuple | None = None  # what the measure was built against (types and capacities)
         self._cluster_uid: int | None = None
         self._waste_measure: NodeWaste | None = None
         self._loss: HoleLoss | None = None
         self._states: StateIndex | None = None
-        self._waste = np.zeros(0)  # W per state id, NaN until computed
-        self._fitting: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
+        self._terms = StateTerms()
         self._tables: dict[tuple, np.ndarray] = {}  # request -> best score per state id, NaN until computed
         self._holes: dict[tuple, np.ndarray] = {}  # request -> free share of the GPU the best option takes
         self.rebuilds = 0
@@ -64,6 +67,7 @@ class Gpuplace(DefaultSteps):
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
         self._estimate.observe(demand)
         self._since_check += 1
+        self._since_pool_check += 1
         self._refresh(snapshot)
         states = self._state_index(snapshot)
         ids = states.ids(snapshot)[candidates]  # (n_candidates,)
@@ -116,17 +120,26 @@ class Gpuplace(DefaultSteps):
     # -- the arriving workload and the measure built on it -----------------------------------------------
 
     def _refresh(self, snapshot: ClusterSnapshot) -> None:
-        """Rebuild the measure if the cluster changed or the estimate drifted (checked every DRIFT_CHECK_PODS)."""
+        """Rebuild the measure if the cluster changed, the estimate drifted (checked every DRIFT_CHECK_PODS) or
+        the shapes' pools moved (checked every POOL_CHECK_PODS), each by more than DRIFT_TV."""
         if snapshot.uid != self._cluster_uid:
             self._cluster_uid, cluster = snapshot.uid, _cluster_signature(snapshot)
         else:
             cluster = self._cluster
-        stale = self._waste_measure is None or cluster != self._cluster
+        measure = self._waste_measure
+        stale = measure is None or cluster != self._cluster
+        workload = None if stale or measure is None else measure.workload
         if not stale and self._since_check >= DRIFT_CHECK_PODS:
             self._since_check = 0
             stale = self._estimate.drift() > DRIFT_TV
+            workload = None if stale else workload
+        if not stale and measure is not None and self._since_pool_check >= POOL_CHECK_PODS:
+            self._since_pool_check = 0
+            stale = pool_drift(measure.shape_weight, shape_weights(measure.workload, snapshot)) > DRIFT_TV
         if stale:
-            workload = self._estimate.build(snapshot.gpu_types)
+            if cluster != self._cluster:  # other GPU types or nodes: nothing computed before carries over
+                self._terms = StateTerms()
+            workload = workload or self._estimate.build(snapshot.gpu_types)
             self._waste_measure = NodeWaste(workload, snapshot)
             self._loss = HoleLoss(workload.shapes, self._waste_measure.shape_weight)
             self._cluster = cluster
@@ -136,13 +149,13 @@ class Gpuplace(DefaultSteps):
     def _state_index(self, snapshot: ClusterSnapshot) -> StateIndex:
         if self._states is None or self._states.max_gpus != snapshot.max_gpus:
             self._states = StateIndex(snapshot.max_gpus)
+            self._terms = StateTerms()  # new state ids
             self._forget_scores()
         return self._states
 
     def _forget_scores(self) -> None:
         """Drop everything computed with the old measure or for the old state ids."""
-        self._waste = np.zeros(0)
-        self._fitting = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
+        self._terms.forget(self._waste_measure)
         self._tables.clear()
         self._holes.clear()
 
@@ -153,28 +166,9 @@ class Gpuplace(DefaultSteps):
             self._holes[key] = _grown(self._holes.get(key), n_states)
         return table, self._holes[key]
 
-    def _state_terms(self, states: StateIndex, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """W and the `fitting` arrays (node_waste.py) of the given states, computing those not seen since the
-        last rebuild: (n,), (n, n_shapes), (n, n_shapes)."""
-        measure = self._waste_measure
-        assert measure is not None
-        if len(self._waste) < states.n_states:
-            size = len(_grown(None, states.n_states))
-            self._waste = _grown(self._waste, states.n_states)
-            gpus, share = self._fitting
-            n_shapes = measure.shapes.n_shapes
-            self._fitting = (np.zeros((size, n_shapes), np.int64), np.zeros((size, n_shapes), np.int64))
-            if len(gpus):
-                self._fitting[0][: len(gpus)], self._fitting[1][: len(share)] = gpus, share
-        missing = np.isnan(self._waste[ids])
-        if missing.any():
-            todo = np.unique(ids[missing])
-            free, types = states.free_share_milli[todo], states.gpu_type_id[todo]
-            gpus, share = measure.fitting(free, types)
-            self._fitting[0][todo], self._fitting[1][todo] = gpus, share
-            self._waste[todo] = measure.waste_from(gpus, share, free.sum(axis=1), states.cpu_free_milli[todo],
-                                                   states.memory_free_mib[todo], types)
-        return self._waste[ids], self._fitting[0][ids], self._fitting[1][ids]
+    def _state_terms(self, states: StateIndex, ids: np.ndarray) -> tuple[np.ndarray, ...]:
+        assert self._waste_measure is not None
+        return self._terms.terms(states, ids, self._waste_measure)
 
     # -- scoring states ------------------------------------------------------------------------------------
 
