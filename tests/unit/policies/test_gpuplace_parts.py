@@ -84,6 +84,26 @@ def test_shape_weights_scale_by_the_reach_of_each_shape():
     assert weights[1] == pytest.approx(p[1])
 
 
+def test_a_shape_weighs_more_as_the_nodes_it_fits_run_out():
+    # two 8-GPU 128-core nodes and a 2-GPU node: 18 GPUs. 8 GPUs + 120 cores fits big1 and big2: 16 GPUs;
+    # one GPU + 4 cores fits all 18 (the most placeable shape). w8 = p8 x 18 / 16.
+    # Once big1 holds a pod, the 8-GPU shape fits big2 only: w8 = p8 x 18 / 8, twice as much.
+    pods = [make_pod("m8").cpu(120).whole_gpus(8).build()] + [make_pod(f"m{i}").cpu(4).whole_gpus(1).build()
+                                                               for i in range(9)]
+    nodes = [make_node("big1").cpu(128).gpus(8).build(), make_node("big2").cpu(128).gpus(8).build(),
+             make_node("small").cpu(104).gpus(2).build()]
+    snapshot = ClusterSnapshot(nodes)
+    estimate = ShapeEstimate(1e9)
+    for pod in pods:
+        estimate.observe(resolve(pod, snapshot))
+    workload = estimate.build(snapshot.gpu_types)
+    eight = [k[2] for k in workload.shapes.keys].index(8)
+    p8 = workload.shapes.probability[eight]
+    assert shape_weights(workload, snapshot)[eight] == pytest.approx(p8 * 18 / 16)
+    snapshot.charge(0, [0], cpu_milli=4000, memory_mib=0, share_milli=1000, gpu_memory_mib=16384, kind=1)
+    assert shape_weights(workload, snapshot)[eight] == pytest.approx(p8 * 18 / 8)
+
+
 def test_stranded_share_is_what_cpu_and_memory_cannot_feed():
     # one shape: a whole GPU with 8 cores and 32 GiB: 8 milli-CPU and 32.768 MiB per milli-GPU.
     # node: 4 free GPUs, 20 cores, 64 GiB: CPU feeds 2500, memory 65536 / 32.768 = 2000 -> 4000 - 2000 stranded
