@@ -14,9 +14,9 @@ equal holes. Online only: running pods never move.
 The arriving workload is estimated from the pods scored so far (shape_estimate.py, half-life HALF_LIFE_PODS
 pods). The context's TypicalWorkload is not used: FGD's 95% cut by count drops the rare multi-GPU shapes that
 hold 6% of the trace's GPU demand, and seeding the estimate with it starved 8-GPU pods early. The measure is
-rebuilt when the estimate drifts by more than DRIFT_TV in total variation; between rebuilds a state's waste and
-a request's best option on a state are cached by interned state id (states.py), so a decision mostly costs
-array lookups.
+rebuilt when the estimate (checked every DRIFT_CHECK_PODS pods) or the shapes' node pools (every POOL_CHECK_PODS)
+move by more than DRIFT_TV in total variation; between rebuilds a state's waste and a request's best option on a
+state are cached by interned state id (states.py, state_terms.py), so a decision mostly costs array lookups.
 """
 
 from __future__ import annotations
