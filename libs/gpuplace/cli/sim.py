@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
 def sim(
     pods: str = typer.Option("default", help="Pod CSV, or a trace short name (default, cpu050, ...)."),
     nodes: str = typer.Option(alibaba.DEFAULT_NODES, help="Node CSV, or a node list short name."),
-    policy: str = typer.Option("fgd", help="Policy name(s), comma-separated: " + ", ".join(registry.names())),
+    policy: str = typer.Option("gpuplace", help="Policy name(s), comma-separated: " + ", ".join(registry.names())),
     seeds: str = typer.Option("42-51", help="Seeds: N, N-M, or a comma-separated list."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON array, one object per policy."),
     plot: Path | None = typer.Option(None, help="Write the allocation curves to this PNG."),
