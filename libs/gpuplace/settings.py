@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     cluster: str = Field(default="east", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     region: str = "local"
     scheduler_name: str = "gpuplace"
-    policy: str = "fgd"
+    policy: str = "gpuplace"
     # admission keeps every pod's predicted p95 <= deadline x (1 - margin) on its GPU
     latency_margin: float = Field(default=0.1, ge=0.0, lt=1.0)
     # defragmentation: pods of at least this priority, blocked by fragmentation, may have others moved

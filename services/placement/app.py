@@ -31,7 +31,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         defrag = None
         if settings.defrag_enabled:
             def defrag(host: PlacementService) -> Defragmenter:
-                return Defragmenter(res.uow_factory, res.cluster_apis, host, decide.policy,
+                return Defragmenter(res.uow_factory, res.cluster_apis, host, decide.planner_policy,
                                     settings=DefragSettings(min_priority=settings.defrag_min_priority))
         service = PlacementService(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
                                    topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag)

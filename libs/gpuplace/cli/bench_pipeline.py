@@ -27,7 +27,7 @@ def bench_pipeline(
     nodes: int = typer.Option(200, min=1, help="fake GPU nodes (8 GPUs each), split over the clusters"),
     pods: int = typer.Option(2000, min=1, help="pods per repeat"),
     repeats: int = typer.Option(3, min=1, help="full runs; the report gives medians"),
-    policy: str = typer.Option("fgd", help="placement policy"),
+    policy: str | None = typer.Option(None, help="placement policy (default: GPUPLACE_POLICY, else gpuplace)"),
     out: Path = typer.Option(DEFAULT_OUT, help="markdown report (a .json with the raw runs beside it)"),
 ) -> None:
     """Run the pipeline REPEATS times and report median binds/s and pending-to-bound p50/p95/p99."""
@@ -35,6 +35,7 @@ def bench_pipeline(
     kubeconfigs = stack_env.cluster_kubeconfigs()
     if not kubeconfigs:
         raise typer.BadParameter("no cluster found: run `deploy/local/stack.sh up` first")
+    policy = policy or settings.policy
     console = Console(stderr=True)
     runs = []
     for i in range(repeats):

@@ -29,7 +29,7 @@ def settings_from_stack() -> Settings:
 def demo(
     nodes: int = typer.Option(100, min=1, help="fake GPU nodes (8 GPUs each), split over the clusters"),
     pods: int = typer.Option(800, min=1, help="perception pods to submit"),
-    policy: str = typer.Option("fgd", help="placement policy"),
+    policy: str | None = typer.Option(None, help="placement policy (default: GPUPLACE_POLICY, else gpuplace)"),
     seed: int = typer.Option(7, help="seed of the fleet and the pods"),
     timeout_s: float = typer.Option(600.0, help="give up after this many seconds"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object"),

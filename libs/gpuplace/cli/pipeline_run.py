@@ -50,7 +50,7 @@ class RunConfig:
     pods: int = 800
     gpus_per_node: int = 8
     seed: int = 7
-    policy: str = "fgd"
+    policy: str | None = None  # None: the settings' (GPUPLACE_POLICY)
     timeout_s: float = 600.0
     settle_s: float = 5.0  # no progress for this long with nothing pending in flight: done
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
@@ -123,6 +123,7 @@ class PipelineRun:
             raise ValueError("no cluster to run in: start the stack (deploy/local/stack.sh up) or set KUBECONFIG")
         self.config = config
         self.settings = settings
+        self.policy = config.policy or settings.policy
         self.progress = progress or (lambda stage, done, total: None)
         self.clusters = {f"{name}-{config.run_id}": name for name in config.kubeconfigs}
         self.namespace = f"gpuplace-run-{config.run_id}"
@@ -132,7 +133,7 @@ class PipelineRun:
         self.bound_node: dict[str, str] = {}
 
     def _settings(self, **overrides: Any) -> Settings:
-        return self.settings.model_copy(update={"topic_suffix": self.suffix, "policy": self.config.policy,
+        return self.settings.model_copy(update={"topic_suffix": self.suffix, "policy": self.policy,
                                                 "namespace": self.namespace,
                                                 "node_label_selector": f"{FLEET_LABEL}={self.config.run_id}",
                                                 **overrides})

@@ -3,7 +3,10 @@
 Fragmentation-aware policies measure holes against the typical workload M (DESIGN §6). The trace
 simulator knows M up front; a live service does not, so it learns M from the requests of the pods it has
 seen in each cluster (a sliding window of recent pods), and rebuilds the policy when M or the cluster's
-GPU types change. The policy's per-node statuses become per-node-class reasons for pods that wait.
+GPU types change. A policy that learns the workload online (interface.learns_online, the house policy) needs
+none of that: it is built once per cluster and kept, and the defragmentation planner, whose hypothetical
+placements must not count as arrivals, gets an instance of its own. The policy's per-node statuses become
+per-node-class reasons for pods that wait.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections import Counter, deque
 from gpuplace.core.demand import resolve
 from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
 from gpuplace.core.framework import registry, runtime
-from gpuplace.core.framework.interface import Policy, PolicyContext
+from gpuplace.core.framework.interface import Policy, PolicyContext, learns_online
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.policies.latency_aware import latency_aware
@@ -26,8 +29,11 @@ REFRESH_EVERY = 100  # pods between rebuilds of the policy's workload
 
 
 class _ClusterPolicy:
-    def __init__(self, name: str) -> None:
+    """One cluster's policy instance; unless `keep`, rebuilt on the window of recent pods as it moves."""
+
+    def __init__(self, name: str, *, keep: bool = False) -> None:
         self.name = name
+        self.keep = keep
         self.recent: deque[Pod] = deque(maxlen=WINDOW_PODS)
         self.policy: Policy | None = None
         self.built_for: tuple | None = None
@@ -35,6 +41,8 @@ class _ClusterPolicy:
 
     def policy_for(self, view: ClusterView, pod: Pod, *, learn: bool = True) -> Policy:
         assert view.snapshot is not None
+        if self.keep and self.policy is not None:
+            return self.policy
         if learn or not self.recent:
             self.recent.append(pod)
             self.since_refresh += 1
@@ -47,7 +55,7 @@ class _ClusterPolicy:
 
 
 class Decider:
-    """The `Decide` function of PlacementService for the named core policy; `policy()` serves the planner.
+    """The `Decide` function of PlacementService for the named core policy; `planner_policy()` serves the planner.
 
     A pod that declares a frame rate goes through the latency filter too (DESIGN §6): only GPUs where it
     and every pod already there keep predicted p95 <= deadline x (1 - margin), by the view's latency model.
@@ -58,16 +66,28 @@ class Decider:
             raise registry.UnknownPolicy(f"unknown policy {policy_name!r}; known: {', '.join(registry.names())}")
         self.policy_name = policy_name
         self.latency_margin = latency_margin
-        self._per_cluster: dict[str, _ClusterPolicy] = {}
+        self.learns_online = learns_online(registry.POLICIES[policy_name])
+        self._serving: dict[str, _ClusterPolicy] = {}
+        self._planning: dict[str, _ClusterPolicy] = {}  # online learners only: the planner's own instances
 
     def policy(self, view: ClusterView, pod: Pod, stream: Stream | None, *, learn: bool = True) -> Policy:
-        """The policy to place `pod` with (its workload estimate fed with `pod` unless learn=False)."""
-        cluster_policy = self._per_cluster.setdefault(view.cluster, _ClusterPolicy(self.policy_name))
+        """The policy to place `pod` with (its workload estimate fed with `pod` unless learn=False).
+
+        With learn=False an online learner is the cluster's planning instance, never the serving one.
+        """
+        instances = self._planning if self.learns_online and not learn else self._serving
+        cluster_policy = instances.get(view.cluster)
+        if cluster_policy is None:
+            instances[view.cluster] = cluster_policy = _ClusterPolicy(self.policy_name, keep=self.learns_online)
         policy = cluster_policy.policy_for(view, pod, learn=learn)
         if stream is not None and view.gpu_load is not None:
             policy = latency_aware(policy, view.latency_model, view.gpu_load, {pod.name: stream},
                                    margin=self.latency_margin)
         return policy
+
+    def planner_policy(self, view: ClusterView, pod: Pod, stream: Stream | None) -> Policy:
+        """The policy the defragmentation planner scores hypothetical placements with; they feed no estimate."""
+        return self.policy(view, pod, stream, learn=False)
 
     def __call__(self, view: ClusterView, pod: Pod, stream: Stream | None) -> Choice | dict[str, str]:
         snapshot = view.snapshot

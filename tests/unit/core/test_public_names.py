@@ -14,7 +14,7 @@ AT_LEAST = {
     "gpuplace.core": {"arrivals", "demand", "filters", "fragmentation", "framework", "gpu_selection", "kpi",
                       "model", "node_states", "policies", "simulator", "snapshot", "workload"},
     "gpuplace.core.filters": {"FILTERS", "gpu_fit", "gpu_model", "resources_fit"},
-    "gpuplace.core.policies": {"baselines", "fgd"},
+    "gpuplace.core.policies": {"baselines", "fgd", "gpuplace"},
     "gpuplace.traces": {"alibaba"},
 }
 

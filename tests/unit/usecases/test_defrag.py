@@ -20,8 +20,9 @@ async def fragmented_fleet(refuse: bool = False):
     if refuse:
         api.refuse_eviction.add("victim-0")
     decide = decider("bestfit")
-    placement = PlacementService(uow_factory, {"east": api}, decide, policy="bestfit",
-                                 defrag=lambda host: Defragmenter(uow_factory, {"east": api}, host, decide.policy))
+    placement = PlacementService(
+        uow_factory, {"east": api}, decide, policy="bestfit",
+        defrag=lambda host: Defragmenter(uow_factory, {"east": api}, host, decide.planner_policy))
     victim = pod_event("victim-0", memory_mib=9000, priority=0, deadline_ms=100.0)
     victim = victim.model_copy(update={"owner": "ReplicaSet/victim"})
     await placement.on_node(node_event("n1", gpus=1))

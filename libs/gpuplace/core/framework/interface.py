@@ -8,6 +8,12 @@ The runtime (runtime.py) picks the highest score and, on a tie, the first candid
 Optionally, `explain(snapshot, demand, node) -> Status` says why a node was filtered out (the
 runtime reports it for unschedulable pods); DefaultSteps provides all but `score`.
 Policies may keep caches between calls (FGD does), but never mutate the snapshot.
+
+A policy that learns the arriving workload itself declares a class attribute `learns_online = True`
+(see `learns_online`): it ignores PolicyContext.workload, counts every `score()` call as one arriving
+pod, and follows changes of the cluster on its own. Its caller keeps one instance per cluster for
+good (rebuilding it would forget what it learned) and scores hypothetical placements, a planner's,
+on an instance of their own, so that they do not count as arrivals.
 """
 
 from __future__ import annotations
@@ -63,3 +69,8 @@ class Policy(Protocol):
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray: ...
 
     def choose_gpus(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]: ...
+
+
+def learns_online(policy: object) -> bool:
+    """Whether `policy` (an instance, or the class a registry builds it from) learns the workload online."""
+    return bool(getattr(policy, "learns_online", False))

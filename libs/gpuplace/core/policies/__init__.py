@@ -1,3 +1,3 @@
 """Placement policies: FGD, the house policies and wrappers here; the paper's baselines in `baselines`."""
 
-__all__ = ["baselines", "exclusive", "fgd", "latency_aware"]
+__all__ = ["baselines", "exclusive", "fgd", "gpuplace", "latency_aware"]

@@ -1,0 +1,86 @@
+"""Which policy instance the Decider hands out: rebuilt on the learned workload, or kept when it learns online.
+
+FGD is rebuilt every REFRESH_EVERY pods on the window of recent pods. A policy that learns the workload itself
+(interface.learns_online) is built once per cluster and kept, and the planner's hypothetical placements go to an
+instance of their own so that they never count as arrivals of the serving one.
+"""
+
+import pytest
+
+from gpuplace.core.framework import registry
+from gpuplace.core.framework.interface import learns_online
+from gpuplace.core.policies.baselines.best_fit import BestFit
+from gpuplace.core.policies.gpuplace.policy import Gpuplace
+from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.usecases.cluster_view import ClusterView
+from gpuplace.usecases.decide import REFRESH_EVERY, Decider
+
+from ..core.builders import make_node, make_pod
+
+
+class OnlineBestFit(BestFit):
+    """BestFit that says it learns online: the Decider's handling, apart from any one policy's internals."""
+
+    learns_online = True
+
+
+def view(cluster: str = "east") -> ClusterView:
+    nodes = [make_node(f"n{i}").gpus(2).build() for i in range(3)]
+    return ClusterView(cluster, ClusterSnapshot(nodes))
+
+
+def pods(n: int):
+    return [make_pod(f"p{i}").cpu(1).gpu_share(250 * (1 + i % 3)).build() for i in range(n)]
+
+
+@pytest.fixture
+def online_policy(monkeypatch) -> str:
+    monkeypatch.setitem(registry.POLICIES, "online-bestfit", OnlineBestFit)
+    return "online-bestfit"
+
+
+def test_fgd_is_rebuilt_every_refresh_and_on_a_new_snapshot():
+    decide, east = Decider("fgd"), view()
+    served = [decide.policy(east, pod, None) for pod in pods(REFRESH_EVERY + 1)]
+    assert all(p is served[0] for p in served[:REFRESH_EVERY])
+    assert served[REFRESH_EVERY] is not served[0]
+    assert decide.policy(view(), pods(1)[0], None) is not served[REFRESH_EVERY]  # another snapshot uid
+
+
+def test_fgd_plans_on_the_serving_instance_without_feeding_its_window():
+    decide, east = Decider("fgd"), view()
+    first = decide.policy(east, pods(1)[0], None)
+    for pod in pods(2 * REFRESH_EVERY):
+        assert decide.planner_policy(east, pod, None) is first
+    served = [decide.policy(east, pod, None) for pod in pods(REFRESH_EVERY)]
+    assert all(p is first for p in served[:-1]) and served[-1] is not first  # the planner's pods did not count
+
+
+def test_an_online_learner_is_built_once_per_cluster(online_policy):
+    decide, east = Decider(online_policy), view()
+    assert decide.learns_online
+    first = decide.policy(east, pods(1)[0], None)
+    for pod in pods(3 * REFRESH_EVERY):
+        assert decide.policy(east, pod, None) is first
+    assert decide.policy(view(), pods(1)[0], None) is first  # a new snapshot: the policy follows it itself
+    assert decide.policy(view("west"), pods(1)[0], None) is not first
+
+
+def test_the_planner_has_its_own_instance_of_an_online_learner(online_policy):
+    decide, east = Decider(online_policy), view()
+    planning = decide.planner_policy(east, pods(1)[0], None)  # before any pod was served
+    serving = decide.policy(east, pods(1)[0], None)
+    assert planning is not serving
+    for pod in pods(2 * REFRESH_EVERY):
+        assert decide.planner_policy(east, pod, None) is planning
+        assert decide.policy(east, pod, None, learn=False) is planning
+    assert decide.policy(east, pods(1)[0], None) is serving
+
+
+@pytest.mark.skipif(not learns_online(Gpuplace), reason="Gpuplace does not declare learns_online = True yet")
+def test_gpuplace_keeps_its_serving_instance_and_plans_on_another():
+    decide, east = Decider("gpuplace"), view()
+    serving = decide.policy(east, pods(1)[0], None)
+    for pod in pods(REFRESH_EVERY + 50):
+        assert decide.policy(east, pod, None) is serving
+    assert decide.planner_policy(east, pods(1)[0], None) is not serving
