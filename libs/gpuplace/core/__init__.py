@@ -25,5 +25,6 @@ __all__ = [
     "policies",
     "simulator",
     "snapshot",
+    "state_ids",
     "workload",
 ]
