@@ -77,8 +77,8 @@ def test_the_planner_has_its_own_instance_of_an_online_learner(online_policy):
     assert decide.policy(east, pods(1)[0], None) is serving
 
 
-@pytest.mark.skipif(not learns_online(Gpuplace), reason="Gpuplace does not declare learns_online = True yet")
 def test_gpuplace_keeps_its_serving_instance_and_plans_on_another():
+    assert learns_online(Gpuplace)
     decide, east = Decider("gpuplace"), view()
     serving = decide.policy(east, pods(1)[0], None)
     for pod in pods(REFRESH_EVERY + 50):

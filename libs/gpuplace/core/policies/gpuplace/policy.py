@@ -47,6 +47,7 @@ LOSS_WEIGHT = 1e7
 
 class Gpuplace(DefaultSteps):
     name = NAME
+    learns_online = True  # learns the arriving mix from score() calls: callers keep one instance per cluster
 
     def __init__(self, context: PolicyContext) -> None:
         del context  # the workload is estimated online (shape_estimate.py), not taken from a snapshot
