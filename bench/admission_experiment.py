@@ -1,0 +1,110 @@
+"""Experiment (not adopted): keep whole GPUs for whole-GPU pods by refusing shared pods that would strand them.
+
+    python bench/admission_experiment.py --trace default --seeds 42-51 --gate 0.6 --cpu-scale 1.0 [--steer-only]
+
+On `default`, gpuplace ends at the 100% mark with ~3% of the cluster in 190m holes beside lone 810m pods while
+whole-GPU pods fail. The LP floor (lp_floor.py) drops ~240 810m pods and puts whole-GPU pods in their place. This
+wraps gpuplace with that trade as a rule: once the allocated share passes GATE, a shared one-GPU pod of at least
+MIN_SHARE_MILLI may not open a fresh GPU on a node that could still feed each of its free GPUs the CPU a whole-GPU
+pod asks per GPU (running mean over the whole-GPU pods seen, times --cpu-scale); it goes elsewhere or, if no node
+is left, is not placed. --steer-only never refuses: if every node is excluded the pod is placed as gpuplace says.
+The KPI is read at the 100% mark, where the run stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from gpuplace.cli.sim import parse_seeds
+from gpuplace.core import simulator
+from gpuplace.core.framework.runtime import bind, decide
+from gpuplace.core.model import MILLI_PER_GPU
+from gpuplace.traces import alibaba
+
+MIN_SHARE_MILLI = 700
+
+
+class KeepWholeGpus:
+    """gpuplace behind the reservation filter above."""
+
+    name = "gpuplace+keep-whole"
+
+    def __init__(self, base, total_milli: int, gate: float, cpu_scale: float, steer_only: bool) -> None:
+        self.base, self.total_milli, self.gate = base, total_milli, gate
+        self.cpu_scale, self.steer_only = cpu_scale, steer_only
+        self.whole_cpu_milli, self.whole_gpus = 0.0, 0
+        self.excluded_decisions = 0
+
+    def filter(self, snapshot, demand) -> np.ndarray:
+        feasible = self.base.filter(snapshot, demand)
+        share = demand.share_milli_by_type[snapshot.gpu_type_id]  # (n_nodes,)
+        if demand.gpu_count and share.min() >= MILLI_PER_GPU:
+            self.whole_cpu_milli += demand.cpu_milli
+            self.whole_gpus += demand.gpu_count
+        allocated = 1.0 - snapshot.free_share_milli.sum() / self.total_milli
+        if demand.gpu_count != 1 or not self.whole_gpus or allocated < self.gate:
+            return feasible
+        free = snapshot.free_share_milli
+        reservable = (share >= MIN_SHARE_MILLI) & (share < MILLI_PER_GPU)
+        into_used = ((free >= share[:, None]) & (free < MILLI_PER_GPU)).any(axis=1)
+        cpu_per_gpu = self.cpu_scale * self.whole_cpu_milli / self.whole_gpus
+        feeds_whole = snapshot.cpu_free_milli - demand.cpu_milli >= (free == MILLI_PER_GPU).sum(axis=1) * cpu_per_gpu
+        excluded = feasible & reservable & ~into_used & feeds_whole
+        if not excluded.any():
+            return feasible
+        kept = feasible & ~excluded
+        if self.steer_only and not kept.any():
+            return feasible
+        self.excluded_decisions += 1
+        return kept
+
+    def score(self, snapshot, demand, candidates):
+        return self.base.score(snapshot, demand, candidates)
+
+    def choose_gpus(self, snapshot, demand, node):
+        return self.base.choose_gpus(snapshot, demand, node)
+
+
+def unallocated_at_100(nodes, pods, seed: int, args) -> tuple[float, int]:
+    run = simulator.prepare(nodes, pods, "gpuplace", seed)
+    snapshot, total = run.snapshot, run.snapshot.total_gpu_milli
+    policy = KeepWholeGpus(run.placer, total, args.gate, args.cpu_scale, args.steer_only)
+    arrived = allocated = 0
+    demands: dict = {}
+    for index in run.sequence:
+        if arrived + run.requested[index] > total:
+            break
+        arrived += run.requested[index]
+        demand = simulator._demand(run.pods[index], snapshot, demands)
+        decision = decide(snapshot, demand, policy)
+        if decision.scheduled:
+            allocated += sum(bind(snapshot, demand, decision).share_milli)
+    return 100.0 * (total - allocated) / total, policy.excluded_decisions
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default="default")
+    parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--trace-dir", type=Path, default=Path("../shared/traces/alibaba-gpu-v2023"))
+    parser.add_argument("--gate", type=float, default=0.6, help="allocated share from which the rule applies")
+    parser.add_argument("--cpu-scale", type=float, default=1.0, help="times the mean CPU per GPU of whole-GPU pods")
+    parser.add_argument("--steer-only", action="store_true", help="never refuse a pod that fits somewhere")
+    args = parser.parse_args()
+    nodes = alibaba.read_nodes(args.trace_dir / "openb_node_list_gpu_node.csv")
+    pods = alibaba.read_pods(args.trace_dir / f"openb_pod_list_{args.trace}.csv")
+    values = []
+    for seed in parse_seeds(args.seeds):
+        value, excluded = unallocated_at_100(nodes, pods, seed, args)
+        values.append(value)
+        print(f"{args.trace} seed {seed}: {value:.3f}% unallocated at 100% ({excluded} decisions excluded nodes)",
+              flush=True)
+    print(f"{args.trace} gate {args.gate} cpu-scale {args.cpu_scale} steer-only {args.steer_only}: "
+          f"mean {np.mean(values):.3f}% (from {min(values):.3f} to {max(values):.3f})")
+
+
+if __name__ == "__main__":
+    main()

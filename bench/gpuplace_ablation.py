@@ -1,0 +1,90 @@
+"""What each part of the gpuplace policy gives: the policy with one part switched off at a time.
+
+    python bench/gpuplace_ablation.py --trace default --seeds 42-51 [--variants full,no-hole-loss,...]
+
+Variants (each switches off one idea of core/policies/gpuplace, by patching this process only):
+- full: the policy as shipped;
+- no-hole-loss: no LP pattern-price hole loss, nodes ranked by node-waste growth alone;
+- no-stranding: W without the share a node's CPU and memory can no longer feed (FGD's view of CPU);
+- no-pool-weights: shapes weighted by frequency alone (FGD's weights), not by the reach of their node pools;
+- no-decay: the arriving mix is every pod seen so far, equally weighted (no half-life).
+The KPI is unallocated GPU % at the 100% mark (the run stops there), mean over the seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import ExitStack
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+
+from gpuplace.cli.sim import parse_seeds
+from gpuplace.core import simulator
+from gpuplace.core.framework.runtime import bind, decide
+from gpuplace.core.policies.gpuplace import hole_loss, node_waste, policy
+from gpuplace.traces import alibaba
+
+
+def _no_loss(self, gpu_type_id, share_milli, free_share_milli):
+    return np.where(np.asarray(free_share_milli) >= np.asarray(share_milli)[:, None], 0.0, np.inf)
+
+
+def _no_stranding(workload, n_types):
+    return np.zeros(n_types), np.zeros(n_types)  # ratio 0: CPU and memory feed every GPU
+
+
+def _frequency_weights(workload, snapshot):
+    return workload.shapes.probability.copy()
+
+
+VARIANTS = {
+    "full": [],
+    "no-hole-loss": [mock.patch.object(hole_loss.HoleLoss, "loss_milli", _no_loss)],
+    "no-stranding": [mock.patch.object(node_waste, "_stranding_ratios", _no_stranding)],
+    "no-pool-weights": [mock.patch.object(node_waste, "shape_weights", _frequency_weights),
+                        mock.patch.object(policy, "shape_weights", _frequency_weights)],
+    "no-decay": [mock.patch.object(policy, "HALF_LIFE_PODS", 1e15)],
+}
+
+
+def unallocated_at_100(nodes, pods, seed: int) -> float:
+    run = simulator.prepare(nodes, pods, "gpuplace", seed)
+    snapshot, total = run.snapshot, run.snapshot.total_gpu_milli
+    arrived = allocated = 0
+    demands: dict = {}
+    for index in run.sequence:
+        if arrived + run.requested[index] > total:
+            break
+        arrived += run.requested[index]
+        demand = simulator._demand(run.pods[index], snapshot, demands)
+        decision = decide(snapshot, demand, run.placer)
+        if decision.scheduled:
+            allocated += sum(bind(snapshot, demand, decision).share_milli)
+    return 100.0 * (total - allocated) / total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default="default")
+    parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--trace-dir", type=Path, default=Path("../shared/traces/alibaba-gpu-v2023"))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args()
+    names = [v.strip() for v in args.variants.split(",")]
+    if unknown := [v for v in names if v not in VARIANTS]:
+        raise SystemExit(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    nodes = alibaba.read_nodes(args.trace_dir / "openb_node_list_gpu_node.csv")
+    pods = alibaba.read_pods(args.trace_dir / f"openb_pod_list_{args.trace}.csv")
+    for name in names:
+        with ExitStack() as patches:
+            for patch in VARIANTS[name]:
+                patches.enter_context(patch)
+            values = [unallocated_at_100(nodes, pods, seed) for seed in parse_seeds(args.seeds)]
+        print(f"{args.trace} {name}: mean {np.mean(values):.3f}% (from {min(values):.3f} to {max(values):.3f})",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

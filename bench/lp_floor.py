@@ -1,0 +1,182 @@
+"""The least unallocated GPU % any placement could reach at the 100% mark of a trace: an LP bound.
+
+    python bench/lp_floor.py --trace default --seeds 42-51 [--place-shared]     (needs scipy)
+
+The pods that arrive by the 100% mark (the paper's harness, `simulator.prepare`) are packed offline, knowing
+every arrival, as an LP relaxation of the real problem:
+- nodes of one kind (GPU model and count, CPU, memory) are pooled: their GPUs, CPU and memory are summed;
+- a GPU holds either a whole-GPU share of one pod or a pattern of shared one-GPU pods summing to <= 1000m
+  (Gilmore-Gomory column generation over the patterns, per node kind);
+- a pod taking every GPU of a node counts against that kind's node count; models a pod may not use are closed;
+- pods asking no GPU are all placed (they use CPU and memory); any GPU pod may be left out.
+The optimum allocates at least as much as any real placement of the same pods, so 100% minus it is a floor on
+unallocated GPU %. With --place-shared every shared one-GPU pod must be placed too: the floor of a policy that
+never refuses a shared pod while one fits somewhere (it says what lone 810m pods strand on `default`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import lil_matrix
+
+from gpuplace.cli.sim import parse_seeds
+from gpuplace.core import simulator
+from gpuplace.core.model import MILLI_PER_GPU
+from gpuplace.traces import alibaba
+
+GRID_MILLI = 10
+
+
+def arrived_shapes(nodes, pods, seed: int) -> tuple[collections.Counter, int]:
+    """(cpu, memory, GPU request) -> pods of that shape arriving by the 100% mark; and the cluster's milli-GPU."""
+    run = simulator.prepare(nodes, pods, "fgd", seed)
+    total, arrived, shapes = run.snapshot.total_gpu_milli, 0, collections.Counter()
+    for index in run.sequence:
+        if arrived + run.requested[index] > total:
+            break
+        arrived += run.requested[index]
+        pod = run.pods[index]
+        if pod.gpu.needs_gpu and pod.gpu.share_milli is None:
+            raise SystemExit("GPU memory requests are not modelled by this bound")
+        shapes[(pod.cpu_milli, pod.memory_mib, pod.gpu)] += 1
+    return shapes, total
+
+
+def floor_pct(nodes, shapes: collections.Counter, total_milli: int, *, place_shared: bool) -> float:
+    kinds = collections.Counter((n.cpu_milli, n.memory_mib, n.gpus[0].model, len(n.gpus)) for n in nodes)
+    kinds = sorted(kinds.items())
+    shapes = list(shapes.items())
+    sizes = sorted({g.share_milli for (_, _, g), _ in shapes if g.needs_gpu and g.share_milli < MILLI_PER_GPU})
+    size_row = {s: i for i, s in enumerate(sizes)}
+    pairs = [(si, ki) for si, ((cpu, memory, gpu), _) in enumerate(shapes) for ki, ((k_cpu, k_mem, model, k_gpus), _)
+             in enumerate(kinds) if cpu <= k_cpu and memory <= k_mem and gpu.count <= k_gpus
+             and (not gpu.allowed_models or model in gpu.allowed_models)]
+    patterns = [[_single(size_row[s], 1000 // s, len(sizes)) for s in sizes] for _ in kinds]
+    n_kinds, n_sizes = len(kinds), len(sizes)
+    rows = _Rows(len(shapes), n_kinds, n_sizes)
+    while True:
+        a, b, c, a_eq, b_eq = _master(shapes, kinds, pairs, patterns, size_row, rows, place_shared)
+        result = linprog(c, A_ub=a.tocsr(), b_ub=b, A_eq=a_eq.tocsr(), b_eq=b_eq, bounds=(0, None), method="highs")
+        if result.status != 0:
+            raise SystemExit(f"LP failed: {result.message}")
+        duals = -result.ineqlin.marginals
+        added = False
+        for k in range(n_kinds):
+            value, pattern = _best_pattern(duals[rows.size(k, 0): rows.size(k, n_sizes)], sizes)
+            if value - duals[rows.gpus(k)] > 1e-7:
+                patterns[k].append(pattern)
+                added = True
+        if not added:
+            return 100.0 * (total_milli + result.fun) / total_milli
+
+
+class _Rows:
+    """Row layout of the master LP: per shape, then per kind GPUs, slots per size, CPU, memory, whole nodes."""
+
+    def __init__(self, n_shapes: int, n_kinds: int, n_sizes: int) -> None:
+        self.n_shapes, self.n_kinds, self.n_sizes = n_shapes, n_kinds, n_sizes
+        self.total = n_shapes + n_kinds * (4 + n_sizes)
+
+    def gpus(self, k: int) -> int:
+        return self.n_shapes + k
+
+    def size(self, k: int, s: int) -> int:
+        return self.n_shapes + self.n_kinds + k * self.n_sizes + s
+
+    def cpu(self, k: int) -> int:
+        return self.n_shapes + self.n_kinds * (1 + self.n_sizes) + k
+
+    def memory(self, k: int) -> int:
+        return self.cpu(k) + self.n_kinds
+
+    def nodes(self, k: int) -> int:
+        return self.memory(k) + self.n_kinds
+
+
+def _master(shapes, kinds, pairs, patterns, size_row, rows: _Rows, place_shared: bool):
+    """max placed milli-GPU as min -c.x, A x <= b, A_eq x = b_eq; x: pods per (shape, kind), then GPUs per pattern.
+
+    A shape's row is an equality (all its pods placed) for pods asking no GPU and, with place_shared, for shared
+    pods; else an upper bound (some may be left out).
+    """
+    n_vars = len(pairs) + sum(len(p) for p in patterns)
+    a, b, c = lil_matrix((rows.total, n_vars)), np.zeros(rows.total), np.zeros(n_vars)
+    a_eq, b_eq = lil_matrix((rows.n_shapes, n_vars)), np.zeros(rows.n_shapes)
+    for j, (si, k) in enumerate(pairs):
+        (cpu, memory, gpu), count = shapes[si]
+        must = not gpu.needs_gpu or (place_shared and gpu.share_milli < MILLI_PER_GPU)
+        (a_eq if must else a)[si, j] = 1
+        (b_eq if must else b)[si] = count
+        a[rows.cpu(k), j], a[rows.memory(k), j] = cpu, memory
+        if not gpu.needs_gpu:
+            continue
+        c[j] = -gpu.share_milli * gpu.count
+        if gpu.share_milli < MILLI_PER_GPU:
+            a[rows.size(k, size_row[gpu.share_milli]), j] = 1
+        else:
+            a[rows.gpus(k), j] = gpu.count
+            if gpu.count > 1 and gpu.count == kinds[k][0][3]:
+                a[rows.nodes(k), j] = 1
+    j = len(pairs)
+    for k, kind_patterns in enumerate(patterns):
+        for pattern in kind_patterns:
+            a[rows.gpus(k), j] = 1
+            for s in np.flatnonzero(pattern):
+                a[rows.size(k, s), j] = -pattern[s]
+            j += 1
+    for k, ((k_cpu, k_mem, _, k_gpus), count) in enumerate(kinds):
+        b[rows.gpus(k)], b[rows.cpu(k)], b[rows.memory(k)], b[rows.nodes(k)] = (
+            k_gpus * count, k_cpu * count, k_mem * count, count)
+    return a, b, c, a_eq, b_eq
+
+
+def _best_pattern(prices: np.ndarray, sizes: list[int]) -> tuple[float, np.ndarray]:
+    """Unbounded knapsack: the pattern of sizes (<= 1000m in all) with the most summed price."""
+    capacity = MILLI_PER_GPU // GRID_MILLI
+    best, take = np.zeros(capacity + 1), np.full(capacity + 1, -1)
+    for w in range(1, capacity + 1):
+        best[w] = best[w - 1]
+        for i, size in enumerate(sizes):
+            units = size // GRID_MILLI
+            if units <= w and best[w - units] + prices[i] > best[w] + 1e-12:
+                best[w], take[w] = best[w - units] + prices[i], i
+    pattern, w = np.zeros(len(sizes)), capacity
+    while w > 0:
+        if take[w] < 0:
+            w -= 1
+        else:
+            pattern[take[w]] += 1
+            w -= sizes[take[w]] // GRID_MILLI
+    return float(best[capacity]), pattern
+
+
+def _single(row: int, count: int, n_sizes: int) -> np.ndarray:
+    pattern = np.zeros(n_sizes)
+    pattern[row] = count
+    return pattern
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default="default")
+    parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--trace-dir", type=Path, default=Path("../shared/traces/alibaba-gpu-v2023"))
+    parser.add_argument("--place-shared", action="store_true", help="every shared one-GPU pod must be placed")
+    args = parser.parse_args()
+    nodes = alibaba.read_nodes(args.trace_dir / "openb_node_list_gpu_node.csv")
+    pods = alibaba.read_pods(args.trace_dir / f"openb_pod_list_{args.trace}.csv")
+    floors = []
+    for seed in parse_seeds(args.seeds):
+        shapes, total = arrived_shapes(nodes, pods, seed)
+        floors.append(floor_pct(nodes, shapes, total, place_shared=args.place_shared))
+        print(f"{args.trace} seed {seed}: floor {floors[-1]:.3f}% unallocated", flush=True)
+    print(f"{args.trace} mean floor {np.mean(floors):.3f}% (from {min(floors):.3f} to {max(floors):.3f})")
+
+
+if __name__ == "__main__":
+    main()
