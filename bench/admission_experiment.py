@@ -37,6 +37,7 @@ class KeepWholeGpus:
         self.cpu_scale, self.steer_only = cpu_scale, steer_only
         self.whole_cpu_milli, self.whole_gpus = 0.0, 0
         self.excluded_decisions = 0
+        self.refused = 0  # pods that fit somewhere but were left with no node
 
     def filter(self, snapshot, demand) -> np.ndarray:
         feasible = self.base.filter(snapshot, demand)
@@ -56,8 +57,10 @@ class KeepWholeGpus:
         if not excluded.any():
             return feasible
         kept = feasible & ~excluded
-        if self.steer_only and not kept.any():
-            return feasible
+        if not kept.any():
+            if self.steer_only:
+                return feasible
+            self.refused += 1
         self.excluded_decisions += 1
         return kept
 
@@ -68,7 +71,7 @@ class KeepWholeGpus:
         return self.base.choose_gpus(snapshot, demand, node)
 
 
-def unallocated_at_100(nodes, pods, seed: int, args) -> tuple[float, int]:
+def unallocated_at_100(nodes, pods, seed: int, args) -> tuple[float, int, int]:
     run = simulator.prepare(nodes, pods, "gpuplace", seed)
     snapshot, total = run.snapshot, run.snapshot.total_gpu_milli
     policy = KeepWholeGpus(run.placer, total, args.gate, args.cpu_scale, args.steer_only)
@@ -82,7 +85,7 @@ def unallocated_at_100(nodes, pods, seed: int, args) -> tuple[float, int]:
         decision = decide(snapshot, demand, policy)
         if decision.scheduled:
             allocated += sum(bind(snapshot, demand, decision).share_milli)
-    return 100.0 * (total - allocated) / total, policy.excluded_decisions
+    return 100.0 * (total - allocated) / total, policy.excluded_decisions, policy.refused
 
 
 def main() -> None:
@@ -98,10 +101,10 @@ def main() -> None:
     pods = alibaba.read_pods(args.trace_dir / f"openb_pod_list_{args.trace}.csv")
     values = []
     for seed in parse_seeds(args.seeds):
-        value, excluded = unallocated_at_100(nodes, pods, seed, args)
+        value, excluded, refused = unallocated_at_100(nodes, pods, seed, args)
         values.append(value)
-        print(f"{args.trace} seed {seed}: {value:.3f}% unallocated at 100% ({excluded} decisions excluded nodes)",
-              flush=True)
+        print(f"{args.trace} seed {seed}: {value:.3f}% unallocated at 100%; {excluded} decisions excluded nodes, "
+              f"{refused} pods refused although they fit", flush=True)
     print(f"{args.trace} gate {args.gate} cpu-scale {args.cpu_scale} steer-only {args.steer_only}: "
           f"mean {np.mean(values):.3f}% (from {min(values):.3f} to {max(values):.3f})")
 
