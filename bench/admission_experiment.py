@@ -13,16 +13,10 @@ The KPI is read at the 100% mark, where the run stops.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import numpy as np
+from trace_runs import seeded_runs, trace_parser, unallocated_at_100
 
-from gpuplace.cli.sim import parse_seeds
-from gpuplace.core import simulator
-from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.model import MILLI_PER_GPU
-from gpuplace.traces import alibaba
 
 MIN_SHARE_MILLI = 700
 
@@ -71,40 +65,18 @@ class KeepWholeGpus:
         return self.base.choose_gpus(snapshot, demand, node)
 
 
-def unallocated_at_100(nodes, pods, seed: int, args) -> tuple[float, int, int]:
-    run = simulator.prepare(nodes, pods, "gpuplace", seed)
-    snapshot, total = run.snapshot, run.snapshot.total_gpu_milli
-    policy = KeepWholeGpus(run.placer, total, args.gate, args.cpu_scale, args.steer_only)
-    arrived = allocated = 0
-    demands: dict = {}
-    for index in run.sequence:
-        if arrived + run.requested[index] > total:
-            break
-        arrived += run.requested[index]
-        demand = simulator._demand(run.pods[index], snapshot, demands)
-        decision = decide(snapshot, demand, policy)
-        if decision.scheduled:
-            allocated += sum(bind(snapshot, demand, decision).share_milli)
-    return 100.0 * (total - allocated) / total, policy.excluded_decisions, policy.refused
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", default="default")
-    parser.add_argument("--seeds", default="42-51")
-    parser.add_argument("--trace-dir", type=Path, default=Path("../shared/traces/alibaba-gpu-v2023"))
+    parser = trace_parser(__doc__.splitlines()[0])
     parser.add_argument("--gate", type=float, default=0.6, help="allocated share from which the rule applies")
     parser.add_argument("--cpu-scale", type=float, default=1.0, help="times the mean CPU per GPU of whole-GPU pods")
     parser.add_argument("--steer-only", action="store_true", help="never refuse a pod that fits somewhere")
     args = parser.parse_args()
-    nodes = alibaba.read_nodes(args.trace_dir / "openb_node_list_gpu_node.csv")
-    pods = alibaba.read_pods(args.trace_dir / f"openb_pod_list_{args.trace}.csv")
     values = []
-    for seed in parse_seeds(args.seeds):
-        value, excluded, refused = unallocated_at_100(nodes, pods, seed, args)
-        values.append(value)
-        print(f"{args.trace} seed {seed}: {value:.3f}% unallocated at 100%; {excluded} decisions excluded nodes, "
-              f"{refused} pods refused although they fit", flush=True)
+    for seed, run in seeded_runs(args):
+        policy = KeepWholeGpus(run.placer, run.snapshot.total_gpu_milli, args.gate, args.cpu_scale, args.steer_only)
+        values.append(unallocated_at_100(run, policy))
+        print(f"{args.trace} seed {seed}: {values[-1]:.3f}% unallocated at 100%; {policy.excluded_decisions} "
+              f"decisions excluded nodes, {policy.refused} pods refused although they fit", flush=True)
     print(f"{args.trace} gate {args.gate} cpu-scale {args.cpu_scale} steer-only {args.steer_only}: "
           f"mean {np.mean(values):.3f}% (from {min(values):.3f} to {max(values):.3f})")
 

@@ -13,18 +13,13 @@ The KPI is unallocated GPU % at the 100% mark (the run stops there), mean over t
 
 from __future__ import annotations
 
-import argparse
 from contextlib import ExitStack
-from pathlib import Path
 from unittest import mock
 
 import numpy as np
+from trace_runs import seeded_runs, trace_parser, unallocated_at_100
 
-from gpuplace.cli.sim import parse_seeds
-from gpuplace.core import simulator
-from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.policies.gpuplace import hole_loss, node_waste, policy
-from gpuplace.traces import alibaba
 
 
 def _no_loss(self, gpu_type_id, share_milli, free_share_milli):
@@ -49,39 +44,18 @@ VARIANTS = {
 }
 
 
-def unallocated_at_100(nodes, pods, seed: int) -> float:
-    run = simulator.prepare(nodes, pods, "gpuplace", seed)
-    snapshot, total = run.snapshot, run.snapshot.total_gpu_milli
-    arrived = allocated = 0
-    demands: dict = {}
-    for index in run.sequence:
-        if arrived + run.requested[index] > total:
-            break
-        arrived += run.requested[index]
-        demand = simulator._demand(run.pods[index], snapshot, demands)
-        decision = decide(snapshot, demand, run.placer)
-        if decision.scheduled:
-            allocated += sum(bind(snapshot, demand, decision).share_milli)
-    return 100.0 * (total - allocated) / total
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", default="default")
-    parser.add_argument("--seeds", default="42-51")
-    parser.add_argument("--trace-dir", type=Path, default=Path("../shared/traces/alibaba-gpu-v2023"))
+    parser = trace_parser(__doc__.splitlines()[0])
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args()
     names = [v.strip() for v in args.variants.split(",")]
     if unknown := [v for v in names if v not in VARIANTS]:
         raise SystemExit(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
-    nodes = alibaba.read_nodes(args.trace_dir / "openb_node_list_gpu_node.csv")
-    pods = alibaba.read_pods(args.trace_dir / f"openb_pod_list_{args.trace}.csv")
     for name in names:
         with ExitStack() as patches:
             for patch in VARIANTS[name]:
                 patches.enter_context(patch)
-            values = [unallocated_at_100(nodes, pods, seed) for seed in parse_seeds(args.seeds)]
+            values = [unallocated_at_100(run) for _, run in seeded_runs(args)]
         print(f"{args.trace} {name}: mean {np.mean(values):.3f}% (from {min(values):.3f} to {max(values):.3f})",
               flush=True)
 

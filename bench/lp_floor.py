@@ -16,40 +16,37 @@ never refuses a shared pod while one fits somewhere (it says what lone 810m pods
 
 from __future__ import annotations
 
-import argparse
 import collections
-from pathlib import Path
 
 import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import lil_matrix
+from trace_runs import arrivals_to_100, seeded_runs, trace_parser
 
-from gpuplace.cli.sim import parse_seeds
 from gpuplace.core import simulator
 from gpuplace.core.model import MILLI_PER_GPU
-from gpuplace.traces import alibaba
+from gpuplace.core.snapshot import ClusterSnapshot
 
 GRID_MILLI = 10
 
 
-def arrived_shapes(nodes, pods, seed: int) -> tuple[collections.Counter, int]:
-    """(cpu, memory, GPU request) -> pods of that shape arriving by the 100% mark; and the cluster's milli-GPU."""
-    run = simulator.prepare(nodes, pods, "fgd", seed)
-    total, arrived, shapes = run.snapshot.total_gpu_milli, 0, collections.Counter()
-    for index in run.sequence:
-        if arrived + run.requested[index] > total:
-            break
-        arrived += run.requested[index]
+def arrived_shapes(run: simulator.Prepared) -> collections.Counter:
+    """(cpu, memory, GPU request) -> pods of that shape arriving by the 100% mark."""
+    shapes: collections.Counter = collections.Counter()
+    for index in arrivals_to_100(run):
         pod = run.pods[index]
         if pod.gpu.needs_gpu and pod.gpu.share_milli is None:
             raise SystemExit("GPU memory requests are not modelled by this bound")
         shapes[(pod.cpu_milli, pod.memory_mib, pod.gpu)] += 1
-    return shapes, total
+    return shapes
 
 
-def floor_pct(nodes, shapes: collections.Counter, total_milli: int, *, place_shared: bool) -> float:
-    kinds = collections.Counter((n.cpu_milli, n.memory_mib, n.gpus[0].model, len(n.gpus)) for n in nodes)
-    kinds = sorted(kinds.items())
+def floor_pct(snapshot: ClusterSnapshot, shapes: collections.Counter, *, place_shared: bool) -> float:
+    kinds = sorted(collections.Counter(
+        (int(snapshot.cpu_capacity_milli[n]), int(snapshot.memory_capacity_mib[n]),
+         snapshot.gpu_types[snapshot.gpu_type_id[n]].model, int(snapshot.gpu_count[n])) for n in range(snapshot.n_nodes)
+    ).items())
+    total_milli = snapshot.total_gpu_milli
     shapes = list(shapes.items())
     sizes = sorted({g.share_milli for (_, _, g), _ in shapes if g.needs_gpu and g.share_milli < MILLI_PER_GPU})
     size_row = {s: i for i, s in enumerate(sizes)}
@@ -162,18 +159,12 @@ def _single(row: int, count: int, n_sizes: int) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", default="default")
-    parser.add_argument("--seeds", default="42-51")
-    parser.add_argument("--trace-dir", type=Path, default=Path("../shared/traces/alibaba-gpu-v2023"))
+    parser = trace_parser(__doc__.splitlines()[0])
     parser.add_argument("--place-shared", action="store_true", help="every shared one-GPU pod must be placed")
     args = parser.parse_args()
-    nodes = alibaba.read_nodes(args.trace_dir / "openb_node_list_gpu_node.csv")
-    pods = alibaba.read_pods(args.trace_dir / f"openb_pod_list_{args.trace}.csv")
     floors = []
-    for seed in parse_seeds(args.seeds):
-        shapes, total = arrived_shapes(nodes, pods, seed)
-        floors.append(floor_pct(nodes, shapes, total, place_shared=args.place_shared))
+    for seed, run in seeded_runs(args, policy="fgd"):
+        floors.append(floor_pct(run.snapshot, arrived_shapes(run), place_shared=args.place_shared))
         print(f"{args.trace} seed {seed}: floor {floors[-1]:.3f}% unallocated", flush=True)
     print(f"{args.trace} mean floor {np.mean(floors):.3f}% (from {min(floors):.3f} to {max(floors):.3f})")
 
