@@ -182,6 +182,12 @@ class FakeStateRepository:
     async def add_decision(self, decision: Mapping[str, Any]) -> None:
         self.t["decisions"].append(dict(decision))
 
+    async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> dict[str, Any] | None:
+        for decision in reversed(self.t["decisions"]):  # appended in commit order
+            if decision["cluster"] == cluster and decision["pod_uid"] == pod_uid and decision["kind"] in kinds:
+                return copy.deepcopy(decision)
+        return None
+
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
         self.t["outbox"].append({"id": len(self.t["outbox"]) + 1, "topic": topic, "key": key,
                                  "payload": payload_json, "published_at": None})

@@ -28,6 +28,11 @@ def pod_row(uid: str, name: str | None = None) -> dict[str, Any]:
             "memory_mib": 1024, "deadline_ms": 80.0, "frame_rate_hz": 12.5, "workload": "slam", "owner": None}
 
 
+def decision_row(decision_id: str, pod_uid: str, kind: str, reasons: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"id": decision_id, "cluster": CLUSTER, "namespace": "ns", "pod": f"pod-{pod_uid}", "pod_uid": pod_uid,
+            "kind": kind, "node": "n1", "gpus": [], "policy": "bestfit", "reasons": reasons or {}}
+
+
 class UnitOfWorkContract:
     """Subclasses define `make_uow_factory()` (sync or async): a fresh, empty store's unit-of-work factory."""
 
@@ -151,3 +156,20 @@ class UnitOfWorkContract:
             assert await uow.state.load_latency_model("fleet", for_update=True) == {"classes": {"slam": [2.0, 0.5]}}
             others = await uow.state.co_runners(CLUSTER, "n1", 0, exclude_uid="a")
             assert [(r["uid"], r["frame_rate_hz"], r["workload"]) for r in others] == [("b", 12.5, "slam")]
+
+    async def test_the_latest_decision_of_some_kinds_for_a_pod(self) -> None:
+        uow_factory = await self._seeded()
+        for i, (uid, kind) in enumerate([("a", "decided"), ("a", "defrag_planned"), ("b", "defrag_planned"),
+                                         ("a", "defrag_aborted"), ("a", "bound")]):
+            async with uow_factory() as uow:  # one transaction each, as their writers do
+                await uow.state.add_decision(decision_row(f"d{i}", uid, kind, {"plan": f'{{"n":{i}}}'}))
+                await uow.commit()
+        plans = ("defrag_planned", "defrag_completed", "defrag_aborted")
+        async with uow_factory() as uow:
+            latest = await uow.state.latest_decision(CLUSTER, "a", plans)
+            assert latest is not None and (latest["id"], latest["kind"]) == ("d3", "defrag_aborted")
+            assert latest["reasons"] == {"plan": '{"n":3}'}
+            planned = await uow.state.latest_decision(CLUSTER, "b", plans)
+            assert planned is not None and planned["id"] == "d2"
+            assert await uow.state.latest_decision(CLUSTER, "a", ("evicted",)) is None
+            assert await uow.state.latest_decision(CLUSTER, "c", plans) is None

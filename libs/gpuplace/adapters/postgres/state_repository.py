@@ -198,6 +198,18 @@ class StateRepository:
     async def add_decision(self, decision: Mapping[str, Any]) -> None:
         await self._conn.execute(insert(decisions).values(**decision))
 
+    async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
+        """The pod's most recent decision of one of `kinds`, None if it has none.
+
+        Decisions are ordered by their transaction's time, so ask only about kinds that are written in
+        separate transactions (as a plan's `defrag_planned` and its outcome are).
+        """
+        result = await self._conn.execute(select(decisions).where(
+            decisions.c.cluster == cluster, decisions.c.pod_uid == pod_uid, decisions.c.kind.in_(kinds))
+            .order_by(decisions.c.created_at.desc()).limit(1))
+        row = result.first()
+        return row._mapping if row else None
+
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
         await self._conn.execute(insert(outbox).values(topic=topic, key=key, payload=json.loads(payload_json)))
 
