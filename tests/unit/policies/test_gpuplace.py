@@ -116,6 +116,19 @@ def test_memory_requests_on_mixed_models_take_a_gpu_with_the_memory_free():
     bind(snapshot, demand, decision)  # raises if memory were over-committed
 
 
+def test_score_tables_stay_bounded_when_requests_never_repeat(monkeypatch):
+    # each perception pod asks its own MiB: one score table per request would grow with every pod served
+    monkeypatch.setattr("gpuplace.core.policies.gpuplace.policy.MAX_TABLES", 3)
+    snapshot = ClusterSnapshot([make_node(f"n{i}").cpu(64).gpus(4, "A100", 40960).build() for i in range(3)])
+    policy = Gpuplace(PolicyContext())
+    for i in range(10):
+        demand = resolve(make_pod(f"p{i}").cpu(2).gpu_memory_mib(4000 + 100 * i).build(), snapshot)
+        decision = decide(snapshot, demand, policy)
+        bind(snapshot, demand, decision)  # raises on an over-commit
+        assert len(policy._tables) <= 3
+    assert snapshot.allocated_gpu_milli > 0
+
+
 def test_the_context_workload_is_not_needed():
     snapshot = ClusterSnapshot([make_node("n").gpus(2).build()])
     pod = make_pod("p").gpu_share(500).build()

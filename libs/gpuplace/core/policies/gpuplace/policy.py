@@ -43,6 +43,9 @@ POOL_CHECK_PODS = 256
 """Pods between looks at the shapes' node pools (each look costs one pass over the nodes)."""
 LOSS_WEIGHT = 1e7
 """One milli-GPU of hole loss outweighs any node-waste growth (W is bounded by a node's GPUs x shape reach)."""
+MAX_TABLES = 4096
+"""Score tables kept, one per distinct request; past it they are all dropped. Memory requests rarely repeat (each
+perception pod asks its own MiB), so without a bound a long-running service would keep a table per pod."""
 
 
 class Gpuplace(DefaultSteps):
@@ -157,11 +160,16 @@ class Gpuplace(DefaultSteps):
     def _forget_scores(self) -> None:
         """Drop everything computed with the old measure or for the old state ids."""
         self._terms.forget(self._waste_measure)
+        self._forget_tables()
+
+    def _forget_tables(self) -> None:
         self._tables.clear()
         self._holes.clear()
 
     def _table(self, key: tuple, n_states: int) -> tuple[np.ndarray, np.ndarray]:
         table = self._tables.get(key)
+        if table is None and len(self._tables) >= MAX_TABLES:
+            self._forget_tables()
         if table is None or len(table) < n_states:
             self._tables[key] = table = _grown(table, n_states)
             self._holes[key] = _grown(self._holes.get(key), n_states)
@@ -245,4 +253,4 @@ def _grown(table: np.ndarray | None, size: int) -> np.ndarray:
     return grown
 
 
-__all__ = ["DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "LOSS_WEIGHT", "NAME"]
+__all__ = ["DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "LOSS_WEIGHT", "MAX_TABLES", "NAME"]
