@@ -11,16 +11,22 @@ keeps every promise (DESIGN §6):
    Victims already evicted keep their promises: their replacements were promised a place;
 4. once the victims are gone, the beneficiary is bound (`defrag_completed`).
 The replacement pod a controller creates adopts its owner's promise (PlacementService._adopt_promise).
+
+A process that dies between 1 and 4 leaves a `reserved` beneficiary on GPUs victims may still run on.
+`defrag_planned` therefore carries the plan in machine-readable form (reasons["plan"]), and `recover()`
+settles such plans from it before the restarted process binds anything: completed if every victim is
+gone, aborted as in 3 otherwise. Evictions are not resumed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from gpuplace.core.defrag import planner
@@ -29,6 +35,9 @@ from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stre
 from gpuplace.usecases.ports import GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
+PLAN_KEY = "plan"  # the reasons entry of `defrag_planned` that recover() reads back
+RESTARTED = "placement restarted mid-plan"
+_PLAN_KINDS = ("defrag_planned", "defrag_completed", "defrag_aborted")
 
 
 class EvictingApi(Protocol):
@@ -53,6 +62,22 @@ class DefragSettings:
     restart_s: float = 30.0  # assumed restart time of a moved pod (the planner's cost)
     eviction_wait_s: float = 120.0  # how long evicted pods may take to go before the plan is abandoned
 
+
+@dataclass(frozen=True)
+class _Victim:
+    """One pod a plan evicts, as `defrag_planned` records it: all an abort needs to undo the move, so that
+    a restarted process, which lost the planner's RunningPods, can undo it too."""
+
+    uid: str
+    namespace: str
+    name: str
+    from_node: str  # where it ran: an abort gives it these GPUs back
+    from_gpu_indices: tuple[int, ...]
+    share_milli: int  # per GPU it held there
+    memory_mib: int  # per GPU it held there
+    cpu_milli: int
+    pod_memory_mib: int
+    promise: str  # uid of the `promised` row its replacement adopts
 
 
 class Defragmenter:
@@ -87,14 +112,14 @@ class Defragmenter:
                 plan, running = await self._plan(view, row)
                 if not isinstance(plan, Plan) or not plan.moves:
                     return plan
-                promises = await self._reserve(row, plan, running)
-                if promises is None:
+                victims = await self._reserve(row, plan, running)
+                if victims is None:
                     return None
                 await self._host.reread(cluster)
             evicted, refusal = await self._evict_all(row, plan, running)
             if refusal:
                 async with lock:
-                    await self._abort(row, plan, running, promises, evicted, reason=refusal)
+                    await self._abort(row, victims, evicted, reason=refusal)
                     await self._host.reread(cluster)
                 return plan
             await self._wait_gone(row, plan, running)
@@ -127,13 +152,14 @@ class Defragmenter:
                               history, self._clock())
         return result, running
 
-    async def _reserve(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> list[str] | None:
+    async def _reserve(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> list[_Victim] | None:
         """Step 1, one transaction: victims' places promised at their targets, the beneficiary reserved.
 
-        Returns the promise uids (one per move, in order), or None when the plan no longer fits.
+        Returns the victims (one per move, in order, with their promises), or None when the plan no longer fits.
         """
         cluster, plan_id = row["cluster"], uuid.uuid4().hex[:12]
         promises = [f"promise-{plan_id}-{i}" for i in range(len(plan.moves))]
+        victims: list[_Victim] = []
         async with self._uow_factory() as uow:
             current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
             if current is None or current["state"] not in ("pending", "unschedulable"):
@@ -148,6 +174,11 @@ class Defragmenter:
                                                          "owner")},
                            "cluster": cluster, "uid": promises[i], "name": promises[i], "state": "promised"}
                 await uow.state.upsert_pod(promise)
+                victims.append(_Victim(
+                    uid=move.uid, namespace=victim_row["namespace"], name=victim_row["name"],
+                    from_node=victim.node_name, from_gpu_indices=victim.gpu_indices, share_milli=victim.share_milli,
+                    memory_mib=victim.memory_mib, cpu_milli=victim.pod.cpu_milli,
+                    pod_memory_mib=victim.pod.memory_mib, promise=promises[i]))
                 refusal = await uow.state.reserve(
                     cluster=cluster, pod_uid=promise["uid"], node=move.to_node,
                     grants=[GpuGrant(g, move.memory_mib, move.share_milli) for g in move.to_gpu_indices],
@@ -164,9 +195,10 @@ class Defragmenter:
                 return None
             await uow.state.set_pod_state(cluster, row["uid"], "reserved", node=plan.node,
                                           reason=f"awaiting {len(plan.moves)} eviction(s)")
-            await self._host.record(uow, row, "defrag_planned", node=plan.node, reasons=_plan_reasons(plan))
+            await self._host.record(uow, row, "defrag_planned", node=plan.node,
+                                    reasons=_plan_reasons(plan, plan_id, victims))
             await self._host.commit(uow)
-        return promises
+        return victims
 
     # -- evicting ------------------------------------------------------------------------------------------
     async def _evict_all(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> tuple[list[str], str]:
@@ -199,35 +231,81 @@ class Defragmenter:
         for move in plan.moves:
             victim_row = await self._pod_row(row["cluster"], move.uid)
             while self._clock() < deadline:
-                live = await api.read_pod(victim_row["namespace"], victim_row["name"])
-                if live is None or live.get("metadata", {}).get("uid") not in (None, move.uid):
+                if _is_gone(await api.read_pod(victim_row["namespace"], victim_row["name"]), move.uid):
                     break
                 await asyncio.sleep(0.2)
 
-    async def _abort(self, row: Row, plan: Plan, running: dict[str, RunningPod], promises: list[str],
-                     evicted: list[str], *, reason: str) -> None:
-        """Step 3: every reservation not yet used is released; evicted victims keep their promises."""
+    async def _abort(self, row: Row, victims: Sequence[_Victim], gone: Collection[str], *, reason: str) -> None:
+        """Step 3, one transaction: every reservation not yet used is released. Victims still running get
+        their GPUs back and lose their promises; victims in `gone` (evicted) keep theirs. Shared by a
+        refused eviction (relieve) and a plan a restart interrupted (recover)."""
         cluster = row["cluster"]
         async with self._uow_factory() as uow:
             await uow.state.release(cluster, row["uid"], cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"])
             await uow.state.set_pod_state(cluster, row["uid"], "unschedulable", node=None,
                                           reason=f"defrag aborted: {reason}")
-            for move, promise_uid in zip(plan.moves, promises, strict=True):
-                if move.uid in evicted:
+            for victim in victims:
+                if victim.uid in gone:
                     continue
-                victim = running[move.uid]
-                await uow.state.release(cluster, promise_uid, cpu_milli=victim.pod.cpu_milli,
-                                        memory_mib=victim.pod.memory_mib)
-                await uow.state.delete_pod(cluster, promise_uid)
+                await uow.state.release(cluster, victim.promise, cpu_milli=victim.cpu_milli,
+                                        memory_mib=victim.pod_memory_mib)
+                await uow.state.delete_pod(cluster, victim.promise)
                 refusal = await uow.state.reserve(
-                    cluster=cluster, pod_uid=move.uid, node=victim.node_name,
-                    grants=[GpuGrant(g, victim.memory_mib, victim.share_milli) for g in victim.gpu_indices],
-                    cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id="defrag-abort")
+                    cluster=cluster, pod_uid=victim.uid, node=victim.from_node,
+                    grants=[GpuGrant(g, victim.memory_mib, victim.share_milli) for g in victim.from_gpu_indices],
+                    cpu_milli=victim.cpu_milli, memory_mib=victim.pod_memory_mib, decision_id="defrag-abort")
                 if refusal:  # cannot happen: the beneficiary's hold on those GPUs was released above
-                    raise RuntimeError(f"abort could not give {move.uid} its GPUs back: {refusal}")
-            await self._host.record(uow, row, "defrag_aborted", reasons={"reason": reason,
-                                                                         "evicted": str(len(evicted))})
+                    raise RuntimeError(f"abort could not give {victim.uid} its GPUs back: {refusal}")
+            await self._host.record(uow, row, "defrag_aborted", reasons={
+                "reason": reason, "evicted": str(sum(v.uid in gone for v in victims))})
             await self._host.commit(uow)
+
+    # -- after a restart -----------------------------------------------------------------------------------
+    async def recover(self, cluster: str) -> int:
+        """Settle the plans a previous process left half done; returns how many there were.
+
+        PlacementService._resume calls this before it binds the cluster's reserved pods, so that no
+        beneficiary is bound on GPUs a victim still runs on. A plan is interrupted when its beneficiary is
+        still `reserved` and the pod's latest defrag decision is `defrag_planned`. If every victim is gone,
+        only the bind was left: `defrag_completed` is recorded and the caller binds the pod as it binds any
+        reserved pod. Otherwise the plan is aborted as a refusal aborts it. Evictions are not resumed: the
+        process that planned them is gone, and the pod asks again when it is retried.
+        """
+        async with self._uow_factory() as uow:
+            interrupted = []
+            for row in await uow.state.pods_in_state(cluster, ("reserved",)):
+                latest = await uow.state.latest_decision(cluster, row["uid"], _PLAN_KINDS)
+                if latest is not None and latest["kind"] == "defrag_planned":
+                    interrupted.append((row, _recorded_victims(latest)))
+        for row, victims in interrupted:
+            if victims is None:  # planned before plans were recorded: who to give GPUs back to is unknown
+                await self._abort(row, (), (), reason=f"{RESTARTED}; its moves were not recorded")
+                continue
+            gone = {v.uid for v in victims if await self._gone(cluster, v)}
+            if len(gone) < len(victims):
+                await self._abort(row, victims, gone, reason=RESTARTED)
+                continue
+            async with self._uow_factory() as uow:
+                await self._host.record(uow, row, "defrag_completed", node=row["node"],
+                                        reasons={"moves": str(len(victims)), "recovered": RESTARTED})
+                await self._host.commit(uow)
+        return len(interrupted)
+
+    async def _gone(self, cluster: str, victim: _Victim) -> bool:
+        """The victim's pod has left: deleted as the state saw it, or as the API answers (as _wait_gone).
+
+        A read that fails counts as present: an abort is always safe, a bind over a running victim is not.
+        """
+        async with self._uow_factory() as uow:
+            row = await uow.state.get_pod(cluster, victim.uid)
+        if row is None or row["state"] == "deleted":  # its GPUs were already released: never give them back
+            return True
+        try:
+            live = await self._apis[cluster].read_pod(victim.namespace, victim.name)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            log.warning("cannot tell whether %s/%s is gone: %s", victim.namespace, victim.name, exc)
+            return False
+        return _is_gone(live, victim.uid)
 
     async def _pod_row(self, cluster: str, uid: str) -> Row:
         async with self._uow_factory() as uow:
@@ -236,10 +314,28 @@ class Defragmenter:
         return found
 
 
-def _plan_reasons(plan: Plan) -> dict[str, str]:
+def _plan_reasons(plan: Plan, plan_id: str, victims: Sequence[_Victim]) -> dict[str, str]:
+    """For people: the moves, the cost and the planner's reasons. For recover(): PLAN_KEY, as JSON."""
     moves = "; ".join(f"{m.uid} {m.from_node}{list(m.from_gpu_indices)} -> {m.to_node}{list(m.to_gpu_indices)}"
                       for m in plan.moves)
-    return {"moves": moves, "cost": f"{plan.cost:.1f}", **{f"why{i}": r for i, r in enumerate(plan.reasons)}}
+    record = json.dumps({"plan_id": plan_id, "victims": [asdict(v) for v in victims]}, separators=(",", ":"))
+    return {"moves": moves, "cost": f"{plan.cost:.1f}", **{f"why{i}": r for i, r in enumerate(plan.reasons)},
+            PLAN_KEY: record}
+
+
+def _recorded_victims(planned: Row) -> list[_Victim] | None:
+    """The victims a `defrag_planned` decision recorded; None when it recorded none readable."""
+    try:
+        record = json.loads(planned["reasons"][PLAN_KEY])
+        return [_Victim(**{**v, "from_gpu_indices": tuple(v["from_gpu_indices"])}) for v in record["victims"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        log.warning("defrag plan of %s is not readable: %r", planned["pod_uid"], exc)
+        return None
+
+
+def _is_gone(live: Mapping[str, Any] | None, uid: str) -> bool:
+    """The API's answer for a pod's name says the pod `uid` has left (another pod may have taken the name)."""
+    return live is None or live.get("metadata", {}).get("uid") not in (None, uid)
 
 
 __all__ = ["Defragmenter", "DefragSettings"]

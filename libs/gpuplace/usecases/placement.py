@@ -367,7 +367,14 @@ class PlacementService:
         state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders, model)
 
     async def _resume(self, state: _Cluster) -> None:
-        """After a restart: waiting pods go back in the queue; reserved-but-unbound pods are bound again."""
+        """After a restart: waiting pods go back in the queue; reserved-but-unbound pods are bound again.
+
+        Defragmentation plans the last process left half done are settled first (Defragmenter.recover):
+        their beneficiaries come out completed, bound below, or aborted, back in the queue; never bound
+        while a victim may still run on their GPUs.
+        """
+        if self._defrag is not None and await self._defrag.recover(state.view.cluster):
+            await self._rehydrate(state)
         async with self._uow_factory() as uow:
             rows = await uow.state.pods_in_state(state.view.cluster, ("pending", "unschedulable", "reserved"))
         for row in rows:

@@ -1,6 +1,9 @@
-"""The defragmentation executor on in-memory ports: reserve first, evict, adopt the promise, or abort."""
+"""The defragmentation executor on in-memory ports: reserve first, evict, adopt the promise, or abort;
+and, after a restart mid-plan, complete or abort the plan from what the state recorded."""
 
+import asyncio
 import json
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -13,16 +16,42 @@ from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
 A100 = {"model": "NVIDIA-A100-SXM4-40GB", "gpu_memory_mib": 40960}
 
 
-async def fragmented_fleet(refuse: bool = False):
-    """Three one-GPU nodes whose free memory (7384, 7384, 10960 MiB) adds up to far more than 12000 MiB,
-    but no GPU has 12000 MiB free: moving the 9000 MiB victim from n1 to n3 opens a 16384 MiB hole."""
-    uow_factory, api = FakeUnitOfWorkFactory(), FakeClusterApi()
-    if refuse:
-        api.refuse_eviction.add("victim-0")
+@dataclass
+class DyingApi(FakeClusterApi):
+    """The placement process dies inside its first call of `die_in` ("evict", "read_pod"): it never returns."""
+
+    die_in: str = ""
+    died: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def evict(self, namespace, name, uid=None):
+        if self.die_in == "evict":
+            await self._die()
+        return await super().evict(namespace, name, uid)
+
+    async def read_pod(self, namespace, name):
+        if self.die_in == "read_pod":
+            await self._die()
+        return await super().read_pod(namespace, name)
+
+    async def _die(self):
+        self.died.set()
+        await asyncio.Event().wait()
+
+
+def service(uow_factory, api):
     decide = decider("bestfit")
-    placement = PlacementService(
+    return PlacementService(
         uow_factory, {"east": api}, decide, policy="bestfit",
         defrag=lambda host: Defragmenter(uow_factory, {"east": api}, host, decide.planner_policy))
+
+
+async def fragmented_fleet(refuse: bool = False, api: FakeClusterApi | None = None):
+    """Three one-GPU nodes whose free memory (7384, 7384, 10960 MiB) adds up to far more than 12000 MiB,
+    but no GPU has 12000 MiB free: moving the 9000 MiB victim from n1 to n3 opens a 16384 MiB hole."""
+    uow_factory, api = FakeUnitOfWorkFactory(), api or FakeClusterApi()
+    if refuse:
+        api.refuse_eviction.add("victim-0")
+    placement = service(uow_factory, api)
     victim = pod_event("victim-0", memory_mib=9000, priority=0, deadline_ms=100.0)
     victim = victim.model_copy(update={"owner": "ReplicaSet/victim"})
     await placement.on_node(node_event("n1", gpus=1))
@@ -84,3 +113,83 @@ async def test_a_pod_below_the_priority_floor_triggers_no_moves(priority):
     await placement.on_pod(pod_event("meh", memory_mib=12000, priority=priority, deadline_ms=33.0))
     await placement.drain()
     assert api.evicted == [] and "defrag_planned" not in kinds(uow_factory)
+
+
+async def restarted_mid_plan(die_in: str):
+    """The fragmented fleet, an urgent pod that needs a move, and the placement process killed inside its
+    first `die_in` call of the plan; returns the state, the API (no longer dying) and a restarted service
+    that has loaded the cluster."""
+    api = DyingApi(die_in=die_in)
+    uow_factory, api, placement, victim = await fragmented_fleet(api=api)
+    before = assigned(uow_factory)
+    await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))
+    await api.died.wait()
+    for task in list(placement._defrag_tasks):
+        task.cancel()
+    await placement.drain()
+    api.die_in = ""
+    restarted = service(uow_factory, api)
+    await restarted.reread("east")  # the first look at the cluster resumes it
+    await restarted.drain()
+    return uow_factory, api, restarted, victim, before
+
+
+def pod_named(uow_factory, name):
+    return next(p for p in uow_factory.db.pods.values() if p["name"] == name)
+
+
+async def test_a_restart_before_any_eviction_aborts_the_plan_and_gives_the_victim_its_gpu_back():
+    uow_factory, api, restarted, victim, before = await restarted_mid_plan("evict")
+    assert api.evicted == [] and ("robots", "urgent") not in api.bound
+    assert kinds(uow_factory)[-3:] == ["unschedulable", "defrag_planned", "defrag_aborted"]
+    assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"] == {
+        "reason": "placement restarted mid-plan", "evicted": "0"}
+    assert assigned(uow_factory) == before  # the promise and the beneficiary's reservation are released
+    assert {a["node"]: a["gpu_index"] for a in uow_factory.db.allocations.values()
+            if a["pod_uid"] == victim.uid} == {"n1": 0}  # on its old GPU, and nowhere else
+    assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+    urgent = pod_named(uow_factory, "urgent")
+    assert urgent["state"] == "unschedulable" and "placement restarted mid-plan" in urgent["reason"]
+
+    # back in the queue: placed when room arrives, without a move
+    await restarted.on_node(node_event("n4", gpus=1, **A100))
+    await restarted.drain()
+    assert api.bound[("robots", "urgent")] == "n4" and api.evicted == []
+
+
+async def test_a_restart_after_every_eviction_completes_the_plan_and_binds_once():
+    uow_factory, api, restarted, victim, _ = await restarted_mid_plan("read_pod")
+    assert api.evicted == ["victim-0"]
+    assert kinds(uow_factory)[-5:] == ["unschedulable", "defrag_planned", "evicted", "defrag_completed", "bound"]
+    assert api.bound[("robots", "urgent")] == "n1"
+    assert [d["kind"] for d in uow_factory.db.decisions if d["pod"] == "urgent"].count("bound") == 1
+    assert assigned(uow_factory) == {"n1": 12000, "n2": 9000, "n3": 39000}
+    promised = [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+    assert [p["owner"] for p in promised] == ["ReplicaSet/victim"]  # kept for the victim's replacement
+
+    await restarted.on_pod(pod_event("victim-0", uid=victim.uid, kind="deleted"))
+    replacement = pod_event("victim-1", memory_mib=9000, priority=0).model_copy(update={"owner": "ReplicaSet/victim"})
+    await restarted.on_pod(replacement)
+    await restarted.drain()
+    assert api.bound[("robots", "victim-1")] == "n3"
+    assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+
+
+async def test_a_reserved_pod_no_plan_holds_is_still_bound_on_resume():
+    class HangingApi(FakeClusterApi):
+        async def bind(self, *args, **kwargs):
+            await asyncio.Event().wait()  # the process dies while the bind is in flight
+
+    uow_factory, api = FakeUnitOfWorkFactory(), FakeClusterApi()
+    crashed = service(uow_factory, HangingApi())
+    await crashed.on_node(node_event("n1"))
+    await crashed.on_pod(pod_event("survivor", priority=100))
+    for task in list(crashed._binds):
+        task.cancel()
+    assert pod_named(uow_factory, "survivor")["state"] == "reserved"
+
+    restarted = service(uow_factory, api)
+    await restarted.reread("east")
+    await restarted.drain()
+    assert api.bound == {("robots", "survivor"): "n1"}
+    assert kinds(uow_factory) == ["decided", "bound"]
