@@ -185,8 +185,9 @@ class PlacementService:
             async with self._uow_factory() as uow:
                 current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
                 if current is None or current["state"] not in ("pending", "unschedulable"):
-                    state.waiting.pop(row["uid"], None)
-                    return  # placed by an earlier delivery, or gone
+                    if current is None or not self._plan_holds(current):  # a plan may abort: its pod waits again
+                        state.waiting.pop(row["uid"], None)
+                    return  # placed by an earlier delivery, reserved by a plan in flight, or gone
                 outcome = await self._decide_and_reserve(uow, state, current)
                 if outcome is not _CONFLICT:
                     await self._commit(uow)

@@ -38,6 +38,19 @@ class DyingApi(FakeClusterApi):
         await asyncio.Event().wait()
 
 
+@dataclass
+class PdbAfterAWhileApi(FakeClusterApi):
+    """Evictions wait for `answer` to be set, then a PodDisruptionBudget refuses them (429)."""
+
+    asked: asyncio.Event = field(default_factory=asyncio.Event)
+    answer: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def evict(self, namespace, name, uid=None):
+        self.asked.set()
+        await self.answer.wait()
+        return "refused"
+
+
 def service(uow_factory, api):
     decide = decider("bestfit")
     return PlacementService(
@@ -105,6 +118,21 @@ async def test_a_move_the_budget_forbids_is_aborted_and_every_reservation_releas
     assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
     urgent = next(p for p in uow_factory.db.pods.values() if p["name"] == "urgent")
     assert urgent["state"] == "unschedulable" and "PodDisruptionBudget" in urgent["reason"]
+
+
+async def test_a_pod_whose_plan_aborts_after_the_queue_was_retried_waits_again():
+    # the queue is retried (a node changes) while the plan's eviction is in flight; the plan then aborts
+    api = PdbAfterAWhileApi()
+    uow_factory, api, placement, _ = await fragmented_fleet(api=api)
+    await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))
+    await api.asked.wait()
+    await placement.on_node(node_event("n2", gpus=1))  # nothing frees: urgent is reserved by the plan meanwhile
+    api.answer.set()
+    await placement.drain()
+    assert kinds(uow_factory)[-1] == "defrag_aborted"
+    await placement.on_node(node_event("n4", gpus=1, **A100))
+    await placement.drain()
+    assert api.bound[("robots", "urgent")] == "n4"
 
 
 @pytest.mark.parametrize("priority", [0])
