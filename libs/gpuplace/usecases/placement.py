@@ -62,6 +62,7 @@ class _Cluster:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     waiting: dict[str, Row] = field(default_factory=dict)  # uid -> pod row, pods that fit nowhere yet
     last_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
+    loaded: bool = False  # read from the database and resumed; until then every caller tries again
 
 
 class PlacementService:
@@ -352,9 +353,12 @@ class PlacementService:
         state = self._clusters.get(cluster)
         if state is None:
             state = self._clusters[cluster] = _Cluster(ClusterView(cluster, None))
+        if not state.loaded:  # a first load that failed (the database away) is tried again by the next caller
             async with state.lock:
-                await self._rehydrate(state)
-                await self._resume(state)
+                if not state.loaded:
+                    await self._rehydrate(state)
+                    await self._resume(state)
+                    state.loaded = True
         return state
 
     async def _rehydrate(self, state: _Cluster) -> None:

@@ -144,3 +144,35 @@ async def test_when_the_database_refuses_the_view_is_reread_and_the_pod_placed_e
     await placement.drain()
     assert api.assignments[("robots", "late")]["gpus"][0]["index"] == 1
     assert assigned_mib(uow_factory) == {("n1", 0): 10000, ("n1", 1): 9420}
+
+
+
+async def test_a_first_load_of_the_cluster_that_fails_is_tried_again(uow_factory, api):
+    class HangingApi(FakeClusterApi):
+        async def bind(self, *args, **kwargs):
+            await asyncio.Event().wait()  # the process dies while the bind is in flight
+
+    crashed = PlacementService(uow_factory, {"east": HangingApi()}, decider("bestfit"), policy="bestfit")
+    await crashed.on_node(node_event("n1"))
+    await crashed.on_pod(pod_event("survivor"))
+    for task in list(crashed._binds):
+        task.cancel()
+
+    class DatabaseAway(Exception):
+        pass
+
+    restarted = service(uow_factory, api)
+    rehydrate, calls = restarted._rehydrate, []
+
+    async def away_once(state):
+        calls.append(state)
+        if len(calls) == 1:
+            raise DatabaseAway
+        await rehydrate(state)
+
+    restarted._rehydrate = away_once
+    with pytest.raises(DatabaseAway):  # the first look at the cluster fails
+        await restarted.on_pod(pod_event("newcomer"))
+    await restarted.on_pod(pod_event("newcomer-2"))  # the next one loads and resumes it
+    await restarted.drain()
+    assert api.bound[("robots", "survivor")] == "n1"
