@@ -151,5 +151,5 @@ def test_memory_requests_fall_into_buckets():
     for mib in (8000, 8100, 8192, 8193):
         estimate.observe(resolve(make_pod("p").gpu_memory_mib(mib).build(), snapshot))
     keys = estimate.build(snapshot.gpu_types).shapes.keys
-    # per-GPU memory rounded up to 256 MiB: 8000, 8100, 8192 -> 8192; 8193 -> 8448
-    assert sorted(k[4] for k in keys) == [8192, 8448]
+    # per-GPU memory rounded up to 1 GiB: 8000, 8100, 8192 -> 8192; 8193 -> 9216
+    assert sorted(k[4] for k in keys) == [8192, 9216]
