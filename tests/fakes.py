@@ -112,6 +112,10 @@ class FakeStateRepository:
         rows = [dict(p) for (c, _), p in self.t["pods"].items() if c == cluster and p["state"] in states]
         return sorted(rows, key=lambda p: p["first_seen_at"])
 
+    async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[dict[str, Any]]:
+        holders = {a["pod_uid"] for a in self.t["allocations"].values() if a["cluster"] == cluster}
+        return [p for p in await self.pods_in_state(cluster, states) if p["uid"] in holders]
+
     async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
         counts: dict[str, int] = {}
         for (c, _), pod in self.t["pods"].items():

@@ -12,10 +12,15 @@ keeps every promise (DESIGN §6):
 4. once the victims are gone, the beneficiary is bound (`defrag_completed`).
 The replacement pod a controller creates adopts its owner's promise (PlacementService._adopt_promise).
 
-A process that dies between 1 and 4 leaves a `reserved` beneficiary on GPUs victims may still run on.
-`defrag_planned` therefore carries the plan in machine-readable form (reasons["plan"]), and `recover()`
-settles such plans from it before the restarted process binds anything: completed if every victim is
-gone, aborted as in 3 otherwise. Evictions are not resumed.
+A beneficiary deleted mid-plan holds the victims' old GPUs, on which victims may still run: releasing
+them at once would let another pod be placed over a running victim. PlacementService._forget therefore
+marks it `deleted` but leaves its hold to the plan, which releases it as it settles (3 or 4) instead of
+requeueing or binding the pod (_deleted_mid_plan).
+
+A process that dies between 1 and 4 leaves a `reserved` (or deleted but holding) beneficiary on GPUs
+victims may still run on. `defrag_planned` therefore carries the plan in machine-readable form
+(reasons["plan"]), and `recover()` settles such plans from it before the restarted process binds anything:
+completed if every victim is gone, aborted as in 3 otherwise. Evictions are not resumed.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from gpuplace.usecases.ports import GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
 log = logging.getLogger(__name__)
 PLAN_KEY = "plan"  # the reasons entry of `defrag_planned` that recover() reads back
 RESTARTED = "placement restarted mid-plan"
+BENEFICIARY_DELETED = {"beneficiary": "deleted"}  # in the outcome's reasons: its hold released, nothing bound
 _PLAN_KINDS = ("defrag_planned", "defrag_completed", "defrag_aborted")
 
 
@@ -123,11 +129,13 @@ class Defragmenter:
                     await self._host.reread(cluster)
                 return plan
             await self._wait_gone(row, plan, running)
-            async with self._uow_factory() as uow:
-                await self._host.record(uow, row, "defrag_completed", node=plan.node,
-                                        reasons={"moves": str(len(plan.moves))})
-                await self._host.commit(uow)
-            await self._host.bind_reserved(cluster, row["uid"])
+            async with lock:  # with _forget's: a deletion either finds the plan holding the pod, or is settled
+                bind = await self._complete(row, plan.node, {"moves": str(len(plan.moves))})
+                self.beneficiaries.discard(row["uid"])  # settled: a deletion now releases it as any pod's
+                if not bind:
+                    await self._host.reread(cluster)
+            if bind:
+                await self._host.bind_reserved(cluster, row["uid"])
             return plan
         finally:
             self._busy.discard(cluster)
@@ -235,15 +243,30 @@ class Defragmenter:
                     break
                 await asyncio.sleep(0.2)
 
+    async def _complete(self, row: Row, node: str | None, reasons: dict[str, str]) -> bool:
+        """Step 4's record, one transaction: `defrag_completed`. Returns whether the beneficiary is to be
+        bound; a beneficiary deleted mid-plan is not: its hold is released instead, as the victims left."""
+        async with self._uow_factory() as uow:
+            deleted = await _deleted_mid_plan(uow, row)
+            if deleted:
+                await _release_beneficiary(uow, row)
+            await self._host.record(uow, row, "defrag_completed", node=node,
+                                    reasons={**reasons, **(BENEFICIARY_DELETED if deleted else {})})
+            await self._host.commit(uow)
+        return not deleted
+
     async def _abort(self, row: Row, victims: Sequence[_Victim], gone: Collection[str], *, reason: str) -> None:
         """Step 3, one transaction: every reservation not yet used is released. Victims still running get
-        their GPUs back and lose their promises; victims in `gone` (evicted) keep theirs. Shared by a
-        refused eviction (relieve) and a plan a restart interrupted (recover)."""
+        their GPUs back and lose their promises; victims in `gone` (evicted) keep theirs. The beneficiary
+        waits again, unless it was deleted mid-plan. Shared by a refused eviction (relieve) and a plan a
+        restart interrupted (recover)."""
         cluster = row["cluster"]
         async with self._uow_factory() as uow:
-            await uow.state.release(cluster, row["uid"], cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"])
-            await uow.state.set_pod_state(cluster, row["uid"], "unschedulable", node=None,
-                                          reason=f"defrag aborted: {reason}")
+            deleted = await _deleted_mid_plan(uow, row)
+            await _release_beneficiary(uow, row)
+            if not deleted:
+                await uow.state.set_pod_state(cluster, row["uid"], "unschedulable", node=None,
+                                              reason=f"defrag aborted: {reason}")
             for victim in victims:
                 if victim.uid in gone:
                     continue
@@ -257,7 +280,8 @@ class Defragmenter:
                 if refusal:  # cannot happen: the beneficiary's hold on those GPUs was released above
                     raise RuntimeError(f"abort could not give {victim.uid} its GPUs back: {refusal}")
             await self._host.record(uow, row, "defrag_aborted", reasons={
-                "reason": reason, "evicted": str(sum(v.uid in gone for v in victims))})
+                "reason": reason, "evicted": str(sum(v.uid in gone for v in victims)),
+                **(BENEFICIARY_DELETED if deleted else {})})
             await self._host.commit(uow)
 
     # -- after a restart -----------------------------------------------------------------------------------
@@ -266,14 +290,17 @@ class Defragmenter:
 
         PlacementService._resume calls this before it binds the cluster's reserved pods, so that no
         beneficiary is bound on GPUs a victim still runs on. A plan is interrupted when its beneficiary is
-        still `reserved` and the pod's latest defrag decision is `defrag_planned`. If every victim is gone,
-        only the bind was left: `defrag_completed` is recorded and the caller binds the pod as it binds any
-        reserved pod. Otherwise the plan is aborted as a refusal aborts it. Evictions are not resumed: the
-        process that planned them is gone, and the pod asks again when it is retried.
+        still `reserved`, or `deleted` but still holding GPUs, and the pod's latest defrag decision is
+        `defrag_planned`. If every victim is gone, only the bind was left: `defrag_completed` is recorded and
+        the caller binds the pod as it binds any reserved pod (a deleted one's hold is released instead).
+        Otherwise the plan is aborted as a refusal aborts it. Evictions are not resumed: the process that
+        planned them is gone, and the pod asks again when it is retried.
         """
         async with self._uow_factory() as uow:
             interrupted = []
-            for row in await uow.state.pods_in_state(cluster, ("reserved",)):
+            beneficiaries = await uow.state.pods_in_state(cluster, ("reserved",)) + \
+                await uow.state.pods_holding(cluster, ("deleted",))
+            for row in beneficiaries:
                 latest = await uow.state.latest_decision(cluster, row["uid"], _PLAN_KINDS)
                 if latest is not None and latest["kind"] == "defrag_planned":
                     interrupted.append((row, _recorded_victims(latest)))
@@ -285,10 +312,7 @@ class Defragmenter:
             if len(gone) < len(victims):
                 await self._abort(row, victims, gone, reason=RESTARTED)
                 continue
-            async with self._uow_factory() as uow:
-                await self._host.record(uow, row, "defrag_completed", node=row["node"],
-                                        reasons={"moves": str(len(victims)), "recovered": RESTARTED})
-                await self._host.commit(uow)
+            await self._complete(row, row["node"], {"moves": str(len(victims)), "recovered": RESTARTED})
         return len(interrupted)
 
     async def _gone(self, cluster: str, victim: _Victim) -> bool:
@@ -312,6 +336,18 @@ class Defragmenter:
             found = await uow.state.get_pod(cluster, uid)
         assert found is not None, f"pod {uid} vanished from the state"
         return found
+
+
+async def _deleted_mid_plan(uow: UnitOfWork, row: Row) -> bool:
+    """The one place that tells a plan its beneficiary was deleted while it ran (PlacementService._forget
+    marked it `deleted` and left its hold to the plan): the plan then releases that hold as it settles,
+    and neither binds nor requeues the pod. Locks the pod's row, as _forget does."""
+    current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
+    return current is None or current["state"] == "deleted"
+
+
+async def _release_beneficiary(uow: UnitOfWork, row: Row) -> None:
+    await uow.state.release(row["cluster"], row["uid"], cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"])
 
 
 def _plan_reasons(plan: Plan, plan_id: str, victims: Sequence[_Victim]) -> dict[str, str]:

@@ -134,7 +134,9 @@ class PlacementService:
             await self._rehydrate(state)
             async with self._uow_factory() as uow:
                 row = await uow.state.get_pod(cluster, uid)
-            if row is not None and row["state"] == "reserved" and uid in state.view.holds:
+            # not twice: a redelivered pending event may have started its bind once the plan settled
+            if row is not None and row["state"] == "reserved" and uid in state.view.holds and \
+                    cluster + uid not in self._in_flight():
                 state.waiting.pop(uid, None)
                 self._spawn_bind(state, row, state.view.holds[uid])
 
@@ -203,7 +205,8 @@ class PlacementService:
             log.error("defragmentation failed", exc_info=task.exception())
 
     def _plan_holds(self, row: Row) -> bool:
-        """The pod is a defragmentation plan's beneficiary: the plan binds it once the victims are gone."""
+        """The pod is a defragmentation plan's beneficiary: the plan binds it once the victims are gone
+        (or, deleted meanwhile, releases its hold)."""
         return self._defrag is not None and row["uid"] in self._defrag.beneficiaries
 
     async def _adopt_promise(self, uow: UnitOfWork, row: Row) -> bool:
@@ -335,16 +338,23 @@ class PlacementService:
             await self._commit(uow)
 
     async def _forget(self, state: _Cluster, event: PodEvent) -> None:
+        """A deleted pod gives its resources back, unless a plan in flight reserved it on GPUs victims may
+        still run on: it is marked deleted and the plan releases its hold as it settles (usecases/defrag)."""
+        held = False
         async with self._uow_factory() as uow:
             if not await uow.state.claim_event(CONSUMER, event.event_id):
                 return
             row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
             if row is not None and row["state"] != "deleted":
-                await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
-                                        memory_mib=row["memory_mib"])
-                await uow.state.set_pod_state(event.cluster, event.uid, "deleted")
+                held = row["state"] == "reserved" and self._plan_holds(row)
+                if not held:
+                    await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
+                                            memory_mib=row["memory_mib"])
+                await uow.state.set_pod_state(event.cluster, event.uid, "deleted",
+                                              **({"reason": "deleted mid-plan"} if held else {}))
             await self._commit(uow)
-        state.view.refund(event.uid)
+        if not held:
+            state.view.refund(event.uid)
         state.waiting.pop(event.uid, None)
         state.last_reasons.pop(event.uid, None)
 

@@ -39,8 +39,8 @@ class DyingApi(FakeClusterApi):
 
 
 @dataclass
-class PdbAfterAWhileApi(FakeClusterApi):
-    """Evictions wait for `answer` to be set, then a PodDisruptionBudget refuses them (429)."""
+class SlowEvictionApi(FakeClusterApi):
+    """Evictions wait for `answer` to be set, then go as FakeClusterApi's do (refused for refuse_eviction)."""
 
     asked: asyncio.Event = field(default_factory=asyncio.Event)
     answer: asyncio.Event = field(default_factory=asyncio.Event)
@@ -48,7 +48,7 @@ class PdbAfterAWhileApi(FakeClusterApi):
     async def evict(self, namespace, name, uid=None):
         self.asked.set()
         await self.answer.wait()
-        return "refused"
+        return await super().evict(namespace, name, uid)
 
 
 def service(uow_factory, api):
@@ -122,8 +122,8 @@ async def test_a_move_the_budget_forbids_is_aborted_and_every_reservation_releas
 
 async def test_a_pod_whose_plan_aborts_after_the_queue_was_retried_waits_again():
     # the queue is retried (a node changes) while the plan's eviction is in flight; the plan then aborts
-    api = PdbAfterAWhileApi()
-    uow_factory, api, placement, _ = await fragmented_fleet(api=api)
+    api = SlowEvictionApi()
+    uow_factory, api, placement, _ = await fragmented_fleet(refuse=True, api=api)
     await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))
     await api.asked.wait()
     await placement.on_node(node_event("n2", gpus=1))  # nothing frees: urgent is reserved by the plan meanwhile
@@ -135,6 +135,62 @@ async def test_a_pod_whose_plan_aborts_after_the_queue_was_retried_waits_again()
     assert api.bound[("robots", "urgent")] == "n4"
 
 
+async def urgent_deleted_mid_eviction(refuse: bool):
+    """The fragmented fleet and an urgent pod whose plan's eviction of victim-0 is in flight when the urgent
+    pod is deleted; the eviction is still unanswered."""
+    api = SlowEvictionApi()
+    uow_factory, api, placement, victim = await fragmented_fleet(refuse=refuse, api=api)
+    before = assigned(uow_factory)
+    urgent = pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0)
+    await placement.on_pod(urgent)
+    await api.asked.wait()
+    await placement.on_pod(pod_event("urgent", uid=urgent.uid, kind="deleted"))
+    return uow_factory, api, placement, victim, before
+
+
+def holdings(uow_factory, name):
+    uid = pod_named(uow_factory, name)["uid"]
+    return {(a["node"], a["gpu_index"]) for a in uow_factory.db.allocations.values() if a["pod_uid"] == uid}
+
+
+async def test_a_beneficiary_deleted_mid_plan_keeps_the_victims_gpus_until_the_victims_are_gone():
+    uow_factory, api, placement, victim, _ = await urgent_deleted_mid_eviction(refuse=False)
+    # 8000 MiB fits nowhere but on n1's GPU, where victim-0 still runs: it must wait
+    await placement.on_pod(pod_event("late", memory_mib=8000, priority=0, deadline_ms=100.0))
+    assert pod_named(uow_factory, "late")["state"] == "unschedulable" and not holdings(uow_factory, "late")
+    assert pod_named(uow_factory, "urgent")["state"] == "deleted" and holdings(uow_factory, "urgent") == {("n1", 0)}
+
+    api.answer.set()
+    await placement.drain()
+    assert api.evicted == ["victim-0"] and ("robots", "urgent") not in api.bound
+    assert kinds(uow_factory)[-2:] == ["evicted", "defrag_completed"]
+    assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"] == {"moves": "1", "beneficiary": "deleted"}
+    assert assigned(uow_factory) == {"n1": 0, "n2": 9000, "n3": 39000}  # the hold released; the promise kept
+    assert pod_named(uow_factory, "urgent")["state"] == "deleted" and not holdings(uow_factory, "urgent")
+
+    # the victim's pod goes: the waiting pod takes its GPU
+    await placement.on_pod(pod_event("victim-0", uid=victim.uid, kind="deleted"))
+    await placement.drain()
+    assert api.bound[("robots", "late")] == "n1"
+
+
+async def test_a_beneficiary_deleted_mid_plan_stays_deleted_when_the_plan_aborts():
+    uow_factory, api, placement, _, before = await urgent_deleted_mid_eviction(refuse=True)
+    api.answer.set()
+    await placement.drain()
+    assert api.evicted == [] and kinds(uow_factory)[-1] == "defrag_aborted"
+    assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"] == {
+        "reason": "eviction of victim-0 refused by a PodDisruptionBudget", "evicted": "0", "beneficiary": "deleted"}
+    assert assigned(uow_factory) == before and holdings(uow_factory, "victim-0") == {("n1", 0)}
+    assert pod_named(uow_factory, "urgent")["state"] == "deleted" and not holdings(uow_factory, "urgent")
+    assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+
+    # not requeued: room arrives, and nothing is placed for the deleted pod
+    await placement.on_node(node_event("n4", gpus=1, **A100))
+    await placement.drain()
+    assert ("robots", "urgent") not in api.bound and not holdings(uow_factory, "urgent")
+
+
 @pytest.mark.parametrize("priority", [0])
 async def test_a_pod_below_the_priority_floor_triggers_no_moves(priority):
     uow_factory, api, placement, _ = await fragmented_fleet()
@@ -143,15 +199,18 @@ async def test_a_pod_below_the_priority_floor_triggers_no_moves(priority):
     assert api.evicted == [] and "defrag_planned" not in kinds(uow_factory)
 
 
-async def restarted_mid_plan(die_in: str):
+async def restarted_mid_plan(die_in: str, *, urgent_deleted: bool = False):
     """The fragmented fleet, an urgent pod that needs a move, and the placement process killed inside its
-    first `die_in` call of the plan; returns the state, the API (no longer dying) and a restarted service
-    that has loaded the cluster."""
+    first `die_in` call of the plan (the urgent pod deleted just before, if `urgent_deleted`); returns the
+    state, the API (no longer dying) and a restarted service that has loaded the cluster."""
     api = DyingApi(die_in=die_in)
     uow_factory, api, placement, victim = await fragmented_fleet(api=api)
     before = assigned(uow_factory)
-    await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))
+    urgent = pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0)
+    await placement.on_pod(urgent)
     await api.died.wait()
+    if urgent_deleted:
+        await placement.on_pod(pod_event("urgent", uid=urgent.uid, kind="deleted"))
     for task in list(placement._defrag_tasks):
         task.cancel()
     await placement.drain()
@@ -221,3 +280,26 @@ async def test_a_reserved_pod_no_plan_holds_is_still_bound_on_resume():
     await restarted.drain()
     assert api.bound == {("robots", "survivor"): "n1"}
     assert kinds(uow_factory) == ["decided", "bound"]
+
+
+async def test_a_restart_settles_the_plan_of_a_beneficiary_deleted_before_any_eviction():
+    uow_factory, api, restarted, victim, before = await restarted_mid_plan("evict", urgent_deleted=True)
+    assert api.evicted == [] and kinds(uow_factory)[-1] == "defrag_aborted"
+    assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"] == {
+        "reason": "placement restarted mid-plan", "evicted": "0", "beneficiary": "deleted"}
+    assert assigned(uow_factory) == before and holdings(uow_factory, "victim-0") == {("n1", 0)}
+    assert pod_named(uow_factory, "urgent")["state"] == "deleted" and not holdings(uow_factory, "urgent")
+    assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+    await restarted.on_node(node_event("n4", gpus=1, **A100))
+    await restarted.drain()
+    assert ("robots", "urgent") not in api.bound
+
+
+async def test_a_restart_releases_the_hold_of_a_beneficiary_deleted_after_every_eviction():
+    uow_factory, api, restarted, victim, _ = await restarted_mid_plan("read_pod", urgent_deleted=True)
+    assert api.evicted == ["victim-0"] and ("robots", "urgent") not in api.bound
+    assert kinds(uow_factory)[-1] == "defrag_completed"
+    assert assigned(uow_factory) == {"n1": 0, "n2": 9000, "n3": 39000}
+    assert pod_named(uow_factory, "urgent")["state"] == "deleted" and not holdings(uow_factory, "urgent")
+    promised = [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+    assert [p["owner"] for p in promised] == ["ReplicaSet/victim"]  # kept for the victim's replacement

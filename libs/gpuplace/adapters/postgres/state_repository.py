@@ -117,6 +117,15 @@ class StateRepository:
             pods.c.cluster == cluster, pods.c.state.in_(states)).order_by(pods.c.first_seen_at))
         return [r._mapping for r in result]
 
+    async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]:
+        """Pods in `states` that still hold allocations: for states whose pods normally hold none (`deleted`),
+        without reading every such pod."""
+        holds = select(allocations.c.pod_uid).where(
+            allocations.c.cluster == pods.c.cluster, allocations.c.pod_uid == pods.c.uid).exists()
+        result = await self._conn.execute(select(pods).where(
+            pods.c.cluster == cluster, pods.c.state.in_(states), holds).order_by(pods.c.first_seen_at))
+        return [r._mapping for r in result]
+
     async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
         result = await self._conn.execute(select(pods.c.state, func.count()).where(pods.c.cluster.in_(clusters))
                                           .group_by(pods.c.state))
