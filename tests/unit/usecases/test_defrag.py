@@ -174,16 +174,23 @@ async def test_a_beneficiary_deleted_mid_plan_keeps_the_victims_gpus_until_the_v
     assert api.bound[("robots", "late")] == "n1"
 
 
+def assert_aborted_for_deleted_urgent(uow_factory, before, reason):
+    """The plan of `urgent`, deleted meanwhile, aborted: the victim back on n1 GPU 0, nothing held for urgent,
+    no promise left, and urgent still deleted."""
+    assert kinds(uow_factory)[-1] == "defrag_aborted"
+    assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"] == {
+        "reason": reason, "evicted": "0", "beneficiary": "deleted"}
+    assert assigned(uow_factory) == before and holdings(uow_factory, "victim-0") == {("n1", 0)}
+    assert pod_named(uow_factory, "urgent")["state"] == "deleted" and not holdings(uow_factory, "urgent")
+    assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+
+
 async def test_a_beneficiary_deleted_mid_plan_stays_deleted_when_the_plan_aborts():
     uow_factory, api, placement, _, before = await urgent_deleted_mid_eviction(refuse=True)
     api.answer.set()
     await placement.drain()
-    assert api.evicted == [] and kinds(uow_factory)[-1] == "defrag_aborted"
-    assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"] == {
-        "reason": "eviction of victim-0 refused by a PodDisruptionBudget", "evicted": "0", "beneficiary": "deleted"}
-    assert assigned(uow_factory) == before and holdings(uow_factory, "victim-0") == {("n1", 0)}
-    assert pod_named(uow_factory, "urgent")["state"] == "deleted" and not holdings(uow_factory, "urgent")
-    assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+    assert api.evicted == []
+    assert_aborted_for_deleted_urgent(uow_factory, before, "eviction of victim-0 refused by a PodDisruptionBudget")
 
     # not requeued: room arrives, and nothing is placed for the deleted pod
     await placement.on_node(node_event("n4", gpus=1, **A100))
@@ -284,12 +291,8 @@ async def test_a_reserved_pod_no_plan_holds_is_still_bound_on_resume():
 
 async def test_a_restart_settles_the_plan_of_a_beneficiary_deleted_before_any_eviction():
     uow_factory, api, restarted, victim, before = await restarted_mid_plan("evict", urgent_deleted=True)
-    assert api.evicted == [] and kinds(uow_factory)[-1] == "defrag_aborted"
-    assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"] == {
-        "reason": "placement restarted mid-plan", "evicted": "0", "beneficiary": "deleted"}
-    assert assigned(uow_factory) == before and holdings(uow_factory, "victim-0") == {("n1", 0)}
-    assert pod_named(uow_factory, "urgent")["state"] == "deleted" and not holdings(uow_factory, "urgent")
-    assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+    assert api.evicted == []
+    assert_aborted_for_deleted_urgent(uow_factory, before, "placement restarted mid-plan")
     await restarted.on_node(node_event("n4", gpus=1, **A100))
     await restarted.drain()
     assert ("robots", "urgent") not in api.bound

@@ -103,17 +103,23 @@ async def test_a_bind_conflict_elsewhere_releases_the_reservation(uow_factory, a
     assert assigned_mib(uow_factory) == {("n1", 0): 0, ("n1", 1): 0}
 
 
-async def test_a_reservation_whose_bind_was_lost_is_bound_after_a_restart(uow_factory, api):
-    class HangingApi(FakeClusterApi):
-        async def bind(self, *args, **kwargs):
-            await asyncio.Event().wait()  # the process dies while the bind is in flight
+class HangingApi(FakeClusterApi):
+    async def bind(self, *args, **kwargs):
+        await asyncio.Event().wait()  # the process dies while the bind is in flight
 
+
+async def crash_with_survivor_reserved(uow_factory: FakeUnitOfWorkFactory) -> None:
+    """A placement process that reserved pod `survivor` on n1 and died before its bind returned."""
     crashed = PlacementService(uow_factory, {"east": HangingApi()}, decider("bestfit"), policy="bestfit")
     await crashed.on_node(node_event("n1"))
     await crashed.on_pod(pod_event("survivor"))
     for task in list(crashed._binds):
         task.cancel()
     assert placement_kinds(uow_factory, "survivor") == ["decided"]  # committed, never bound
+
+
+async def test_a_reservation_whose_bind_was_lost_is_bound_after_a_restart(uow_factory, api):
+    await crash_with_survivor_reserved(uow_factory)
 
     restarted = service(uow_factory, api)
     await restarted.on_pod(pod_event("newcomer"))  # the first event of the cluster makes the worker resume it
@@ -148,15 +154,7 @@ async def test_when_the_database_refuses_the_view_is_reread_and_the_pod_placed_e
 
 
 async def test_a_first_load_of_the_cluster_that_fails_is_tried_again(uow_factory, api):
-    class HangingApi(FakeClusterApi):
-        async def bind(self, *args, **kwargs):
-            await asyncio.Event().wait()  # the process dies while the bind is in flight
-
-    crashed = PlacementService(uow_factory, {"east": HangingApi()}, decider("bestfit"), policy="bestfit")
-    await crashed.on_node(node_event("n1"))
-    await crashed.on_pod(pod_event("survivor"))
-    for task in list(crashed._binds):
-        task.cancel()
+    await crash_with_survivor_reserved(uow_factory)
 
     class DatabaseAway(Exception):
         pass
