@@ -210,10 +210,13 @@ class Defragmenter:
 
     # -- evicting ------------------------------------------------------------------------------------------
     async def _evict_all(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> tuple[list[str], str]:
-        """Step 2: evict in the plan's order; stop at the first refusal. Returns the uids evicted and
-        the refusal ("" when every eviction went through)."""
+        """Step 2: evict in the plan's order; stop at the first refusal, or before the next eviction once the
+        beneficiary is deleted (moving pods for nobody). Returns the uids evicted and why it stopped early
+        ("" when every eviction went through)."""
         api, evicted = self._apis[row["cluster"]], []
         for move in plan.moves:
+            if await self._beneficiary_deleted(row):
+                return evicted, "beneficiary deleted"
             victim_row = await self._pod_row(row["cluster"], move.uid)
             try:
                 outcome = await api.evict(victim_row["namespace"], victim_row["name"], move.uid)
@@ -330,6 +333,10 @@ class Defragmenter:
             log.warning("cannot tell whether %s/%s is gone: %s", victim.namespace, victim.name, exc)
             return False
         return _is_gone(live, victim.uid)
+
+    async def _beneficiary_deleted(self, row: Row) -> bool:
+        async with self._uow_factory() as uow:
+            return await _deleted_mid_plan(uow, row)
 
     async def _pod_row(self, cluster: str, uid: str) -> Row:
         async with self._uow_factory() as uow:

@@ -306,3 +306,30 @@ async def test_a_restart_releases_the_hold_of_a_beneficiary_deleted_after_every_
     assert pod_named(uow_factory, "urgent")["state"] == "deleted" and not holdings(uow_factory, "urgent")
     promised = [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
     assert [p["owner"] for p in promised] == ["ReplicaSet/victim"]  # kept for the victim's replacement
+
+
+async def test_a_plan_stops_evicting_once_its_beneficiary_is_deleted():
+    # n1's GPU holds two 5000 MiB victims; 12000 MiB fits nowhere unless both leave (one to n2, one to n3)
+    api = SlowEvictionApi()
+    uow_factory = FakeUnitOfWorkFactory()
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=1))
+    for name in ("victim-a", "victim-b"):
+        victim = pod_event(name, memory_mib=5000, priority=0, deadline_ms=100.0)
+        await placement.on_pod(victim.model_copy(update={"owner": f"ReplicaSet/{name}"}))
+    await placement.on_node(node_event("n2", gpus=1))
+    await placement.on_pod(pod_event("filler-0", memory_mib=9000, priority=1000, deadline_ms=10.0))
+    await placement.on_node(node_event("n3", gpus=1, **A100))
+    await placement.on_pod(pod_event("filler-1", memory_mib=30000, priority=1000, deadline_ms=10.0))
+    await placement.drain()
+    urgent = pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0)
+    await placement.on_pod(urgent)
+    await api.asked.wait()  # the first eviction is in flight
+    await placement.on_pod(pod_event("urgent", uid=urgent.uid, kind="deleted"))
+    api.answer.set()
+    await placement.drain()
+    assert len(api.evicted) == 1  # the second victim was left where it runs
+    assert kinds(uow_factory)[-1] == "defrag_aborted"
+    assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"]["reason"] == "beneficiary deleted"
+    left = ({"victim-a", "victim-b"} - set(api.evicted)).pop()
+    assert holdings(uow_factory, left) == {("n1", 0)} and not holdings(uow_factory, "urgent")
