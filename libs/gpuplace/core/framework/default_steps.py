@@ -12,12 +12,16 @@ import numpy as np
 from gpuplace.core import gpu_selection
 from gpuplace.core.demand import Demand
 from gpuplace.core.filters import FILTERS
-from gpuplace.core.framework.interface import SUCCESS, Status
+from gpuplace.core.framework.interface import SUCCESS, PolicyContext, Status
 from gpuplace.core.snapshot import ClusterSnapshot
 
 
 class DefaultSteps:
     name = "default"
+
+    def __init__(self, context: PolicyContext | None = None) -> None:
+        """The registry hands every policy its context; a policy that needs nothing from it keeps this."""
+        del context
 
     def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
         feasible = FILTERS[0].mask(snapshot, demand)

@@ -14,7 +14,7 @@ import numpy as np
 from gpuplace.core.demand import Demand
 from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.framework.default_steps import DefaultSteps
-from gpuplace.core.framework.interface import Code, PolicyContext, Status
+from gpuplace.core.framework.interface import Code, Status
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.snapshot import ClusterSnapshot
 
@@ -29,9 +29,6 @@ def idle_gpus(snapshot: ClusterSnapshot, rows: slice = slice(None)) -> np.ndarra
 
 class Exclusive(DefaultSteps):
     name = NAME
-
-    def __init__(self, context: PolicyContext) -> None:
-        del context
 
     def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
         feasible = super().filter(snapshot, demand)

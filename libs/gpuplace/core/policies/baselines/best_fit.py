@@ -11,7 +11,6 @@ import numpy as np
 
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
-from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "bestfit"
@@ -21,9 +20,6 @@ MAX_GPU_MILLI = 8000.0
 
 class BestFit(DefaultSteps):
     name = NAME
-
-    def __init__(self, context: PolicyContext) -> None:
-        del context
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
         cpu_left = (snapshot.cpu_free_milli[candidates] - demand.cpu_milli) / MAX_CPU_MILLI * 0.5

@@ -13,7 +13,6 @@ import numpy as np
 
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
-from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "dotprod"
@@ -23,9 +22,6 @@ MAX_GPU_MILLI = 8000.0
 
 class DotProd(DefaultSteps):
     name = NAME
-
-    def __init__(self, context: PolicyContext) -> None:
-        del context
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
         free_cpu = snapshot.cpu_free_milli[candidates] / MAX_CPU_MILLI  # (n_candidates,)

@@ -16,7 +16,6 @@ import numpy as np
 
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
-from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.snapshot import ClusterSnapshot
 
@@ -26,9 +25,6 @@ MAX_GPU_MILLI = 8000
 
 class GpuClustering(DefaultSteps):
     name = NAME
-
-    def __init__(self, context: PolicyContext) -> None:
-        del context
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
         if not demand.needs_gpu:
