@@ -6,9 +6,10 @@ keeps every promise (DESIGN §6):
    its replacement will adopt), reserves the beneficiary where the victims were, writes `defrag_planned`;
 2. victims are evicted one by one through pods/eviction, so PodDisruptionBudgets hold; each success is
    an `evicted` event;
-3. a refusal (429) or any failure aborts: one transaction gives the victims not yet evicted their old
-   GPUs back, drops their promises, releases the beneficiary, writes `defrag_aborted` with the reason.
-   Victims already evicted keep their promises: their replacements were promised a place;
+3. a refusal (429), any failure, or victims still running eviction_wait_s after their eviction abort: one
+   transaction gives the victims still running their old GPUs back, drops their promises, releases the
+   beneficiary, writes `defrag_aborted` with the reason. Victims already gone keep their promises: their
+   replacements were promised a place. The waiting pods are tried again at once;
 4. once the victims are gone, the beneficiary is bound (`defrag_completed`).
 The replacement pod a controller creates adopts its owner's promise (PlacementService._adopt_promise).
 
@@ -21,6 +22,10 @@ A process that dies between 1 and 4 leaves a `reserved` (or deleted but holding)
 victims may still run on. `defrag_planned` therefore carries the plan in machine-readable form
 (reasons["plan"]), and `recover()` settles such plans from it before the restarted process binds anything:
 completed if every victim is gone, aborted as in 3 otherwise. Evictions are not resumed.
+
+Each plan is settled (3 or 4) exactly once. Any placement worker that loads the cluster runs recover() and
+may settle a plan another live worker is still carrying out; the plan's own worker then finds it settled
+(_plan_open) and stops: it evicts no further victim, records nothing, binds nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ log = logging.getLogger(__name__)
 PLAN_KEY = "plan"  # the reasons entry of `defrag_planned` that recover() reads back
 RESTARTED = "placement restarted mid-plan"
 BENEFICIARY_DELETED = {"beneficiary": "deleted"}  # in the outcome's reasons: its hold released, nothing bound
+SETTLED_ELSEWHERE = "settled by another placement worker"
 _PLAN_KINDS = ("defrag_planned", "defrag_completed", "defrag_aborted")
 
 
@@ -58,6 +64,7 @@ class PlacementHost(Protocol):
                      reasons: dict[str, str] | None = None, node: str | None = None) -> None: ...
     async def commit(self, uow: UnitOfWork) -> None: ...
     async def reread(self, cluster: str) -> ClusterView: ...
+    async def retry_waiting(self, cluster: str) -> None: ...
     async def bind_reserved(self, cluster: str, uid: str) -> None: ...
 
 
@@ -66,7 +73,7 @@ class DefragSettings:
     min_priority: int = 1  # pods below this priority never trigger moves
     limits: Limits = field(default_factory=Limits)
     restart_s: float = 30.0  # assumed restart time of a moved pod (the planner's cost)
-    eviction_wait_s: float = 120.0  # how long evicted pods may take to go before the plan is abandoned
+    eviction_wait_s: float = 120.0  # how long evicted pods may take to go before the plan is aborted
 
 
 @dataclass(frozen=True)
@@ -118,22 +125,25 @@ class Defragmenter:
                 plan, running = await self._plan(view, row)
                 if not isinstance(plan, Plan) or not plan.moves:
                     return plan
-                victims = await self._reserve(row, plan, running)
-                if victims is None:
+                reserved = await self._reserve(row, plan, running)
+                if reserved is None:
                     return None
+                plan_id, victims = reserved
                 await self._host.reread(cluster)
-            evicted, refusal = await self._evict_all(row, plan, running)
+            evicted, refusal = await self._evict_all(row, plan_id, plan, running)
+            if not refusal and not await self._wait_gone(row, plan, running):
+                refusal = f"evicted pods still running after {self.settings.eviction_wait_s:g} s"
             if refusal:
+                gone = {v.uid for v in victims if v.uid in evicted and await self._gone(cluster, v)}
                 async with lock:
-                    await self._abort(row, victims, evicted, reason=refusal)
-                    await self._host.reread(cluster)
+                    await self._abort(row, plan_id, victims, gone, reason=refusal)
+                    await self._host.retry_waiting(cluster)
                 return plan
-            await self._wait_gone(row, plan, running)
             async with lock:  # with _forget's: a deletion either finds the plan holding the pod, or is settled
-                bind = await self._complete(row, plan.node, {"moves": str(len(plan.moves))})
+                bind = await self._complete(row, plan_id, plan.node, {"moves": str(len(plan.moves))})
                 self.beneficiaries.discard(row["uid"])  # settled: a deletion now releases it as any pod's
                 if not bind:
-                    await self._host.reread(cluster)
+                    await self._host.retry_waiting(cluster)
             if bind:
                 await self._host.bind_reserved(cluster, row["uid"])
             return plan
@@ -160,10 +170,12 @@ class Defragmenter:
                               history, self._clock())
         return result, running
 
-    async def _reserve(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> list[_Victim] | None:
+    async def _reserve(self, row: Row, plan: Plan, running: dict[str, RunningPod]
+                       ) -> tuple[str, list[_Victim]] | None:
         """Step 1, one transaction: victims' places promised at their targets, the beneficiary reserved.
 
-        Returns the victims (one per move, in order, with their promises), or None when the plan no longer fits.
+        Returns the plan's id and its victims (one per move, in order, with their promises), or None when the
+        plan no longer fits.
         """
         cluster, plan_id = row["cluster"], uuid.uuid4().hex[:12]
         promises = [f"promise-{plan_id}-{i}" for i in range(len(plan.moves))]
@@ -206,17 +218,19 @@ class Defragmenter:
             await self._host.record(uow, row, "defrag_planned", node=plan.node,
                                     reasons=_plan_reasons(plan, plan_id, victims))
             await self._host.commit(uow)
-        return victims
+        return plan_id, victims
 
     # -- evicting ------------------------------------------------------------------------------------------
-    async def _evict_all(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> tuple[list[str], str]:
+    async def _evict_all(self, row: Row, plan_id: str, plan: Plan, running: dict[str, RunningPod]
+                         ) -> tuple[list[str], str]:
         """Step 2: evict in the plan's order; stop at the first refusal, or before the next eviction once the
-        beneficiary is deleted (moving pods for nobody). Returns the uids evicted and why it stopped early
-        ("" when every eviction went through)."""
+        beneficiary is deleted (moving pods for nobody) or the plan was settled by another placement worker.
+        Returns the uids evicted and why it stopped early ("" when every eviction went through)."""
         api, evicted = self._apis[row["cluster"]], []
         for move in plan.moves:
-            if await self._beneficiary_deleted(row):
-                return evicted, "beneficiary deleted"
+            stop = await self._stop_reason(row, plan_id)
+            if stop:
+                return evicted, stop
             victim_row = await self._pod_row(row["cluster"], move.uid)
             try:
                 outcome = await api.evict(victim_row["namespace"], victim_row["name"], move.uid)
@@ -235,22 +249,28 @@ class Defragmenter:
                 await self._host.commit(uow)
         return evicted, ""
 
-    async def _wait_gone(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> None:
-        """Bind the beneficiary only once the victims' processes left its GPUs."""
+    async def _wait_gone(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> bool:
+        """Bind the beneficiary only once the victims' processes left its GPUs: whether they all did within
+        eviction_wait_s. If not, the plan is aborted and a victim still running gets its GPUs back (a pod
+        stuck terminating, a finalizer), so nothing is ever placed over it."""
         api = self._apis[row["cluster"]]
         deadline = self._clock() + self.settings.eviction_wait_s
         for move in plan.moves:
             victim_row = await self._pod_row(row["cluster"], move.uid)
-            while self._clock() < deadline:
-                if _is_gone(await api.read_pod(victim_row["namespace"], victim_row["name"]), move.uid):
-                    break
+            while not _is_gone(await api.read_pod(victim_row["namespace"], victim_row["name"]), move.uid):
+                if self._clock() >= deadline:
+                    return False
                 await asyncio.sleep(0.2)
+        return True
 
-    async def _complete(self, row: Row, node: str | None, reasons: dict[str, str]) -> bool:
+    async def _complete(self, row: Row, plan_id: str | None, node: str | None, reasons: dict[str, str]) -> bool:
         """Step 4's record, one transaction: `defrag_completed`. Returns whether the beneficiary is to be
-        bound; a beneficiary deleted mid-plan is not: its hold is released instead, as the victims left."""
+        bound; a beneficiary deleted mid-plan is not: its hold is released instead, as the victims left.
+        A plan another worker already settled is left as it was settled (see _plan_open)."""
         async with self._uow_factory() as uow:
             deleted = await _deleted_mid_plan(uow, row)
+            if not await _plan_open(uow, row, plan_id):
+                return False
             if deleted:
                 await _release_beneficiary(uow, row)
             await self._host.record(uow, row, "defrag_completed", node=node,
@@ -258,14 +278,18 @@ class Defragmenter:
             await self._host.commit(uow)
         return not deleted
 
-    async def _abort(self, row: Row, victims: Sequence[_Victim], gone: Collection[str], *, reason: str) -> None:
+    async def _abort(self, row: Row, plan_id: str | None, victims: Sequence[_Victim], gone: Collection[str], *,
+                     reason: str) -> None:
         """Step 3, one transaction: every reservation not yet used is released. Victims still running get
-        their GPUs back and lose their promises; victims in `gone` (evicted) keep theirs. The beneficiary
+        their GPUs back and lose their promises; victims in `gone` (evicted and left) keep theirs. The beneficiary
         waits again, unless it was deleted mid-plan. Shared by a refused eviction (relieve) and a plan a
-        restart interrupted (recover)."""
+        restart interrupted (recover). A plan already settled, by another placement worker's recover, is left
+        as it was settled (see _plan_open)."""
         cluster = row["cluster"]
         async with self._uow_factory() as uow:
             deleted = await _deleted_mid_plan(uow, row)
+            if not await _plan_open(uow, row, plan_id):
+                return
             await _release_beneficiary(uow, row)
             if not deleted:
                 await uow.state.set_pod_state(cluster, row["uid"], "unschedulable", node=None,
@@ -306,16 +330,17 @@ class Defragmenter:
             for row in beneficiaries:
                 latest = await uow.state.latest_decision(cluster, row["uid"], _PLAN_KINDS)
                 if latest is not None and latest["kind"] == "defrag_planned":
-                    interrupted.append((row, _recorded_victims(latest)))
-        for row, victims in interrupted:
-            if victims is None:  # planned before plans were recorded: who to give GPUs back to is unknown
-                await self._abort(row, (), (), reason=f"{RESTARTED}; its moves were not recorded")
+                    interrupted.append((row, _recorded_plan(latest)))
+        for row, recorded in interrupted:
+            if recorded is None:  # planned before plans were recorded: who to give GPUs back to is unknown
+                await self._abort(row, None, (), (), reason=f"{RESTARTED}; its moves were not recorded")
                 continue
+            plan_id, victims = recorded
             gone = {v.uid for v in victims if await self._gone(cluster, v)}
             if len(gone) < len(victims):
-                await self._abort(row, victims, gone, reason=RESTARTED)
+                await self._abort(row, plan_id, victims, gone, reason=RESTARTED)
                 continue
-            await self._complete(row, row["node"], {"moves": str(len(victims)), "recovered": RESTARTED})
+            await self._complete(row, plan_id, row["node"], {"moves": str(len(victims)), "recovered": RESTARTED})
         return len(interrupted)
 
     async def _gone(self, cluster: str, victim: _Victim) -> bool:
@@ -334,9 +359,14 @@ class Defragmenter:
             return False
         return _is_gone(live, victim.uid)
 
-    async def _beneficiary_deleted(self, row: Row) -> bool:
+    async def _stop_reason(self, row: Row, plan_id: str) -> str:
+        """Why the plan must not evict its next victim: "" when it may."""
         async with self._uow_factory() as uow:
-            return await _deleted_mid_plan(uow, row)
+            if await _deleted_mid_plan(uow, row):
+                return "beneficiary deleted"
+            if not await _plan_open(uow, row, plan_id):
+                return SETTLED_ELSEWHERE
+        return ""
 
     async def _pod_row(self, cluster: str, uid: str) -> Row:
         async with self._uow_factory() as uow:
@@ -353,6 +383,22 @@ async def _deleted_mid_plan(uow: UnitOfWork, row: Row) -> bool:
     return current is None or current["state"] == "deleted"
 
 
+async def _plan_open(uow: UnitOfWork, row: Row, plan_id: str | None) -> bool:
+    """The plan `plan_id` is still the beneficiary's latest, unsettled plan (None: any unreadable one).
+
+    Settling is done once, whoever does it. Another placement worker that loads the cluster (a restart, a
+    new worker) runs recover() and may settle a plan this process is still carrying out; the first to record
+    `defrag_completed` or `defrag_aborted` wins, the other leaves it so: no second bind, no GPUs given back
+    twice, no eviction after the abort. Call after _deleted_mid_plan, whose row lock orders the two.
+    """
+    latest = await uow.state.latest_decision(row["cluster"], row["uid"], _PLAN_KINDS)
+    if latest is None or latest["kind"] != "defrag_planned":
+        log.info("defrag plan of %s was settled by another placement worker", row["name"])
+        return False
+    recorded = _recorded_plan(latest)
+    return recorded is None or plan_id is None or recorded[0] == plan_id
+
+
 async def _release_beneficiary(uow: UnitOfWork, row: Row) -> None:
     await uow.state.release(row["cluster"], row["uid"], cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"])
 
@@ -366,11 +412,12 @@ def _plan_reasons(plan: Plan, plan_id: str, victims: Sequence[_Victim]) -> dict[
             PLAN_KEY: record}
 
 
-def _recorded_victims(planned: Row) -> list[_Victim] | None:
-    """The victims a `defrag_planned` decision recorded; None when it recorded none readable."""
+def _recorded_plan(planned: Row) -> tuple[str, list[_Victim]] | None:
+    """The plan id and victims a `defrag_planned` decision recorded; None when it recorded none readable."""
     try:
         record = json.loads(planned["reasons"][PLAN_KEY])
-        return [_Victim(**{**v, "from_gpu_indices": tuple(v["from_gpu_indices"])}) for v in record["victims"]]
+        return record["plan_id"], [_Victim(**{**v, "from_gpu_indices": tuple(v["from_gpu_indices"])})
+                                   for v in record["victims"]]
     except (KeyError, TypeError, ValueError) as exc:
         log.warning("defrag plan of %s is not readable: %r", planned["pod_uid"], exc)
         return None

@@ -128,6 +128,13 @@ class PlacementService:
         await self._rehydrate(state)
         return state.view
 
+    async def retry_waiting(self, cluster: str) -> None:
+        """A plan settled without binding (aborted, or its beneficiary deleted): the GPUs it held are free
+        again, so the waiting pods are tried now rather than on the next cluster change. Caller holds the lock."""
+        state = await self._cluster(cluster)
+        await self._rehydrate(state)
+        await self._retry_waiting(state)
+
     async def bind_reserved(self, cluster: str, uid: str) -> None:
         state = await self._cluster(cluster)
         async with state.lock:

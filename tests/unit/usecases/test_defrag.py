@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gpuplace.usecases.decide import decider
-from gpuplace.usecases.defrag import Defragmenter
+from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
 from tests.builders import node_event, pod_event
 from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
@@ -163,15 +163,12 @@ async def test_a_beneficiary_deleted_mid_plan_keeps_the_victims_gpus_until_the_v
     api.answer.set()
     await placement.drain()
     assert api.evicted == ["victim-0"] and ("robots", "urgent") not in api.bound
-    assert kinds(uow_factory)[-2:] == ["evicted", "defrag_completed"]
-    assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"] == {"moves": "1", "beneficiary": "deleted"}
-    assert assigned(uow_factory) == {"n1": 0, "n2": 9000, "n3": 39000}  # the hold released; the promise kept
-    assert pod_named(uow_factory, "urgent")["state"] == "deleted" and not holdings(uow_factory, "urgent")
-
-    # the victim's pod goes: the waiting pod takes its GPU
-    await placement.on_pod(pod_event("victim-0", uid=victim.uid, kind="deleted"))
-    await placement.drain()
+    # once the victim has left, the plan releases the hold and the waiting pod takes the GPU at once
+    assert kinds(uow_factory)[-4:] == ["evicted", "defrag_completed", "decided", "bound"]
+    assert json.loads(uow_factory.db.outbox[-3]["payload"])["reasons"] == {"moves": "1", "beneficiary": "deleted"}
     assert api.bound[("robots", "late")] == "n1"
+    assert assigned(uow_factory) == {"n1": 8000, "n2": 9000, "n3": 39000}  # the promise kept on n3
+    assert pod_named(uow_factory, "urgent")["state"] == "deleted" and not holdings(uow_factory, "urgent")
 
 
 def assert_aborted_for_deleted_urgent(uow_factory, before, reason):
@@ -308,9 +305,9 @@ async def test_a_restart_releases_the_hold_of_a_beneficiary_deleted_after_every_
     assert [p["owner"] for p in promised] == ["ReplicaSet/victim"]  # kept for the victim's replacement
 
 
-async def test_a_plan_stops_evicting_once_its_beneficiary_is_deleted():
-    # n1's GPU holds two 5000 MiB victims; 12000 MiB fits nowhere unless both leave (one to n2, one to n3)
-    api = SlowEvictionApi()
+async def two_victim_fleet(api):
+    """n1's GPU holds two 5000 MiB victims; the urgent pod returned (12000 MiB, not yet sent) fits nowhere
+    unless both leave (one to n2, one to n3)."""
     uow_factory = FakeUnitOfWorkFactory()
     placement = service(uow_factory, api)
     await placement.on_node(node_event("n1", gpus=1))
@@ -322,7 +319,12 @@ async def test_a_plan_stops_evicting_once_its_beneficiary_is_deleted():
     await placement.on_node(node_event("n3", gpus=1, **A100))
     await placement.on_pod(pod_event("filler-1", memory_mib=30000, priority=1000, deadline_ms=10.0))
     await placement.drain()
-    urgent = pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0)
+    return uow_factory, placement, pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0)
+
+
+async def test_a_plan_stops_evicting_once_its_beneficiary_is_deleted():
+    api = SlowEvictionApi()
+    uow_factory, placement, urgent = await two_victim_fleet(api)
     await placement.on_pod(urgent)
     await api.asked.wait()  # the first eviction is in flight
     await placement.on_pod(pod_event("urgent", uid=urgent.uid, kind="deleted"))
@@ -333,3 +335,47 @@ async def test_a_plan_stops_evicting_once_its_beneficiary_is_deleted():
     assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"]["reason"] == "beneficiary deleted"
     left = ({"victim-a", "victim-b"} - set(api.evicted)).pop()
     assert holdings(uow_factory, left) == {("n1", 0)} and not holdings(uow_factory, "urgent")
+
+
+async def test_a_plan_another_worker_settled_is_neither_carried_on_nor_settled_twice():
+    # worker A evicts the first of two victims; worker B loads the cluster meanwhile (a new worker, or A's
+    # replacement after a false death), finds the plan half done and aborts it
+    api = SlowEvictionApi()
+    uow_factory, placement, urgent = await two_victim_fleet(api)
+    await placement.on_pod(urgent)
+    await api.asked.wait()  # A's first eviction is in flight
+    other = service(uow_factory, api)
+    await other.reread("east")  # B's first look at the cluster runs recover(): victims still there, abort
+    assert kinds(uow_factory)[-1] == "defrag_aborted"
+    api.answer.set()
+    await placement.drain()
+    await other.drain()
+    assert len(api.evicted) == 1  # A stopped before its second eviction
+    assert kinds(uow_factory).count("defrag_aborted") == 1 and "defrag_completed" not in kinds(uow_factory)
+    assert ("robots", "urgent") not in api.bound
+    assert not holdings(uow_factory, "urgent")
+    # B's abort gave both victims their GPUs back: the one A then evicted is released when it goes
+    evicted = pod_named(uow_factory, api.evicted[0])
+    await placement.on_pod(pod_event(evicted["name"], uid=evicted["uid"], kind="deleted"))
+    assert assigned(uow_factory)["n1"] == 5000
+
+
+async def test_a_victim_still_running_after_the_eviction_wait_gets_its_gpu_back_and_the_plan_aborts():
+    class StuckApi(FakeClusterApi):
+        async def read_pod(self, namespace, name):  # evicted, but a finalizer keeps it terminating
+            return {"metadata": {"name": name, "uid": stuck_uid}} if name == "victim-0" else \
+                await super().read_pod(namespace, name)
+
+    api = StuckApi()
+    uow_factory, api, placement, victim = await fragmented_fleet(api=api)
+    stuck_uid = victim.uid
+    before = assigned(uow_factory)
+    placement._defrag.settings = DefragSettings(eviction_wait_s=0.3)
+    await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))
+    await placement.drain()
+    assert api.evicted == ["victim-0"] and ("robots", "urgent") not in api.bound
+    assert kinds(uow_factory)[-1] == "defrag_aborted"
+    assert json.loads(uow_factory.db.outbox[-1]["payload"])["reasons"] == {
+        "reason": "evicted pods still running after 0.3 s", "evicted": "0"}
+    assert assigned(uow_factory) == before and holdings(uow_factory, "victim-0") == {("n1", 0)}
+    assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
