@@ -11,7 +11,7 @@ from gpuplace.contracts import topics
 from gpuplace.contracts.events import LatencyWindow
 from gpuplace.settings import Settings
 from gpuplace.usecases.ingest import ingest_latency
-from services.consumer import Subscription, run_broker, wire
+from services.consumer import Route, run_broker, wire
 
 NAME = "latency-ingest"
 
@@ -21,5 +21,5 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         broker = make_broker(settings.kafka_bootstrap, client_id=NAME)
         handler = functools.partial(ingest_latency, uow_factory, consumer=NAME,
                                     placements_topic=settings.topic(topics.PLACEMENTS))
-        wire(broker, settings, NAME, [Subscription(topics.LATENCY, LatencyWindow, handler)])
+        wire(broker, settings, NAME, [Route(topics.LATENCY, LatencyWindow, handler)])
         await run_broker(broker, stop)

@@ -1,13 +1,17 @@
 """placement service: consumes pods.v1 and nodes.v1, binds pods, relays the outbox to placements.v1.
 
-Topics are keyed by cluster, so several placement workers in one consumer group split the clusters
-between them; each worker holds the state of the clusters whose partitions it owns.
+Records are partitioned by cluster and the three topics are read by one consumer, so several placement
+workers in one consumer group split the clusters between them (adapters/kafka); each worker holds the state
+of the clusters whose partitions it owns, and reads them again when its partitions change.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from aiokafka import ConsumerRebalanceListener
+
+from gpuplace.adapters.kafka import check_copartitioned
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
 from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
@@ -16,7 +20,7 @@ from gpuplace.settings import Settings
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
-from services.consumer import Subscription, wire
+from services.consumer import Route, wire
 
 NAME = "placement"
 
@@ -35,13 +39,28 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
                                     settings=DefragSettings(min_priority=settings.defrag_min_priority))
         service = PlacementService(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
                                    topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag)
-        wire(res.broker, settings, NAME, [
-            Subscription(topics.NODES, NodeEvent, service.on_node),
-            Subscription(topics.PODS, PodEvent, service.on_pod),
-            Subscription(topics.PLACEMENTS, PlacementEvent, service.on_placement),
-        ])
+        routes = [Route(topics.NODES, NodeEvent, service.on_node), Route(topics.PODS, PodEvent, service.on_pod),
+                  Route(topics.PLACEMENTS, PlacementEvent, service.on_placement)]
+        try:
+            await check_copartitioned(settings.kafka_bootstrap, [settings.topic(r.topic) for r in routes])
+        except ValueError as exc:
+            raise SystemExit(f"placement: {exc}") from None
+        wire(res.broker, settings, NAME, routes, listener=_Reload(service))
         async with res.broker:
             await res.broker.start()
             await relay.run(stop)
             await service.drain()
             await relay.run_once()
+
+
+class _Reload(ConsumerRebalanceListener):
+    """Partitions gained: clusters this worker did not own meanwhile are read and resumed again."""
+
+    def __init__(self, service: PlacementService) -> None:
+        self._service = service
+
+    async def on_partitions_revoked(self, revoked) -> None:
+        pass
+
+    async def on_partitions_assigned(self, assigned) -> None:
+        self._service.reload_clusters()

@@ -11,7 +11,7 @@ from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry
 from gpuplace.settings import Settings
 from gpuplace.usecases.ingest import ingest_telemetry
-from services.consumer import Subscription, run_broker, wire
+from services.consumer import Route, run_broker, wire
 
 NAME = "telemetry-ingest"
 
@@ -20,5 +20,5 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
     async with database(settings) as uow_factory:
         broker = make_broker(settings.kafka_bootstrap, client_id=NAME)
         handler = functools.partial(ingest_telemetry, uow_factory, consumer=NAME)
-        wire(broker, settings, NAME, [Subscription(topics.TELEMETRY, GpuTelemetry, handler)])
+        wire(broker, settings, NAME, [Route(topics.TELEMETRY, GpuTelemetry, handler)])
         await run_broker(broker, stop)

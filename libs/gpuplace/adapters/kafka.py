@@ -5,6 +5,11 @@ validation must reach `gpuplace.deadletter.v1` with the reason and its original 
 must still be committed so the consumer moves on. Handlers therefore receive the raw record, and
 `subscribe()` validates it, dead-letters what is malformed, and calls the handler with the typed event.
 
+Every record of one cluster goes to one partition (cluster_partitioner), and a service's topics are read by
+one consumer with the range assignor, which hands each member the same partition numbers of every topic: a
+placement worker therefore owns whole clusters, their pods, nodes and placements alike (DESIGN §2), as long
+as the topics have the same partition count (check_copartitioned).
+
 Acknowledgement is explicit (FastStream's Kafka default, ACK_FIRST, commits before the handler runs):
 NACK_ON_ERROR commits after the handler returns and seeks back on an exception, so a transient failure
 (the database restarting) redelivers the event instead of losing it.
@@ -14,9 +19,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from aiokafka import ConsumerRebalanceListener
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.partitioner import DefaultPartitioner
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
@@ -27,11 +36,28 @@ from gpuplace.contracts.events import DeadLetter
 
 log = logging.getLogger(__name__)
 _CLUSTER_KEY = re.compile(rb"^([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)/")
-E = TypeVar("E", bound=BaseModel)
+_HASH = DefaultPartitioner()
+
+
+@dataclass(frozen=True)
+class Route:
+    """Records of `topic` are validated as `model` and handed to `handler`."""
+
+    topic: str
+    model: type[BaseModel]
+    handler: Callable[[Any], Awaitable[None]]
+
+
+def cluster_partitioner(key: bytes | None, all_partitions: list[int], available: list[int]) -> int:
+    """The partition of the key's cluster (`cluster/<entity>` keys), hashed as Kafka's default partitioner
+    hashes a key, so that one consumer sees a cluster's events in the order they were produced."""
+    match = _CLUSTER_KEY.match(key or b"")
+    return _HASH(match.group(1) if match else key, all_partitions, available)
 
 
 def make_broker(bootstrap: str, *, client_id: str = "gpuplace") -> KafkaBroker:
-    return KafkaBroker(bootstrap, client_id=client_id, enable_idempotence=True, logger=log, log_level=logging.DEBUG)
+    return KafkaBroker(bootstrap, client_id=client_id, enable_idempotence=True, partitioner=cluster_partitioner,
+                       logger=log, log_level=logging.DEBUG)
 
 
 def validation_reason(exc: ValidationError) -> str:
@@ -53,24 +79,49 @@ async def dead_letter(broker: KafkaBroker, *, topic: str, consumer: str, reason:
     log.warning("dead-lettered %s[%s]@%s: %s", topic, partition, offset, reason)
 
 
-def subscribe(broker: KafkaBroker, *, topic: str, group_id: str, model: type[E],
-              handler: Callable[[E], Awaitable[None]], consumer: str, suffix: str = "") -> None:
-    """Register `handler` for `topic`: typed events in, malformed records to the dead-letter topic."""
-    full_topic = topic + suffix
+def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, consumer: str, suffix: str = "",
+              listener: ConsumerRebalanceListener | None = None) -> None:
+    """One consumer in `group_id` for every route's topic: typed events to its handler, malformed records to
+    the dead-letter topic. `listener` hears which partitions this member gains and loses."""
+    by_topic = {route.topic + suffix: route for route in routes}
 
-    @broker.subscriber(full_topic, group_id=group_id, ack_policy=AckPolicy.NACK_ON_ERROR,
-                       auto_offset_reset="earliest", title=f"{consumer}:{topic}", description=model.__doc__)
+    @broker.subscriber(*by_topic, group_id=group_id, ack_policy=AckPolicy.NACK_ON_ERROR,
+                       partition_assignment_strategy=(RangePartitionAssignor,), listener=listener,
+                       auto_offset_reset="earliest", title=f"{consumer}:{'+'.join(r.topic for r in routes)}",
+                       description="; ".join(f"{r.topic}: {r.model.__name__}" for r in routes))
     async def _on_record(msg: KafkaMessage) -> None:
         record = msg.raw_message
+        topic = getattr(record, "topic", None) or routes[0].topic + suffix  # the in-memory test broker has none
+        route = by_topic[topic]
         try:
-            event = model.model_validate_json(msg.body)
+            event = route.model.model_validate_json(msg.body)
         except ValidationError as exc:
-            await dead_letter(broker, topic=full_topic, consumer=consumer, reason=validation_reason(exc),
+            await dead_letter(broker, topic=topic, consumer=consumer, reason=validation_reason(exc),
                               value=msg.body, key=getattr(record, "key", None),
                               partition=getattr(record, "partition", None), offset=getattr(record, "offset", None),
                               suffix=suffix)
             return
-        await handler(event)
+        await route.handler(event)
+
+
+async def check_copartitioned(bootstrap: str, names: Sequence[str]) -> None:
+    """Refuse to consume `names` together unless the existing ones have one partition count: otherwise a
+    cluster's pods and nodes land on partitions that two different workers own. Topics not created yet are
+    skipped (the broker creates them with its one default count)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        present = [n for n in names if n in existing]
+        described = await admin.describe_topics(present) if present else []  # None or [] describes every topic
+    finally:
+        await admin.close()
+    counts = {t["topic"]: len(t["partitions"]) for t in described}
+    if len(set(counts.values())) > 1:
+        raise ValueError("topics read together must have the same partition count, so that one worker owns "
+                         f"a cluster's records on all of them; found {counts}")
 
 
 async def ensure_topics(bootstrap: str, names: list[str], *, partitions: int = 4) -> None:
@@ -92,4 +143,5 @@ async def ensure_topics(bootstrap: str, names: list[str], *, partitions: int = 4
         await admin.close()
 
 
-__all__ = ["make_broker", "subscribe", "dead_letter", "validation_reason", "ensure_topics"]
+__all__ = ["Route", "cluster_partitioner", "make_broker", "subscribe", "dead_letter", "validation_reason",
+           "check_copartitioned", "ensure_topics"]

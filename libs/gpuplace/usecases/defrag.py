@@ -328,6 +328,8 @@ class Defragmenter:
             beneficiaries = await uow.state.pods_in_state(cluster, ("reserved",)) + \
                 await uow.state.pods_holding(cluster, ("deleted",))
             for row in beneficiaries:
+                if row["uid"] in self.beneficiaries:
+                    continue  # this process carries the plan out still (its partitions were reassigned)
                 latest = await uow.state.latest_decision(cluster, row["uid"], _PLAN_KINDS)
                 if latest is not None and latest["kind"] == "defrag_planned":
                     interrupted.append((row, _recorded_plan(latest)))

@@ -110,6 +110,16 @@ class PlacementService:
         async with state.lock:
             await self._rehydrate(state)
 
+    async def load(self, cluster: str) -> None:
+        """Read and resume `cluster` now if it is not loaded, rather than on its next event."""
+        await self._cluster(cluster)
+
+    def reload_clusters(self) -> None:
+        """The partitions this worker owns changed: what it knows of each cluster may be stale (another worker
+        placed pods there meanwhile), so each is read and resumed again on its next event."""
+        for state in self._clusters.values():
+            state.loaded = False
+
     async def drain(self) -> None:
         """Wait for binds and defragmentation plans in flight (shutdown, tests)."""
         while self._binds or self._defrag_tasks:
@@ -124,14 +134,16 @@ class PlacementService:
         await self._commit(uow)
 
     async def reread(self, cluster: str) -> ClusterView:
-        state = await self._cluster(cluster)
+        """The cluster as the database has it now. Caller holds the lock: a cluster marked for reloading is
+        loaded only by the next event (_cluster would wait on that lock)."""
+        state = self._clusters[cluster]
         await self._rehydrate(state)
         return state.view
 
     async def retry_waiting(self, cluster: str) -> None:
         """A plan settled without binding (aborted, or its beneficiary deleted): the GPUs it held are free
         again, so the waiting pods are tried now rather than on the next cluster change. Caller holds the lock."""
-        state = await self._cluster(cluster)
+        state = self._clusters[cluster]
         await self._rehydrate(state)
         await self._retry_waiting(state)
 
@@ -400,7 +412,8 @@ class PlacementService:
         async with self._uow_factory() as uow:
             rows = await uow.state.pods_in_state(state.view.cluster, ("pending", "unschedulable", "reserved"))
         for row in rows:
-            if row["state"] == "reserved" and row["uid"] in state.view.holds and not self._plan_holds(row):
+            if row["state"] == "reserved" and row["uid"] in state.view.holds and not self._plan_holds(row) and \
+                    row["cluster"] + row["uid"] not in self._in_flight():
                 self._spawn_bind(state, row, state.view.holds[row["uid"]])
             elif row["state"] != "reserved":
                 state.waiting[row["uid"]] = row

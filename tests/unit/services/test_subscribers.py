@@ -5,10 +5,11 @@ import json
 
 from faststream.kafka import TestKafkaBroker
 
-from gpuplace.adapters.kafka import make_broker, subscribe
+from gpuplace.adapters.kafka import Route, cluster_partitioner, make_broker, subscribe
 from gpuplace.cli.services import asyncapi_document
 from gpuplace.contracts import topics
-from gpuplace.contracts.events import GpuTelemetry
+from gpuplace.contracts.events import GpuTelemetry, NodeEvent, PodEvent
+from tests.builders import node_event, pod_event
 
 
 async def test_valid_events_reach_the_handler_and_bad_ones_the_dead_letter_topic():
@@ -18,8 +19,7 @@ async def test_valid_events_reach_the_handler_and_bad_ones_the_dead_letter_topic
     async def handler(event: GpuTelemetry) -> None:
         handled.append(event)
 
-    subscribe(broker, topic=topics.TELEMETRY, group_id="g", model=GpuTelemetry, handler=handler,
-              consumer="telemetry-ingest")
+    subscribe(broker, [Route(topics.TELEMETRY, GpuTelemetry, handler)], group_id="g", consumer="telemetry-ingest")
 
     @broker.subscriber(topics.DEADLETTER)
     async def collect(body: dict) -> None:
@@ -44,3 +44,33 @@ def test_the_asyncapi_document_describes_every_topic():
     addresses = {channel["address"] for channel in doc["channels"].values()}
     assert addresses == set(topics.ALL_TOPICS)
     assert "PodEvent" in json.dumps(doc["components"]["schemas"])
+
+
+async def test_one_consumer_hands_each_topics_records_to_its_own_handler():
+    broker = make_broker("127.0.0.1:9092")
+    seen = []
+
+    async def on_pod(event: PodEvent) -> None:
+        seen.append(("pod", event.name))
+
+    async def on_node(event: NodeEvent) -> None:
+        seen.append(("node", event.name))
+
+    subscribe(broker, [Route(topics.PODS, PodEvent, on_pod), Route(topics.NODES, NodeEvent, on_node)],
+              group_id="g", consumer="placement")
+    pod, node = pod_event("p1"), node_event("n1")
+    async with TestKafkaBroker(broker) as test_broker:
+        await test_broker.publish(pod.model_dump_json(by_alias=True).encode(), topic=topics.PODS, key=pod.kafka_key())
+        await test_broker.publish(node.model_dump_json(by_alias=True).encode(), topic=topics.NODES,
+                                  key=node.kafka_key())
+    assert seen == [("pod", "p1"), ("node", "n1")]
+
+
+def test_every_record_of_a_cluster_goes_to_one_partition():
+    partitions = list(range(8))
+    for cluster in ("east", "west", "eu-central-1.prod"):
+        chosen = {cluster_partitioner(f"{cluster}/{entity}".encode(), partitions, partitions)
+                  for entity in ("n1", "robots/p1", "n7/3", "x" * 40)}
+        assert len(chosen) == 1
+    spread = {cluster_partitioner(f"c{i}/n1".encode(), partitions, partitions) for i in range(64)}
+    assert len(spread) == len(partitions)  # clusters still spread over the partitions

@@ -220,7 +220,7 @@ async def restarted_mid_plan(die_in: str, *, urgent_deleted: bool = False):
     await placement.drain()
     api.die_in = ""
     restarted = service(uow_factory, api)
-    await restarted.reread("east")  # the first look at the cluster resumes it
+    await restarted.load("east")  # the first look at the cluster resumes it
     await restarted.drain()
     return uow_factory, api, restarted, victim, before
 
@@ -280,7 +280,7 @@ async def test_a_reserved_pod_no_plan_holds_is_still_bound_on_resume():
     assert pod_named(uow_factory, "survivor")["state"] == "reserved"
 
     restarted = service(uow_factory, api)
-    await restarted.reread("east")
+    await restarted.load("east")
     await restarted.drain()
     assert api.bound == {("robots", "survivor"): "n1"}
     assert kinds(uow_factory) == ["decided", "bound"]
@@ -345,7 +345,7 @@ async def test_a_plan_another_worker_settled_is_neither_carried_on_nor_settled_t
     await placement.on_pod(urgent)
     await api.asked.wait()  # A's first eviction is in flight
     other = service(uow_factory, api)
-    await other.reread("east")  # B's first look at the cluster runs recover(): victims still there, abort
+    await other.load("east")  # B's first look at the cluster runs recover(): victims still there, abort
     assert kinds(uow_factory)[-1] == "defrag_aborted"
     api.answer.set()
     await placement.drain()

@@ -174,3 +174,22 @@ async def test_a_first_load_of_the_cluster_that_fails_is_tried_again(uow_factory
     await restarted.on_pod(pod_event("newcomer-2"))  # the next one loads and resumes it
     await restarted.drain()
     assert api.bound[("robots", "survivor")] == "n1"
+
+
+async def test_a_worker_that_regains_a_cluster_reads_it_again_and_places_what_waits_there(uow_factory, api):
+    # worker B knew the cluster, lost its partitions to worker A, and gets them back
+    b = service(uow_factory, api)
+    await b.on_node(node_event("n1", gpus=1, gpu_memory_mib=16384))
+    a = service(uow_factory, api)
+    await a.on_pod(pod_event("big", memory_mib=20000))  # fits nowhere: waits in A's queue, not in B's
+    await a.drain()
+    assert uow_factory.db.pods[("east", pod_named_uid(uow_factory, "big"))]["state"] == "unschedulable"
+
+    b.reload_clusters()  # the rebalance gave B the cluster again
+    await b.on_node(node_event("n2", gpus=1, gpu_memory_mib=40960))
+    await b.drain()
+    assert api.bound == {("robots", "big"): "n2"}
+
+
+def pod_named_uid(uow_factory: FakeUnitOfWorkFactory, name: str) -> str:
+    return next(uid for (_, uid), pod in uow_factory.db.pods.items() if pod["name"] == name)
