@@ -2,14 +2,12 @@
 
 Records are partitioned by cluster and the three topics are read by one consumer, so several placement
 workers in one consumer group split the clusters between them (adapters/kafka); each worker holds the state
-of the clusters whose partitions it owns, and reads them again when its partitions change.
+of the clusters whose partitions it owns, and reads them again when its partitions change (ownership.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-
-from aiokafka import ConsumerRebalanceListener
 
 from gpuplace.adapters.kafka import check_copartitioned
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
@@ -21,6 +19,7 @@ from gpuplace.usecases.decide import decider
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
 from services.consumer import Route, wire
+from services.placement.ownership import ClusterOwnership
 
 NAME = "placement"
 
@@ -42,25 +41,14 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         routes = [Route(topics.NODES, NodeEvent, service.on_node), Route(topics.PODS, PodEvent, service.on_pod),
                   Route(topics.PLACEMENTS, PlacementEvent, service.on_placement)]
         try:
-            await check_copartitioned(settings.kafka_bootstrap, [settings.topic(r.topic) for r in routes])
+            partitions = await check_copartitioned(settings.kafka_bootstrap, [settings.topic(r.topic) for r in routes])
         except ValueError as exc:
             raise SystemExit(f"placement: {exc}") from None
-        wire(res.broker, settings, NAME, routes, listener=_Reload(service))
+        ownership = ClusterOwnership(service, res.cluster_apis, settings.topic(topics.PODS), partitions)
+        wire(res.broker, settings, NAME, routes, listener=ownership)
         async with res.broker:
             await res.broker.start()
             await relay.run(stop)
             await service.drain()
             await relay.run_once()
 
-
-class _Reload(ConsumerRebalanceListener):
-    """Partitions gained: clusters this worker did not own meanwhile are read and resumed again."""
-
-    def __init__(self, service: PlacementService) -> None:
-        self._service = service
-
-    async def on_partitions_revoked(self, revoked) -> None:
-        pass
-
-    async def on_partitions_assigned(self, assigned) -> None:
-        self._service.reload_clusters()

@@ -14,7 +14,7 @@ from collections import defaultdict
 import pytest
 from aiokafka import ConsumerRebalanceListener
 
-from gpuplace.adapters.kafka import Route, check_copartitioned, ensure_topics, make_broker, subscribe
+from gpuplace.adapters.kafka import Route, check_copartitioned, ensure_topics, make_broker, partition_of, subscribe
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
 from tests.builders import node_event, pod_event
@@ -41,7 +41,7 @@ class Assignment(ConsumerRebalanceListener):
 async def test_each_cluster_is_read_by_one_worker_on_every_topic(kafka_bootstrap: str) -> None:
     suffix = "." + unique_name("ownership")
     await ensure_topics(kafka_bootstrap, [t + suffix for t in READ], partitions=PARTITIONS)
-    await check_copartitioned(kafka_bootstrap, [t + suffix for t in READ])
+    assert await check_copartitioned(kafka_bootstrap, [t + suffix for t in READ]) == PARTITIONS
     group = unique_name("placement")
     seen: dict[str, set[str]] = defaultdict(set)  # cluster -> workers that read any of its records
     received: list[str] = []
@@ -86,6 +86,10 @@ async def test_each_cluster_is_read_by_one_worker_on_every_topic(kafka_bootstrap
         await asyncio.sleep(1)  # a duplicate delivery to the other worker would arrive now
         assert {cluster: len(by) for cluster, by in seen.items()} == dict.fromkeys(clusters, 1)
         assert len(set().union(*seen.values())) > 1  # and the clusters are split between the workers
+        for worker, (_, assignment) in workers.items():  # ownership as placement computes it (partition_of)
+            pods = {p for t, p in assignment.now if t == topics.PODS + suffix}
+            assert {c for c in clusters if partition_of(c, PARTITIONS) in pods} == \
+                {c for c, by in seen.items() if by == {worker}}
     finally:
         for broker, _ in workers.values():
             await broker.stop()

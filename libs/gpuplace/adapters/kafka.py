@@ -55,6 +55,11 @@ def cluster_partitioner(key: bytes | None, all_partitions: list[int], available:
     return _HASH(match.group(1) if match else key, all_partitions, available)
 
 
+def partition_of(cluster: str, partitions: int) -> int:
+    """The partition every record of `cluster` goes to, on a topic of `partitions` partitions."""
+    return cluster_partitioner(f"{cluster}/".encode(), list(range(partitions)), [])
+
+
 def make_broker(bootstrap: str, *, client_id: str = "gpuplace") -> KafkaBroker:
     return KafkaBroker(bootstrap, client_id=client_id, enable_idempotence=True, partitioner=cluster_partitioner,
                        logger=log, log_level=logging.DEBUG)
@@ -104,10 +109,10 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
         await route.handler(event)
 
 
-async def check_copartitioned(bootstrap: str, names: Sequence[str]) -> None:
+async def check_copartitioned(bootstrap: str, names: Sequence[str]) -> int | None:
     """Refuse to consume `names` together unless the existing ones have one partition count: otherwise a
     cluster's pods and nodes land on partitions that two different workers own. Topics not created yet are
-    skipped (the broker creates them with its one default count)."""
+    skipped (the broker creates them with its one default count). Returns the count, None if none exists."""
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -122,6 +127,7 @@ async def check_copartitioned(bootstrap: str, names: Sequence[str]) -> None:
     if len(set(counts.values())) > 1:
         raise ValueError("topics read together must have the same partition count, so that one worker owns "
                          f"a cluster's records on all of them; found {counts}")
+    return next(iter(counts.values()), None)
 
 
 async def ensure_topics(bootstrap: str, names: list[str], *, partitions: int = 4) -> None:
@@ -143,5 +149,5 @@ async def ensure_topics(bootstrap: str, names: list[str], *, partitions: int = 4
         await admin.close()
 
 
-__all__ = ["Route", "cluster_partitioner", "make_broker", "subscribe", "dead_letter", "validation_reason",
-           "check_copartitioned", "ensure_topics"]
+__all__ = ["Route", "cluster_partitioner", "partition_of", "make_broker", "subscribe", "dead_letter",
+           "validation_reason", "check_copartitioned", "ensure_topics"]
