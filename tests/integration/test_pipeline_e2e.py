@@ -4,6 +4,7 @@
 Before any pod is submitted, one malformed message goes to each input topic: each must reach the
 dead-letter topic and change nothing. Then every pod must be bound exactly once, no GPU over its memory,
 PostgreSQL must agree with the apiservers, and every decision must have its placements event.
+A smaller run with two placement workers in one consumer group, each owning one cluster, must hold the same.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -18,6 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from sqlalchemy import func, select
 
+from gpuplace.adapters.kafka import partition_of
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres.tables import allocations, decisions, gpus, nodes, pods
 from gpuplace.bootstrap import database
@@ -147,3 +150,30 @@ async def _assert_placements_event_per_decision(run: PipelineRun, settings: Sett
     assert {e["event_id"] for e in events} >= decision_ids
     bound = Counter((e["cluster"], e["pod_uid"]) for e in events if e["kind"] == "bound")
     assert len(bound) == PODS and set(bound.values()) == {1}
+
+
+def _run_id_splitting(clusters: list[str], partitions: int = 4) -> str:
+    """A run id whose two clusters hash to partitions the range assignor gives to different members of a
+    two-worker group (0-1 and 2-3), so that each worker owns one cluster."""
+    for _ in range(1000):
+        run_id = uuid.uuid4().hex[:6]
+        halves = {partition_of(f"{c}-{run_id}", partitions) // (partitions // 2) for c in clusters}
+        if len(halves) == 2:
+            return run_id
+    raise AssertionError("no run id splits the clusters")
+
+
+async def test_two_placement_workers_split_the_clusters_and_bind_every_pod_once(kafka_bootstrap: str,
+                                                                               database_url: str) -> None:
+    kubeconfigs = dict(list(cluster_kubeconfigs().items())[:2])
+    assert len(kubeconfigs) == 2, f"the end-to-end test needs two clusters, the stack has {list(kubeconfigs)}"
+    settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url)
+    run = PipelineRun(RunConfig(kubeconfigs=kubeconfigs, nodes=40, pods=400, placement_workers=2, keep=True,
+                                run_id=_run_id_splitting(list(kubeconfigs)), timeout_s=600), settings)
+    try:
+        result = await run.run()
+        assert result.pods_bound == result.pods_submitted == 400, result.summary()
+        assert result.gpus_overcommitted == 0 and result.bound_twice == 0
+        await _assert_postgres_matches_apiservers(run, settings)
+    finally:
+        await run.cleanup()

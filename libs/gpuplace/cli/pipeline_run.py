@@ -51,6 +51,7 @@ class RunConfig:
     gpus_per_node: int = 8
     seed: int = 7
     policy: str | None = None  # None: the settings' (GPUPLACE_POLICY)
+    placement_workers: int = 1  # in one consumer group: they split the clusters between them
     timeout_s: float = 600.0
     settle_s: float = 5.0  # no progress for this long with nothing pending in flight: done
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
@@ -185,8 +186,9 @@ class PipelineRun:
                 self.progress("nodes", done, total)
 
     def _start_services(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
-        tasks = [asyncio.create_task(placement.run(self._settings(kubeconfigs={
-            cluster: self.config.kubeconfigs[name] for cluster, name in self.clusters.items()}), stop))]
+        kubeconfigs = {cluster: self.config.kubeconfigs[name] for cluster, name in self.clusters.items()}
+        tasks = [asyncio.create_task(placement.run(self._settings(kubeconfigs=kubeconfigs), stop))
+                 for _ in range(self.config.placement_workers)]
         tasks += [asyncio.create_task(svc.run(self._settings(), stop)) for svc in (telemetry_ingest, latency_ingest)]
         for cluster, name in self.clusters.items():
             tasks.append(asyncio.create_task(cluster_watcher.run(
