@@ -60,8 +60,12 @@ def partition_of(cluster: str, partitions: int) -> int:
     return cluster_partitioner(f"{cluster}/".encode(), list(range(partitions)), [])
 
 
-def make_broker(bootstrap: str, *, client_id: str = "gpuplace") -> KafkaBroker:
-    return KafkaBroker(bootstrap, client_id=client_id, enable_idempotence=True, partitioner=cluster_partitioner,
+def make_broker(bootstrap: str, *, client_id: str = "gpuplace", by_cluster: bool = True) -> KafkaBroker:
+    """A broker whose producer sends every record of a cluster to one partition (what placement needs of the
+    pods, nodes and placements topics), or with `by_cluster=False` spreads them by the whole key: telemetry,
+    read by stateless ingest workers, should not funnel a large cluster's GPUs through one partition."""
+    partitioner = cluster_partitioner if by_cluster else _HASH
+    return KafkaBroker(bootstrap, client_id=client_id, enable_idempotence=True, partitioner=partitioner,
                        logger=log, log_level=logging.DEBUG)
 
 

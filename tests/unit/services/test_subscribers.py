@@ -74,3 +74,4 @@ def test_every_record_of_a_cluster_goes_to_one_partition():
         assert len(chosen) == 1
     spread = {cluster_partitioner(f"c{i}/n1".encode(), partitions, partitions) for i in range(64)}
     assert len(spread) == len(partitions)  # clusters still spread over the partitions
+
