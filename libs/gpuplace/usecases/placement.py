@@ -143,9 +143,8 @@ class PlacementService:
     async def retry_waiting(self, cluster: str) -> None:
         """A plan settled without binding (aborted, or its beneficiary deleted): the GPUs it held are free
         again, so the waiting pods are tried now rather than on the next cluster change. Caller holds the lock."""
-        state = self._clusters[cluster]
-        await self._rehydrate(state)
-        await self._retry_waiting(state)
+        await self.reread(cluster)
+        await self._retry_waiting(self._clusters[cluster])
 
     async def bind_reserved(self, cluster: str, uid: str) -> None:
         state = await self._cluster(cluster)
