@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The real local stack on 127.0.0.1, no Docker engine: Apache Kafka (KRaft), PostgreSQL, one etcd, and per
-# cluster (GPUPLACE_STACK_CLUSTERS, default "east west") a kube-apiserver, a kube-controller-manager and KWOK.
+# cluster (GPUPLACE_STACK_CLUSTERS, default "east west") a kube-apiserver, a kube-controller-manager, a
+# kube-scheduler and KWOK.
 #
 #   stack.sh up                 build what is missing (cached in .cache/stack), start what is not running, wait
 #                               until healthy, write $GPUPLACE_STACK_DIR/env; a second `up` only checks health
 #   stack.sh down               stop every process `up` started (by process group) and delete the runtime dir
 #   stack.sh status             each component up/down (exit status 3 when something is down)
-#   stack.sh logs [-f] [NAME]   tail the logs (NAME: postgres, kafka, etcd, east, kube-apiserver-west, ...)
+#   stack.sh logs [-f] [NAME]   tail the logs (NAME: postgres, kafka, etcd, east, kube-apiserver-west,
+#                               kube-scheduler-east, ...)
 #
 # Settings (environment): GPUPLACE_STACK_DIR (runtime data, default /tmp/gpuplace-stack), GPUPLACE_STACK_CLUSTERS,
-# GPUPLACE_STACK_CACHE (builds, default <repo>/.cache/stack), GPUPLACE_STACK_{PG,KAFKA,ETCD,APISERVER,KCM,KWOK}_PORT,
-# GPUPLACE_STACK_PG_PASSWORD, GPUPLACE_STACK_PG_BIN. Pinned versions live in deploy/local/{kafka/pom.xml,
-# etcd/go.mod,kube/go.mod,kwok/go.mod}.
+# GPUPLACE_STACK_CACHE (builds, default <repo>/.cache/stack), GPUPLACE_STACK_PG_PASSWORD, GPUPLACE_STACK_PG_BIN,
+# GPUPLACE_STACK_{PG,KAFKA,ETCD,APISERVER,KCM,SCHEDULER,KWOK}_PORT, GPUPLACE_STACK_SCHEDULER_{QPS,BURST}
+# (kube-scheduler's client rate limit, default 50/100 as upstream). Pinned versions live in
+# deploy/local/{kafka/pom.xml,etcd/go.mod,kube/go.mod,kwok/go.mod}.
 set -euo pipefail
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOFLAGS="${GOFLAGS:-} -mod=readonly -buildvcs=false"
 
@@ -65,10 +68,12 @@ cmd_up() {
   for c in "${CLUSTER_LIST[@]}"; do wait_apiserver "$c"; done
   for c in "${CLUSTER_LIST[@]}"; do
     start_kcm "$c"
+    start_scheduler "$c"
     start_kwok "$c"
   done
   for c in "${CLUSTER_LIST[@]}"; do
     wait_kcm "$c"
+    wait_scheduler "$c"
     wait_kwok "$c"
   done
   write_env
@@ -85,7 +90,9 @@ cmd_down() {
   say "stack down: $STACK_DIR"
   # etcd last, so the apiservers shut down cleanly; the rest at once.
   local first=(kafka postgres) leftovers=()
-  for c in "${CLUSTER_LIST[@]}"; do first+=("kwok-$c" "kube-controller-manager-$c" "kube-apiserver-$c"); done
+  for c in "${CLUSTER_LIST[@]}"; do
+    first+=("kwok-$c" "kube-scheduler-$c" "kube-controller-manager-$c" "kube-apiserver-$c")
+  done
   stop_groups "${first[@]}"
   stop_groups etcd
   # Components of clusters no longer listed in GPUPLACE_STACK_CLUSTERS.
@@ -116,6 +123,7 @@ cmd_status() {
   for c in "${CLUSTER_LIST[@]}"; do
     _status_line "kube-apiserver-$c" "https://127.0.0.1:$(apiserver_port "$c")" apiserver_healthy "$c" || down=1
     _status_line "kube-controller-manager-$c" "https://127.0.0.1:$(kcm_port "$c")" kcm_healthy "$c" || down=1
+    _status_line "kube-scheduler-$c" "https://127.0.0.1:$(scheduler_port "$c")" scheduler_healthy "$c" || down=1
     _status_line "kwok-$c" "http://127.0.0.1:$(kwok_port "$c")" kwok_healthy "$c" || down=1
   done
   if [[ -f $STACK_DIR/env ]]; then echo "environment: . $STACK_DIR/env"; fi

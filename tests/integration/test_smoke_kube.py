@@ -1,8 +1,10 @@
-"""Kubernetes smoke tests on the local clusters (kube-apiserver + kube-controller-manager + KWOK): the API
-surface gpuplace depends on behaves as DESIGN §3 assumes.
+"""Kubernetes smoke tests on the local clusters (kube-apiserver + kube-controller-manager + kube-scheduler +
+KWOK): the API surface gpuplace depends on behaves as DESIGN §3 assumes.
 
 - a Node described by GPU Feature Discovery labels turns Ready, untainted (KWOK plays its kubelet);
-- a pod with schedulerName gpuplace stays Pending until a Binding names its node, then runs;
+- a pod with schedulerName gpuplace stays Pending (kube-scheduler leaves it alone) until a Binding names its
+  node, then runs;
+- a pod of the default scheduler (no schedulerName) is bound by kube-scheduler, then runs;
 - an evicted Deployment pod is recreated by its owner as a new Pending pod (the defragmenter's premise);
 - an eviction a PodDisruptionBudget forbids is refused with 429;
 - deploy/k8s/rbac.yaml grants gpuplace's account what the services do, and not more;
@@ -134,6 +136,37 @@ async def test_pod_waits_for_gpuplace_then_runs_once_bound(
     await _bind(core, namespace, pod, node)
     running = await eventually(lambda: _running(core, namespace, pod), what=f"{pod} Running (KWOK)")
     assert running.spec.node_name == node
+
+
+async def test_default_scheduler_pod_is_bound_by_kube_scheduler(
+    kube: client.ApiClient, namespace: str, gpu_node: dict[str, Any]
+) -> None:
+    core = client.CoreV1Api(kube)
+    node = gpu_node["metadata"]["name"]
+    await eventually(lambda: _ready_node(core, node), what=f"node {node} Ready")
+    pod = unique_name("web")
+    # No schedulerName: the default scheduler's. The selector keeps it on this test's node, not another's.
+    await core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": pod},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "terminationGracePeriodSeconds": 1,
+                "containers": [
+                    {"name": "web", "image": "registry.invalid/web:1", "resources": {"requests": {"cpu": "500m"}}}
+                ],
+            },
+        },
+    )
+
+    async def bound() -> client.V1Pod | None:
+        current = await core.read_namespaced_pod(pod, namespace)
+        return current if current.spec.node_name else None
+
+    placed = await eventually(bound, timeout_s=15.0, what=f"kube-scheduler to bind {pod} (is it running?)")
+    assert (placed.spec.scheduler_name, placed.spec.node_name) == ("default-scheduler", node)
+    await eventually(lambda: _running(core, namespace, pod), what=f"{pod} Running (KWOK)")
 
 
 async def test_evicted_deployment_pod_comes_back_pending(

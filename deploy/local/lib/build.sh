@@ -79,7 +79,8 @@ build_kube() {
   KUBE_VERSION=$version
   KUBE_BIN=$(go_build kube "$dir" "$version" "$ldflags" \
     kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
-    kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager) || exit 1
+    kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+    kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler) || exit 1
 }
 
 build_kwok() {

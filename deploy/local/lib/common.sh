@@ -26,6 +26,7 @@ ETCD_PEER_PORT=$((ETCD_PORT + 1))
 # Per cluster i (0-based, in GPUPLACE_STACK_CLUSTERS order): base + i.
 APISERVER_PORT_BASE=${GPUPLACE_STACK_APISERVER_PORT:-26443}
 KCM_PORT_BASE=${GPUPLACE_STACK_KCM_PORT:-27443}
+SCHEDULER_PORT_BASE=${GPUPLACE_STACK_SCHEDULER_PORT:-27543}
 KWOK_PORT_BASE=${GPUPLACE_STACK_KWOK_PORT:-28080}
 
 PIDS_DIR=$STACK_DIR/pids
@@ -57,6 +58,7 @@ cluster_index() {
 }
 apiserver_port() { echo $((APISERVER_PORT_BASE + $(cluster_index "$1"))); }
 kcm_port() { echo $((KCM_PORT_BASE + $(cluster_index "$1"))); }
+scheduler_port() { echo $((SCHEDULER_PORT_BASE + $(cluster_index "$1"))); }
 kwok_port() { echo $((KWOK_PORT_BASE + $(cluster_index "$1"))); }
 kubeconfig_of() { echo "$STACK_DIR/kube/$1/kubeconfig"; }
 

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The local Kubernetes clusters (sourced by stack.sh): one etcd shared by every cluster, and per cluster a
-# kube-apiserver (its own --etcd-prefix and port), a kube-controller-manager and a KWOK that plays the
-# kubelets of every Node (fake nodes turn Ready; bound pods turn Running; deleted pods go away).
+# kube-apiserver (its own --etcd-prefix and port), a kube-controller-manager, a kube-scheduler (binds the pods
+# of the default scheduler, next to gpuplace's) and a KWOK that plays the kubelets of every Node (fake nodes
+# turn Ready; bound pods turn Running; deleted pods go away).
 #
 # Choices, each for a reason:
 # - admission ServiceAccount off: no token controller and no per-namespace wait for the default account;
@@ -10,11 +11,17 @@
 # - controllers: deployment/replicaset (owners recreate evicted pods), disruption (computes PDB status; without
 #   it every eviction under a PDB is refused), garbage-collector, namespace, pod-garbage-collector (pods left on
 #   deleted nodes), serviceaccount (default accounts, for manifests that name one);
-# - RBAC on (Node,RBAC), so deploy/k8s/rbac.yaml can be checked for real; priority-and-fairness off (tests).
+# - RBAC on (Node,RBAC), so deploy/k8s/rbac.yaml can be checked for real; priority-and-fairness off (tests);
+# - kube-controller-manager and kube-scheduler with leader election off: one of each per cluster, so a Lease
+#   would only add a write every 2 s and, after a restart, a wait for the dead holder's lease to expire;
+# - kube-scheduler's client QPS/burst (GPUPLACE_STACK_SCHEDULER_QPS/_BURST) default to upstream's 50/100, so
+#   the default scheduler binds no faster than a stock one; raise them to take its rate limit out of the way.
 
 ETCD_DIR=$STACK_DIR/etcd
 KCM_CONTROLLERS=deployment-controller,replicaset-controller,disruption-controller,garbage-collector-controller
 KCM_CONTROLLERS+=,namespace-controller,pod-garbage-collector-controller,serviceaccount-controller
+SCHEDULER_QPS=${GPUPLACE_STACK_SCHEDULER_QPS:-50}
+SCHEDULER_BURST=${GPUPLACE_STACK_SCHEDULER_BURST:-100}
 
 _etcd_ready() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
 
@@ -83,6 +90,46 @@ wait_kcm() {
   say "kube-controller-manager-$1: healthy"
 }
 
+_scheduler_ready() { curl -kfsS --max-time 2 "https://127.0.0.1:$(scheduler_port "$1")/healthz"; }
+
+# _write_scheduler_config CLUSTER FILE: the KubeSchedulerConfiguration kube-scheduler runs with. The settings
+# live there, not in flags: kube-scheduler's --kubeconfig, --kube-api-qps/-burst and --profiling are deprecated
+# (each start logs a warning) in favour of this file.
+_write_scheduler_config() {
+  local file=$2
+  [[ $SCHEDULER_QPS =~ ^[0-9]+(\.[0-9]+)?$ && $SCHEDULER_BURST =~ ^[0-9]+$ ]] ||
+    die "GPUPLACE_STACK_SCHEDULER_QPS ('$SCHEDULER_QPS') must be a number, _BURST ('$SCHEDULER_BURST') an integer"
+  cat >"$file.tmp" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: "$(kubeconfig_of "$1")"
+  qps: $SCHEDULER_QPS
+  burst: $SCHEDULER_BURST
+leaderElection:
+  leaderElect: false
+enableProfiling: false
+enableContentionProfiling: false
+EOF
+  mv "$file.tmp" "$file"
+}
+
+start_scheduler() {
+  local cluster=$1 name=kube-scheduler-$1 port config=$STACK_DIR/kube/$1/scheduler.yaml
+  port=$(scheduler_port "$cluster")
+  already_running "$name" _scheduler_ready "$cluster" && return
+  claim_port "$name" "$port"
+  _write_scheduler_config "$cluster" "$config"
+  say "$name: starting (client qps $SCHEDULER_QPS, burst $SCHEDULER_BURST)"
+  start_bg "$name" "$KUBE_BIN/kube-scheduler" --config="$config" \
+    --bind-address=127.0.0.1 --secure-port="$port" --cert-dir="$STACK_DIR/kube/$cluster/scheduler"
+}
+
+wait_scheduler() {
+  wait_until 120 "kube-scheduler-$1" _scheduler_ready "$1"
+  say "kube-scheduler-$1: healthy"
+}
+
 _kwok_ready() { curl -fsS --max-time 2 "http://127.0.0.1:$(kwok_port "$1")/healthz"; }
 
 start_kwok() {
@@ -103,4 +150,5 @@ wait_kwok() {
 etcd_healthy() { pid_of etcd >/dev/null && _etcd_ready; }
 apiserver_healthy() { pid_of "kube-apiserver-$1" >/dev/null && kube_get "$1" /readyz; }
 kcm_healthy() { pid_of "kube-controller-manager-$1" >/dev/null && _kcm_ready "$1"; }
+scheduler_healthy() { pid_of "kube-scheduler-$1" >/dev/null && _scheduler_ready "$1"; }
 kwok_healthy() { pid_of "kwok-$1" >/dev/null && _kwok_ready "$1"; }
