@@ -272,7 +272,10 @@ class FakeUnitOfWorkFactory:
 
 @dataclass
 class FakeClusterApi:
-    """Records binds; `conflicts`/`gone` name pods whose bind answers 409/404, as the apiserver would."""
+    """Records binds; `conflicts`/`gone` name pods whose bind answers 409/404, as the apiserver would.
+
+    Feedback is recorded in order as ("unschedulable", namespace, name, message) and
+    ("scheduled", namespace, name, node, gpus_text) in `reports`."""
 
     bound: dict[tuple[str, str], str] = field(default_factory=dict)
     assignments: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -280,6 +283,7 @@ class FakeClusterApi:
     gone: set[str] = field(default_factory=set)
     refuse_eviction: set[str] = field(default_factory=set)  # names a PodDisruptionBudget protects (429)
     evicted: list[str] = field(default_factory=list)
+    reports: list[tuple[str, ...]] = field(default_factory=list)
     bind_calls: int = 0
 
     async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: dict[str, Any]) -> str:
@@ -305,3 +309,9 @@ class FakeClusterApi:
             return None
         node = self.bound.get((namespace, name))
         return {"metadata": {"name": name, "namespace": namespace}, "spec": {"nodeName": node}}
+
+    async def report_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None:
+        self.reports.append(("unschedulable", namespace, name, message))
+
+    async def report_scheduled(self, namespace: str, name: str, uid: str, node: str, gpus_text: str) -> None:
+        self.reports.append(("scheduled", namespace, name, node, gpus_text))

@@ -236,8 +236,11 @@ RBAC_TABLE = [
     ("create", "pods", "binding", "", True),
     ("create", "pods", "eviction", "", True),
     ("list", "poddisruptionbudgets", "", "policy", True),
-    ("create", "events", "", "", True),
+    ("patch", "pods", "status", "", True),
     ("create", "events", "", "events.k8s.io", True),
+    ("patch", "events", "", "events.k8s.io", True),
+    ("create", "events", "", "", False),  # core/v1 events: gpuplace writes events.k8s.io only
+    ("update", "pods", "status", "", False),
     ("delete", "pods", "", "", False),
     ("create", "pods", "", "", False),
     ("update", "nodes", "", "", False),

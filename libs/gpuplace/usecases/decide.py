@@ -6,7 +6,7 @@ seen in each cluster (a sliding window of recent pods), and rebuilds the policy 
 GPU types change. A policy that learns the workload online (interface.learns_online, the house policy) needs
 none of that: it is built once per cluster and kept, and the defragmentation planner, whose hypothetical
 placements must not count as arrivals, gets an instance of its own. The policy's per-node statuses become
-per-node-class reasons for pods that wait.
+per-node-class reasons for pods that wait, and kube-scheduler's message for their Event (usecases/feedback).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from gpuplace.core.model import Pod
 from gpuplace.core.policies.latency_aware import latency_aware
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases.cluster_view import ClusterView
+from gpuplace.usecases.feedback import Unschedulable, fit_error_message
 from gpuplace.usecases.placement import Choice
 
 WINDOW_PODS = 2_000  # recent pods that define the typical workload
@@ -94,7 +95,8 @@ class Decider:
         assert snapshot is not None
         decision = runtime.place(snapshot, pod, self.policy(view, pod, stream))
         if not decision.scheduled:
-            return reasons_by_node_class(view, decision.statuses)
+            return Unschedulable(reasons_by_node_class(view, decision.statuses),
+                                 fit_error_message(snapshot.n_nodes, decision.statuses))
         demand = resolve(pod, snapshot)
         gpu_type = snapshot.gpu_type_id[decision.node]
         return Choice(

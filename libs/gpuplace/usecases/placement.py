@@ -27,7 +27,7 @@ from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, 
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
-from gpuplace.usecases import latency_learning
+from gpuplace.usecases import feedback, latency_learning
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
@@ -41,6 +41,8 @@ _CONFLICT = object()  # the database refused a reservation our in-memory view al
 class ClusterApi(Protocol):
     async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: dict[str, Any]) -> Any: ...
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def report_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None: ...
+    async def report_scheduled(self, namespace: str, name: str, uid: str, node: str, gpus_text: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class PlacementService:
         self._outbox_written = outbox_written  # wakes the outbox relay after a commit that wrote events
         self._defrag = defrag(self) if defrag else None
         self._defrag_tasks: set[asyncio.Task[Any]] = set()
+        self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
 
     # -- entry points (one per topic) ---------------------------------------------------------------
     async def on_node(self, event: NodeEvent) -> None:
@@ -121,9 +124,10 @@ class PlacementService:
             state.loaded = False
 
     async def drain(self) -> None:
-        """Wait for binds and defragmentation plans in flight (shutdown, tests)."""
-        while self._binds or self._defrag_tasks:
-            await asyncio.gather(*list(self._binds), *list(self._defrag_tasks), return_exceptions=True)
+        """Wait for binds, defragmentation plans and reports to Kubernetes in flight (shutdown, tests)."""
+        while self._binds or self._defrag_tasks or self._feedback.tasks:
+            await asyncio.gather(*list(self._binds), *list(self._defrag_tasks), *list(self._feedback.tasks),
+                                 return_exceptions=True)
 
     # -- what the defragmenter uses (usecases/defrag.PlacementHost) ------------------------------------
     async def record(self, uow: UnitOfWork, row: Row, kind: str, *, hold: Hold | None = None,
@@ -175,6 +179,7 @@ class PlacementService:
                     await uow.state.set_pod_state(event.cluster, event.uid, "invalid", reason=event.request_error)
                     await self._record(uow, row, "invalid_request", reasons={"request": event.request_error})
                     await self._commit(uow)
+                    self._report_unschedulable(row, f"invalid GPU request: {event.request_error}")
                     return
                 if row["state"] == "pending" and row["owner"] and await self._adopt_promise(uow, row):
                     await self._commit(uow)
@@ -284,6 +289,8 @@ class PlacementService:
             state.last_reasons.pop(row["uid"], None)
             self._spawn_bind(state, row, outcome)
         else:
+            if state.last_reasons.get(row["uid"]) != outcome:  # what _record_waiting recorded: a new reason
+                self._report_unschedulable(row, feedback.message(outcome))
             state.waiting[row["uid"]] = row
             state.last_reasons[row["uid"]] = outcome
             if self._defrag is not None and state.view.snapshot is not None and self._defrag.wants(row):
@@ -338,10 +345,24 @@ class PlacementService:
                 await uow.state.set_pod_state(row["cluster"], row["uid"], next_state, node=None, reason=outcome)
                 await self._record(uow, row, "bind_failed", hold=hold, reasons={"bind": outcome})
             await self._commit(uow)
-        if outcome != "bound":
+        if outcome == "bound":
+            self._report_scheduled(row, hold)
+        else:
             state.view.refund(row["uid"])
             if outcome not in ("gone", "conflict"):
                 state.waiting[row["uid"]] = {**row, "state": "pending"}
+
+    # -- feedback in Kubernetes: after the commit, in the background, never failing placement --------------------
+    def _report_unschedulable(self, row: Row, message: str) -> None:
+        api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
+        self._feedback.spawn(row["cluster"] + row["uid"], f"FailedScheduling of {pod[0]}/{pod[1]}",
+                             lambda: api.report_unschedulable(*pod, message))
+
+    def _report_scheduled(self, row: Row, hold: Hold) -> None:
+        api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
+        gpus = feedback.gpus_text(hold.gpu_indices, hold.gpu_memory_mib)
+        self._feedback.spawn(row["cluster"] + row["uid"], f"Scheduled of {pod[0]}/{pod[1]}",
+                             lambda: api.report_scheduled(*pod, hold.node, gpus))
 
     async def _confirm_bound(self, event: PodEvent) -> None:
         """The watcher saw the pod bound: a bind whose outcome we lost (crash) is recorded now."""

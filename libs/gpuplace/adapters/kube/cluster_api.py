@@ -1,4 +1,5 @@
-"""The Kubernetes API as gpuplace uses it: list/watch, annotate + bind, evict, read a pod.
+"""The Kubernetes API as gpuplace uses it: list/watch, annotate + bind, evict, read a pod, and feedback
+(FailedScheduling / Scheduled Events, the PodScheduled condition) as kube-scheduler gives it.
 
 Responses are read as raw JSON (`_preload_content=False`): it is several times faster than the client's
 model deserialisation at fleet scale, and it sidesteps the client's Binding bug (the server answers a
@@ -7,13 +8,21 @@ kubernetes/kubernetes#80663).
 
 Outcomes a caller must act on are values, not exceptions: a 409 on bind means someone else bound the pod
 (reconcile, never retry blindly), a 429 on eviction is a PodDisruptionBudget refusal to respect.
+Feedback is the exception the other way: it never raises (a failure is logged), so it cannot fail placement.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import logging
+import socket
+import time
+import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes_asyncio import client, config
@@ -22,6 +31,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 
 Json = dict[str, Any]
+log = logging.getLogger(__name__)
+
+REPORTING_CONTROLLER = "gpuplace"
+SERIES_WINDOW_S = 6 * 60  # client-go tools/events/event_broadcaster.go finishTime: a quiet series ends
+EVENT_CACHE_SIZE = 4096  # Events this process may still add to (LRU); a forgotten one only means a new Event
+NOTE_LIMIT_BYTES = 1024  # events.k8s.io validation NoteLengthLimit; kube-scheduler's truncateMessage
+# kube-scheduler writes the condition's message whole; its reasons are generic ("Insufficient cpu"), ours carry
+# per-node numbers ("largest hole 6860 MiB"), so a large fleet's histogram could make every waiting pod's status
+# huge: capped here, well above the Event's note.
+CONDITION_MESSAGE_LIMIT_BYTES = 8192
+FEEDBACK_TIMEOUT_S = 10  # a slow apiserver delays feedback, never placement
 
 
 class BindOutcome(enum.Enum):
@@ -67,6 +87,9 @@ class KubeClusterApi:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.policy = client.PolicyV1Api(api_client)
+        self.events = client.EventsV1Api(api_client)
+        self.reporting_instance = f"{REPORTING_CONTROLLER}-{socket.gethostname()}"[:128]  # client-go NewRecorder
+        self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
 
     async def list(self, kind: str, **selectors: str) -> tuple[list[Json], str]:
         """All pods or nodes, with the list's resourceVersion to start a watch from."""
@@ -139,7 +162,141 @@ class KubeClusterApi:
                 return EvictOutcome.GONE
             raise
 
+    # -- feedback, as kube-scheduler gives it --------------------------------------------------------------
+    async def report_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None:
+        """PodScheduled=False/Unschedulable with `message` on the pod and a FailedScheduling Event, as
+        kube-scheduler's handleSchedulingFailure does (pkg/scheduler/schedule_one.go: the Event's note truncated
+        to 1 KiB; the condition's message whole, here up to CONDITION_MESSAGE_LIMIT_BYTES). Nothing when the pod
+        is gone, a namesake, or bound meanwhile: that news is stale. Never raises."""
+        try:
+            current = await self._mark_unschedulable(namespace, name, uid, message)
+        except Exception as exc:  # noqa: BLE001 - feedback must never fail placement
+            log.warning("PodScheduled=False on %s/%s failed: %s", namespace, name, exc)
+            current = True
+        if current:
+            await self._event(namespace, name, uid, "Warning", "FailedScheduling", "Scheduling", message)
 
-__all__ = ["KubeClusterApi", "BindOutcome", "EvictOutcome", "connect", "raw_json"]
+    async def report_scheduled(self, namespace: str, name: str, uid: str, node: str, gpus_text: str) -> None:
+        """A Scheduled Event, kube-scheduler's note ("Successfully assigned ns/pod to node") followed by the GPUs.
+
+        No condition patch: kube-apiserver sets PodScheduled=True itself when it stores the binding
+        (pkg/registry/core/pod/storage/storage.go, BindingREST.setPodHostAndAnnotations; checked on the local
+        stack by tests/integration/test_scheduling_feedback.py). Never raises."""
+        note = f"Successfully assigned {namespace}/{name} to {node}" + (f" {gpus_text}" if gpus_text else "")
+        await self._event(namespace, name, uid, "Normal", "Scheduled", "Binding", note)
+
+    async def _mark_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> bool:
+        """Patch pods/status (strategic merge: conditions merge by type) unless it already says so; False when
+        the pod is no longer the waiting pod we decided for. The resourceVersion read rides along as a
+        precondition, so a bind landing in between turns the patch into a 409 and a re-read, never into
+        PodScheduled=False on a bound pod."""
+        for _attempt in range(3):
+            pod = await self.read_pod(namespace, name)
+            if pod is None or pod["metadata"].get("uid") != uid or (pod.get("spec") or {}).get("nodeName"):
+                return False
+            condition = pod_scheduled_condition(pod, "False", "Unschedulable",
+                                                _truncate(message, CONDITION_MESSAGE_LIMIT_BYTES), datetime.now(UTC))
+            if condition is None:
+                return True
+            patch = {"metadata": {"resourceVersion": pod["metadata"]["resourceVersion"]},
+                     "status": {"conditions": [condition]}}
+            try:
+                await _json(await self.core.patch_namespaced_pod_status(
+                    name, namespace, patch, _preload_content=False, _request_timeout=FEEDBACK_TIMEOUT_S))
+                return True
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        return True
+
+    async def _event(self, namespace: str, name: str, uid: str, type_: str, reason: str, action: str,
+                     note: str) -> None:
+        """Record an events.k8s.io/v1 Event about the pod, aggregated as client-go's events broadcaster does
+        (tools/events/event_broadcaster.go, recordToSink / recordEvent / finishSeries): the first occurrence
+        creates the Event; a repeat within SERIES_WINDOW_S of the last one patches its `series` (count 2 on the
+        first repeat, then +1; lastObservedTime now) instead of creating another; a series patch that finds the
+        Event gone (404) creates it whole. Unlike client-go's eventKey, the note is part of the key: a changed
+        reason is a new Event, not a higher count under the old text. Never raises."""
+        note = _truncate(note, NOTE_LIMIT_BYTES)
+        key = (namespace, name, uid, type_, reason, action, note)
+        now = time.time()
+        series = self._series.get(key)
+        if series is None or now - series.last_observed_s > SERIES_WINDOW_S:
+            event_name = f"{name}.{time.time_ns():x}"  # client-go GenerateEventName, a uuid when too long
+            series = _Series(event_name if len(event_name) <= 253 else str(uuid.uuid4()), now, now)
+            self._series[key] = series
+        else:
+            series.count, series.last_observed_s = series.count + 1, now
+        self._series.move_to_end(key)
+        while len(self._series) > EVENT_CACHE_SIZE:
+            self._series.popitem(last=False)
+        event = {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": series.name, "namespace": namespace},
+            "eventTime": _micro_time(series.first_s), "type": type_, "reason": reason, "action": action,
+            "note": note, "reportingController": REPORTING_CONTROLLER, "reportingInstance": self.reporting_instance,
+            "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
+        }
+        try:
+            await self._record_event(event, series)
+        except Exception as exc:  # noqa: BLE001 - feedback must never fail placement
+            log.warning("%s Event for %s/%s failed: %s", reason, namespace, name, exc)
+
+    async def _record_event(self, event: Json, series: _Series) -> None:
+        namespace, timeout = event["metadata"]["namespace"], FEEDBACK_TIMEOUT_S
+        if series.count > 1:
+            event["series"] = {"count": series.count, "lastObservedTime": _micro_time(series.last_observed_s)}
+            try:
+                await _json(await self.events.patch_namespaced_event(
+                    series.name, namespace, {"series": event["series"]}, _preload_content=False,
+                    _request_timeout=timeout))
+                return
+            except ApiException as exc:
+                if exc.status != 404:  # client-go IsKeyNotFoundError: the Event expired or was deleted
+                    raise
+        await _json(await self.events.create_namespaced_event(namespace, event, _preload_content=False,
+                                                              _request_timeout=timeout))
+
+
+@dataclass
+class _Series:
+    """What this process remembers of one Event it created: enough to patch its series."""
+
+    name: str
+    first_s: float
+    last_observed_s: float
+    count: int = 1
+
+
+def pod_scheduled_condition(pod: Json, status: str, reason: str, message: str, now: datetime) -> Json | None:
+    """The PodScheduled condition to write, or None when the pod already has exactly it.
+
+    kube's podutil.UpdatePodCondition (pkg/api/v1/pod/util.go): lastTransitionTime changes only when the
+    status flips (or the condition is new); nothing is written when status, reason and message are unchanged."""
+    old = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"),
+               None)
+    if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
+        return None
+    flipped = old is None or old.get("status") != status
+    return {"type": "PodScheduled", "status": status, "reason": reason, "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": (None if flipped else old.get("lastTransitionTime"))
+            or now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def _micro_time(epoch_s: float) -> str:
+    """metav1.MicroTime as the apiserver writes it (RFC 3339, microseconds)."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _truncate(text: str, limit_bytes: int) -> str:
+    """kube-scheduler's truncateMessage: at most `limit_bytes` of UTF-8, ending " ..." when cut."""
+    raw = text.encode()
+    if len(raw) <= limit_bytes:
+        return text
+    return raw[:limit_bytes - 4].decode(errors="ignore") + " ..."
+
+
+__all__ = ["KubeClusterApi", "BindOutcome", "EvictOutcome", "connect", "raw_json", "pod_scheduled_condition"]
 
 raw_json = _json
