@@ -1,22 +1,44 @@
-"""GPU requests in every vocabulary users already write -> one `GpuRequest`, or a `RequestError`.
+"""GPU requests in every vocabulary users already write -> one `GpuRequest` and MIG counts, or a `RequestError`.
 
-Pure and Kubernetes-shaped (DESIGN §3). Accepted vocabularies, exactly one per pod:
+Pure and Kubernetes-shaped (DESIGN §3). Each vocabulary is read the way its owner reads it; the rule mirrored
+is cited where it is applied. At most one of gpuplace, HAMi and KAI per pod:
 
-- gpuplace annotations: `gpuplace.io/gpu-memory: 9420Mi`, `gpuplace.io/gpu-count: 2`,
-  `gpuplace.io/gpu-compute: 300m`, `gpuplace.io/gpu-models: V100|A100`;
-- HAMi resources in container limits: `nvidia.com/gpumem` (MiB per GPU), `nvidia.com/gpucores` (percent of
-  one GPU), with `nvidia.com/gpu` as the count;
-- KAI annotations: `gpu-fraction: "0.5"` (with `gpu-fraction-num-devices`), `gpu-memory: "2000"` (MiB);
-- whole GPUs: `nvidia.com/gpu: 2` in container limits.
+    key                            unit, as its owner reads it                         -> gpuplace
+  gpuplace annotations
+    gpuplace.io/gpu-memory         quantity: bare number MiB; Ki/Mi/Gi, k/M/G are bytes  -> memory_mib_per_gpu, ceil
+    gpuplace.io/gpu-compute        quantity of one GPU, "300m" = "0.3"                  -> share_milli_per_gpu
+    gpuplace.io/gpu-count          count, default 1                                     -> gpu_count
+    gpuplace.io/gpu-models         "A100|H100"                                          -> allowed_models
+  HAMi container resources (limits, else requests)
+    nvidia.com/gpumem              whole MiB, Quantity.AsInt64: "5k" = 5000 MiB         -> memory_mib_per_gpu
+    nvidia.com/gpumem-percentage   whole percent of each GPU's memory, 1-100            -> share = percent x 10
+    nvidia.com/gpucores            whole percent of each GPU's compute, 0-100           -> share = percent x 10
+    nvidia.com/gpu                 count, default 1                                     -> gpu_count
+  KAI annotations
+    gpu-fraction                   decimal in (0, 1), strconv.ParseFloat                -> share, ceil to milli
+    gpu-memory                     positive integer MiB, strconv.ParseUint              -> memory_mib_per_gpu
+    gpu-fraction-num-devices       positive integer, strconv.ParseUint                  -> gpu_count
+  whole GPUs
+    nvidia.com/gpu                 count, summed over containers                        -> gpu_count, share 1000
+  MIG slices (NVIDIA device plugin, mig-strategy=mixed), alone or beside whole GPUs
+    nvidia.com/mig-<profile>       count, summed over containers                        -> extended[key]
 
-A pod mixing vocabularies, or writing a value that does not parse, is reported with the reason, never
-guessed: a wrong guess would place it on a GPU it cannot use.
+HAMi's defaults are its chart's (`defaultMemory: 0`, `defaultCores: 0`, `defaultGPUNum: 1`, `memoryFactor: 1`):
+without `gpumem` or `gpumem-percentage` a HAMi GPU gets all of its memory, i.e. the whole GPU. gpuplace keeps one
+share per GPU, so a HAMi request with a percentage and `gpucores` is charged at the larger of the two.
+
+Every value is checked before it is used: one that does not parse, is negative, zero where zero means nothing,
+a percent above 100, memory above 2**31-1 MiB (HAMi's int32 bound) or a count above 64 is a `RequestError` naming
+the key and the text. A pod mixing vocabularies is one too: a wrong guess would place it on a GPU it cannot use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Context, Decimal
 
 from pydantic import ValidationError
 
@@ -39,10 +61,20 @@ KAI_MEMORY = "gpu-memory"
 
 NVIDIA_GPU = "nvidia.com/gpu"
 HAMI_MEMORY = "nvidia.com/gpumem"
+HAMI_MEMORY_PERCENT = "nvidia.com/gpumem-percentage"
 HAMI_CORES = "nvidia.com/gpucores"
+MIG_PREFIX = "nvidia.com/mig-"  # NVIDIA k8s-device-plugin, mig-strategy=mixed: nvidia.com/mig-1g.10gb
+
+MAX_GPUS = 64  # GpuRequest.gpu_count's bound
+MAX_MEMORY_MIB = 2**31 - 1  # HAMi rejects more (int32); keeps NumPy and int32 columns downstream safe
+MAX_EXTENDED = 64
 
 _GPUPLACE_KEYS = (GPUPLACE_MEMORY, GPUPLACE_COUNT, GPUPLACE_COMPUTE)
-_KAI_KEYS = (KAI_FRACTION, KAI_MEMORY)
+_KAI_KEYS = (KAI_FRACTION, KAI_MEMORY, KAI_FRACTION_DEVICES)
+_HAMI_KEYS = (HAMI_MEMORY, HAMI_MEMORY_PERCENT, HAMI_CORES)
+_GO_UINT = re.compile(r"[0-9]+")  # strconv.ParseUint(s, 10, 64): ASCII digits only, no sign, no space
+_GO_DECIMAL_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # hex floats refused
+_EXACT = Context(prec=100)  # a 60-character decimal, scaled by 1000, loses no digit
 
 
 class RequestError(ValueError):
@@ -51,25 +83,31 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class PodRequest:
-    """What one pod asks of gpuplace: GPUs (None for none) and its latency contract."""
+    """What one pod asks of gpuplace: GPUs (None for none), MIG slices by resource name, its latency contract."""
 
     gpu: GpuRequest | None
     deadline_ms: float | None = None
     frame_rate_hz: float | None = None
     workload: str | None = None
     service_ms: float | None = None
+    extended: dict[str, int] = field(default_factory=dict)
 
 
 def parse_pod_request(annotations: Mapping[str, str], container_limits: Sequence[Mapping[str, str]]) -> PodRequest:
-    """Parse a pod's annotations and its containers' resource limits; raise `RequestError` with the reason."""
+    """Parse a pod's annotations and its containers' GPU resources; raise `RequestError` with the reason.
+
+    `container_limits` holds each container's resources, limits over requests (HAMi reads limits, then requests).
+    """
+    containers = [{k: str(v) for k, v in c.items()} for c in container_limits]
     try:
-        gpu = _parse_gpu(annotations, _sum_limits(container_limits))
+        extended = _mig_profiles(containers)
         return PodRequest(
-            gpu=gpu,
+            gpu=_parse_gpu(annotations, containers, extended),
             deadline_ms=_positive(annotations, DEADLINE),
             frame_rate_hz=_positive(annotations, FRAME_RATE),
             workload=annotations.get(WORKLOAD) or None,
             service_ms=_positive(annotations, SERVICE_MS),
+            extended=extended,
         )
     except RequestError:
         raise
@@ -79,34 +117,29 @@ def parse_pod_request(annotations: Mapping[str, str], container_limits: Sequence
         raise RequestError(str(exc)) from exc
 
 
-def _sum_limits(container_limits: Sequence[Mapping[str, str]]) -> dict[str, list[str]]:
-    """Collect each GPU resource's values over the containers (the pod asks for their union)."""
-    limits: dict[str, list[str]] = {}
-    for container in container_limits:
-        for key in (NVIDIA_GPU, HAMI_MEMORY, HAMI_CORES):
-            if key in container:
-                limits.setdefault(key, []).append(str(container[key]))
-    return limits
-
-
-def _parse_gpu(annotations: Mapping[str, str], limits: dict[str, list[str]]) -> GpuRequest | None:
-    used = [
-        name
-        for name, present in (
-            ("gpuplace", any(k in annotations for k in _GPUPLACE_KEYS)),
-            ("kai", any(k in annotations for k in _KAI_KEYS)),
-            ("hami", HAMI_MEMORY in limits or HAMI_CORES in limits),
-        )
-        if present
-    ]
+def _parse_gpu(annotations: Mapping[str, str], containers: list[dict[str, str]],
+               extended: dict[str, int]) -> GpuRequest | None:
+    used = [name for name, present in (
+        ("gpuplace", any(k in annotations for k in _GPUPLACE_KEYS)),
+        ("KAI", any(k in annotations for k in _KAI_KEYS)),
+        ("HAMi", any(k in c for c in containers for k in _HAMI_KEYS)),
+    ) if present]
     if len(used) > 1:
         raise RequestError(f"GPU request written in more than one vocabulary: {', '.join(used)}")
-    if used and used[0] != "hami" and NVIDIA_GPU in limits:
-        raise RequestError(f"{used[0]} GPU annotations together with a {NVIDIA_GPU} limit")
+    if used and extended:
+        raise RequestError(f"MIG slices ({', '.join(sorted(extended))}) together with a {used[0]} GPU request: "
+                           "a MIG slice is a device of its own; ask for one or the other")
+    whole_gpu = any(NVIDIA_GPU in c for c in containers)
+    if used and used[0] == "gpuplace" and whole_gpu:
+        raise RequestError(f"gpuplace GPU annotations together with a {NVIDIA_GPU} limit")
     models = _models(annotations)
     if not used:
-        return _whole(limits, models)
-    return {"gpuplace": _gpuplace, "kai": _kai, "hami": _hami}[used[0]](annotations, limits, models)
+        return _whole(containers, models)
+    if used[0] == "KAI":
+        return _kai(annotations, whole_gpu, models)
+    if used[0] == "HAMi":
+        return _hami(containers, models)
+    return _gpuplace(annotations, models)
 
 
 def _models(annotations: Mapping[str, str]) -> tuple[str, ...]:
@@ -114,8 +147,10 @@ def _models(annotations: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(m.strip() for m in raw.replace(",", "|").split("|") if m.strip())
 
 
-def _whole(limits: dict[str, list[str]], models: tuple[str, ...]) -> GpuRequest | None:
-    total = sum(quantity.count(v) for v in limits.get(NVIDIA_GPU, []))
+def _whole(containers: list[dict[str, str]], models: tuple[str, ...]) -> GpuRequest | None:
+    total = sum(_count(NVIDIA_GPU, c[NVIDIA_GPU], 0, MAX_GPUS) for c in containers if NVIDIA_GPU in c)
+    if total > MAX_GPUS:
+        raise RequestError(f"{NVIDIA_GPU} adds up to {total} over the containers, more than {MAX_GPUS}")
     if total == 0:
         if models:
             raise RequestError(f"{GPUPLACE_MODELS} given without any GPU request")
@@ -123,52 +158,122 @@ def _whole(limits: dict[str, list[str]], models: tuple[str, ...]) -> GpuRequest 
     return GpuRequest(gpu_count=total, share_milli_per_gpu=1000, allowed_models=models)
 
 
-def _gpuplace(annotations: Mapping[str, str], _: dict[str, list[str]], models: tuple[str, ...]) -> GpuRequest:
-    gpus = quantity.count(annotations.get(GPUPLACE_COUNT, "1"))
-    memory = annotations.get(GPUPLACE_MEMORY)
-    compute = annotations.get(GPUPLACE_COMPUTE)
+def _gpuplace(annotations: Mapping[str, str], models: tuple[str, ...]) -> GpuRequest:
+    gpus = _count(GPUPLACE_COUNT, annotations.get(GPUPLACE_COUNT, "1"), 1, MAX_GPUS)
+    memory, compute = annotations.get(GPUPLACE_MEMORY), annotations.get(GPUPLACE_COMPUTE)
     if memory is None and compute is None:
         return GpuRequest(gpu_count=gpus, share_milli_per_gpu=1000, allowed_models=models)
-    return GpuRequest(
-        gpu_count=gpus,
-        memory_mib_per_gpu=quantity.memory_mib(memory) if memory is not None else None,
-        share_milli_per_gpu=quantity.milli(compute) if compute is not None else None,
-        allowed_models=models,
-    )
+    memory_mib = share = None
+    if memory is not None:  # quantity.memory_mib: "9420Mi", "9.2Gi" (rounded up), bare "9420" = MiB
+        memory_mib = _quantity(GPUPLACE_MEMORY, memory, quantity.memory_mib, 1, MAX_MEMORY_MIB)
+    if compute is not None:  # "300m" or "0.3" of one GPU
+        share = _quantity(GPUPLACE_COMPUTE, compute, quantity.milli, 1, 1000)
+    return _request("gpuplace", gpus, memory_mib, share, models)
 
 
-def _kai(annotations: Mapping[str, str], _: dict[str, list[str]], models: tuple[str, ...]) -> GpuRequest:
-    if KAI_FRACTION in annotations and KAI_MEMORY in annotations:
-        raise RequestError(f"KAI {KAI_FRACTION} and {KAI_MEMORY} are mutually exclusive")
-    devices = quantity.count(annotations.get(KAI_FRACTION_DEVICES, "1"))
-    if KAI_FRACTION in annotations:
-        share = quantity.milli(annotations[KAI_FRACTION])
-        if not 0 < share <= 1000:
-            raise RequestError(f"{KAI_FRACTION} must be in (0, 1], got {annotations[KAI_FRACTION]!r}")
-        return GpuRequest(gpu_count=devices, share_milli_per_gpu=share, allowed_models=models)
-    return GpuRequest(gpu_count=devices, memory_mib_per_gpu=quantity.memory_mib(annotations[KAI_MEMORY]),
+def _kai(annotations: Mapping[str, str], whole_gpu: bool, models: tuple[str, ...]) -> GpuRequest:
+    # KAI pkg/binder/plugins/gpusharing/gpu-request/gpu_request_validator.go ValidateGpuRequests (admission)
+    fraction, memory = annotations.get(KAI_FRACTION), annotations.get(KAI_MEMORY)
+    if fraction is not None and whole_gpu:
+        raise RequestError(f"KAI {KAI_FRACTION} together with a {NVIDIA_GPU} limit")
+    if memory is not None and (fraction is not None or whole_gpu):
+        raise RequestError(f"KAI {KAI_MEMORY} together with {KAI_FRACTION} or a {NVIDIA_GPU} limit")
+    if fraction is None and memory is None:
+        raise RequestError(f"KAI {KAI_FRACTION_DEVICES} without {KAI_FRACTION} or {KAI_MEMORY}")
+    devices = 1
+    if KAI_FRACTION_DEVICES in annotations:
+        devices = _go_uint(KAI_FRACTION_DEVICES, annotations[KAI_FRACTION_DEVICES], MAX_GPUS)
+    if memory is not None:
+        return _request("KAI", devices, _go_uint(KAI_MEMORY, memory, MAX_MEMORY_MIB), None, models)
+    return _request("KAI", devices, None, _kai_fraction_milli(annotations[KAI_FRACTION]), models)
+
+
+def _kai_fraction_milli(text: str) -> int:
+    """KAI validateGpuFractionAnnotation: strconv.ParseFloat, then 0 < f < 1; in milli, rounded up."""
+    if len(text) > 60 or not _GO_DECIMAL_FLOAT.fullmatch(text):
+        raise RequestError(f"{KAI_FRACTION} must be a decimal number in (0, 1), got {text!r}")
+    if not 0 < float(text) < 1:  # float64, as Go: "1e-400" underflows to 0 and is refused
+        raise RequestError(f"{KAI_FRACTION} must be in (0, 1), got {text!r}")
+    return int(Decimal(text).scaleb(3, _EXACT).to_integral_value(rounding=ROUND_CEILING))
+
+
+def _go_uint(key: str, text: str, most: int) -> int:
+    """KAI validateMemoryAnnotation / validateMultiFractionRequest: strconv.ParseUint(s, 10, 64), then > 0."""
+    if not _GO_UINT.fullmatch(text):
+        raise RequestError(f"{key} must be a positive integer, got {text!r}")
+    return _in_range(key, text, int(text), 1, most)
+
+
+def _hami(containers: list[dict[str, str]], models: tuple[str, ...]) -> GpuRequest:
+    # HAMi pkg/device/nvidia/device.go: MutateAdmission (webhook) then GenerateResourceRequests and Fit (scheduler)
+    carriers = [c for c in containers if any(k in c for k in (NVIDIA_GPU, *_HAMI_KEYS))]
+    if len(carriers) > 1:
+        raise RequestError("HAMi GPU resources on more than one container: HAMi gives each its own GPUs, "
+                           "gpuplace places one GPU set per pod")
+    ctr = carriers[0]
+    # mutateContainerResource: a HAMi key without nvidia.com/gpu gets defaultGPUNum (1)
+    gpus = _count(NVIDIA_GPU, ctr[NVIDIA_GPU], 1, MAX_GPUS) if NVIDIA_GPU in ctr else 1
+    # GenerateResourceRequests: MiB, above MaxInt32 rejected; 0 would mean "unset", refused here
+    memory = _hami_int(ctr, HAMI_MEMORY, 1, MAX_MEMORY_MIB)
+    # validateMemoryPercentage refuses above 100; GenerateResourceRequests drops 0 as "unset", refused here
+    percent = _hami_int(ctr, HAMI_MEMORY_PERCENT, 1, 100)
+    cores = _hami_int(ctr, HAMI_CORES, 0, 100)  # Fit clamps above 100 to 100 with an error log; refused here
+    if cores is None:  # defaultExclusiveCoreIfNeeded: 100 when the GPU's memory is all taken, else defaultCores 0
+        exclusive = percent == 100 if percent is not None else memory is None
+        cores = 100 if exclusive else 0
+    if memory is not None:  # Fit: a positive Memreq wins; MemPercentagereq applies only when Memreq == 0
+        return _request("HAMi", gpus, memory, cores * 10 or None, models)
+    # no gpumem: Totalmem * percent / 100, and percent is 100 without one (defaultMemory 0)
+    memory_percent = percent if percent is not None else 100
+    return _request("HAMi", gpus, None, max(memory_percent, cores) * 10, models)
+
+
+def _hami_int(container: Mapping[str, str], key: str, least: int, most: int) -> int | None:
+    """A HAMi resource as GenerateResourceRequests reads it, `Quantity.AsInt64`: "5k" = 5000, "1.5" refused."""
+    if key not in container:
+        return None
+    return _count(key, container[key], least, most)
+
+
+def _mig_profiles(containers: list[dict[str, str]]) -> dict[str, int]:
+    """`nvidia.com/mig-<profile>` counts summed over containers; a zero request is none (kube fitsRequest)."""
+    totals: dict[str, int] = {}
+    for container in containers:
+        for key, text in container.items():
+            if key.startswith(MIG_PREFIX):
+                totals[key] = totals.get(key, 0) + _count(key, text, 0, MAX_EXTENDED)
+    for key, total in totals.items():
+        if total > MAX_EXTENDED:
+            raise RequestError(f"{key} adds up to {total} over the containers, more than {MAX_EXTENDED}")
+    return {key: total for key, total in sorted(totals.items()) if total}
+
+
+def _request(source: str, gpus: int, memory_mib: int | None, share: int | None,
+             models: tuple[str, ...]) -> GpuRequest:
+    if gpus > 1 and share not in (None, 1000):
+        raise RequestError(f"{source}: {share} milli of each of {gpus} GPUs; gpuplace shares a GPU only in a "
+                           "single-GPU request (ask for memory instead, or one GPU)")
+    return GpuRequest(gpu_count=gpus, memory_mib_per_gpu=memory_mib, share_milli_per_gpu=share,
                       allowed_models=models)
 
 
-def _hami(_: Mapping[str, str], limits: dict[str, list[str]], models: tuple[str, ...]) -> GpuRequest:
-    for key in (HAMI_MEMORY, HAMI_CORES):
-        if len(limits.get(key, [])) > 1:
-            raise RequestError(f"{key} set on more than one container; gpuplace places one GPU set per pod")
-    gpus = sum(quantity.count(v) for v in limits.get(NVIDIA_GPU, [])) or 1
-    memory = limits.get(HAMI_MEMORY, [None])[0]
-    cores = limits.get(HAMI_CORES, [None])[0]
-    share = None
-    if cores is not None:
-        percent = quantity.count(cores)
-        if not 0 < percent <= 100:
-            raise RequestError(f"{HAMI_CORES} must be a percentage in (0, 100], got {cores!r}")
-        share = percent * 10
-    return GpuRequest(
-        gpu_count=gpus,
-        memory_mib_per_gpu=quantity.memory_mib(memory) if memory is not None else None,
-        share_milli_per_gpu=share,
-        allowed_models=models,
-    )
+def _count(key: str, text: str, least: int, most: int) -> int:
+    """A whole number as `Quantity.AsInt64` reads it: "2" -> 2, "5k" -> 5000; "1.5" and "500m" refused."""
+    return _quantity(key, text, quantity.count, least, most)
+
+
+def _quantity(key: str, text: str, parse: Callable[[str], int], least: int, most: int) -> int:
+    try:
+        value = parse(text)
+    except ValueError as exc:
+        raise RequestError(f"{key}: {exc}") from None
+    return _in_range(key, text, value, least, most)
+
+
+def _in_range(key: str, text: str, value: int, least: int, most: int) -> int:
+    if not least <= value <= most:
+        raise RequestError(f"{key} must be in [{least}, {most}], got {text!r}")
+    return value
 
 
 def _positive(annotations: Mapping[str, str], key: str) -> float | None:
@@ -179,10 +284,10 @@ def _positive(annotations: Mapping[str, str], key: str) -> float | None:
         value = float(raw)
     except ValueError:
         raise RequestError(f"{key} is not a number: {raw!r}") from None
-    if not value > 0 or value == float("inf"):
+    if not value > 0 or math.isinf(value):
         raise RequestError(f"{key} must be a positive number, got {raw!r}")
     return value
 
 
 __all__ = ["PodRequest", "RequestError", "parse_pod_request", "ASSIGNMENT", "DEADLINE", "FRAME_RATE", "WORKLOAD",
-           "SERVICE_MS"]
+           "SERVICE_MS", "MIG_PREFIX", "MAX_GPUS", "MAX_MEMORY_MIB", "MAX_EXTENDED"]
