@@ -168,9 +168,30 @@ class FakeStateRepository:
                                           "decision_id": decision_id}
         return None
 
+    async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any], cpu_milli: int,
+                           memory_mib: int, decision_id: str) -> list[int]:
+        n = self.t["nodes"].get((cluster, node))
+        if n is not None:
+            n["cpu_assigned_milli"] += cpu_milli
+            n["memory_assigned_mib"] += memory_mib
+        refused = []
+        for g in grants:
+            gpu = self.t["gpus"].get((cluster, node, g.index))
+            if gpu is None or gpu["memory_assigned_mib"] + g.memory_mib > gpu["memory_total_mib"] or \
+                    gpu["share_assigned_milli"] + g.share_milli > 1000:
+                refused.append(g.index)
+                continue
+            gpu["memory_assigned_mib"] += g.memory_mib
+            gpu["share_assigned_milli"] += g.share_milli
+            self.t["allocations"][(cluster, pod_uid, g.index)] = {
+                "cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index, "node": node,
+                "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": decision_id}
+        return refused
+
     async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:
         held = [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["pod_uid"] == pod_uid]
-        node = None
+        pod = self.t["pods"].get((cluster, pod_uid))
+        node = pod["node"] if pod and pod["state"] in ("reserved", "bound", "promised") else None
         for key in held:
             a = self.t["allocations"].pop(key)
             node = a["node"]

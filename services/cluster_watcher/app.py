@@ -32,15 +32,14 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
 
     async with cluster_api(path) as api, broker:
         await broker.start()
-        pod_fields = f"spec.schedulerName={settings.scheduler_name}"
-        if settings.namespace:
-            pod_fields += f",metadata.namespace={settings.namespace}"
+        # Every pod, whatever its scheduler: another scheduler's pods use the nodes too (pump_pods).
+        pod_fields = {"field_selector": f"metadata.namespace={settings.namespace}"} if settings.namespace else {}
         node_selector = {"label_selector": settings.node_label_selector} if settings.node_label_selector else {}
         common = {"cluster": settings.cluster, "region": settings.region}
         await run_until(
             stop,
-            pump_pods(list_and_watch(api, "pods", stop=stop, field_selector=pod_fields), publish,
-                      topic=topics.PODS, **common),
+            pump_pods(list_and_watch(api, "pods", stop=stop, **pod_fields), publish,
+                      topic=topics.PODS, scheduler_name=settings.scheduler_name, **common),
             pump_nodes(list_and_watch(api, "nodes", stop=stop, **node_selector), publish,
                        topic=topics.NODES, **common),
         )

@@ -37,8 +37,62 @@ class GpuRequest(BaseModel):
         return self
 
 
+class Requirement(BaseModel):
+    """One node selector requirement (core/v1 NodeSelectorRequirement): `key operator values`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str = Field(min_length=1, max_length=317)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: tuple[str, ...] = ()
+
+
+class SelectorTerm(BaseModel):
+    """A NodeSelectorTerm: every expression (labels) and every field requirement (metadata.name) must hold."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+
+class PreferredTerm(BaseModel):
+    """A PreferredSchedulingTerm: `weight` (1-100) for nodes that match `term`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    weight: int = Field(ge=1, le=100)
+    term: SelectorTerm
+
+
+class Toleration(BaseModel):
+    """A pod's toleration (core/v1 Toleration); an empty effect tolerates every effect."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+
+
+class HostPort(BaseModel):
+    """A container port the pod binds on the node (hostPort, protocol, hostIP)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    port: int = Field(ge=1, le=65535)
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    host_ip: str = ""
+
+
 class PodEvent(Envelope):
-    """gpuplace.pods.v1: a pod that asks gpuplace to schedule it, its binding, or its end."""
+    """gpuplace.pods.v1: a pod that asks gpuplace to schedule it, its binding, or its end.
+
+    Pods of other schedulers appear too, once bound to a node (`managed` False): gpuplace never places them,
+    but they use the node's CPU, memory, pod slots, host ports and GPUs, so they are charged like its own.
+    A pod that finished (phase Succeeded or Failed) is `deleted`: its resources are free again.
+    """
 
     kind: Literal["pending", "bound", "deleted"]
     namespace: str = Field(pattern=_K8S_NAME, max_length=63)
@@ -56,6 +110,13 @@ class PodEvent(Envelope):
     node_name: str | None = None
     owner: str | None = None  # "<Kind>/<name>" of the controller, for per-owner eviction limits
     created_at: datetime | None = None
+    managed: bool = True  # spec.schedulerName names gpuplace; False: another scheduler's pod, only charged
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    required_terms: tuple[SelectorTerm, ...] = ()  # requiredDuringScheduling node affinity (terms ORed)
+    preferred_terms: tuple[PreferredTerm, ...] = ()  # preferredDuringScheduling node affinity
+    tolerations: tuple[Toleration, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    extended: dict[str, int] = Field(default_factory=dict)  # other countable resources, e.g. MIG profiles
 
     def entity(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -74,7 +135,9 @@ class NodeEvent(Envelope):
     ready: bool = True
     unschedulable: bool = False
     labels: dict[str, str] = Field(default_factory=dict)
-    taints: tuple[str, ...] = ()  # "key=value:Effect"
+    taints: tuple[str, ...] = ()  # "key=value:Effect", as kubectl prints them
+    max_pods: int | None = Field(default=None, ge=0)  # allocatable `pods`; None: not reported (no limit)
+    extended: dict[str, int] = Field(default_factory=dict)  # other allocatable countables, e.g. MIG profiles
 
     def entity(self) -> str:
         return self.name
@@ -202,6 +265,7 @@ TOPIC_MODELS: dict[str, type[Envelope]] = {
 }
 
 __all__ = [
-    "GpuRequest", "PodEvent", "NodeEvent", "GpuTelemetry", "LatencyWindow", "GpuAssignment",
+    "GpuRequest", "Requirement", "SelectorTerm", "PreferredTerm", "Toleration", "HostPort", "PodEvent", "NodeEvent",
+    "GpuTelemetry", "LatencyWindow", "GpuAssignment",
     "PlacementKind", "PlacementEvent", "DeadLetter", "TOPIC_MODELS",
 ]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuplace.core.model import MILLI_PER_GPU, Pod
+from gpuplace.core.node_rules import NO_RULES, PodRules
 from gpuplace.core.snapshot import ClusterSnapshot, kind_of
 
 UNRESOLVABLE = np.iinfo(np.int64).max // 4
@@ -30,7 +31,9 @@ class Demand:
     gpu_memory_mib_by_type: np.ndarray
     allowed_by_type: np.ndarray
     request_key: tuple
-    """Hashable identity of the request (without the pod's name): equal keys, equal demands."""
+    """Hashable identity of the request (without the pod's name and rules): equal keys, equal scores."""
+    rules: PodRules = NO_RULES
+    """Which nodes the pod may use at all (filters/node_rules.py); scores never depend on it."""
 
     @property
     def needs_gpu(self) -> bool:
@@ -66,7 +69,7 @@ def resolve(pod: Pod, snapshot: ClusterSnapshot) -> Demand:
     gpu_count = request.count if request.needs_gpu else 0
     key = (pod.cpu_milli, pod.memory_mib, gpu_count, request.share_milli, request.memory_mib,
            request.allowed_models if request.needs_gpu else ())
-    return Demand(pod.name, pod.cpu_milli, pod.memory_mib, gpu_count, share, memory, allowed, key)
+    return Demand(pod.name, pod.cpu_milli, pod.memory_mib, gpu_count, share, memory, allowed, key, pod.rules)
 
 
 def nominal_share_milli(pod: Pod, snapshot: ClusterSnapshot) -> int:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuplace.core.node_rules import NO_RULES, PodRules
+
 MILLI_PER_GPU = 1000
 """A whole GPU in milli-GPU: shares are integers in [0, MILLI_PER_GPU]."""
 
@@ -136,6 +138,7 @@ class Pod:
     deadline_ms: float | None = None
     frame_rate_hz: float | None = None
     workload_class: str | None = None
+    rules: PodRules = NO_RULES  # selectors, affinity, tolerations, host ports, countables (node_rules.py)
 
     def __post_init__(self) -> None:
         if self.cpu_milli < 0 or self.memory_mib < 0:

@@ -7,7 +7,9 @@ Rules of this module:
 - only `charge` and `refund` change free capacity, and each bumps the node's `version` so caches
   keyed by node state (see node_states.py) know which rows to look at again;
 - GPU types are (model, memory per GPU) pairs, interned in `gpu_types`; requests are resolved
-  per type (see demand.py) because a memory request is a different share on each type.
+  per type (see demand.py) because a memory request is a different share on each type;
+- `facts` (labels, taints, cordon, readiness per row) is None for a bare cluster (the trace harness): then
+  every node is open to every pod, and pod slots, host ports and countables are not limited.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuplace.core.model import MILLI_PER_GPU, Node
+from gpuplace.core.node_rules import HostPort, NodeFacts, PodRules, static_mask
 
 _SNAPSHOT_IDS = itertools.count(1)
+UNLIMITED_PODS = 1 << 40
+"""Pod slots of a node that reports none (kube's allocatable `pods` absent): never the binding limit."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,7 @@ class GpuType:
 class ClusterSnapshot:
     """Per-node arrays of capacity and free resources; see the module docstring for the rules."""
 
-    def __init__(self, nodes: Sequence[Node]) -> None:
+    def __init__(self, nodes: Sequence[Node], facts: Sequence[NodeFacts] | None = None) -> None:
         if not nodes:
             raise ValueError("a cluster needs at least one node")
         names = [n.name for n in nodes]
@@ -70,6 +75,16 @@ class ClusterSnapshot:
         self.observed_used_memory_mib = np.zeros((n_nodes, max_gpus), dtype=np.int64)  # telemetry
         self.gpu_pods_by_kind = np.zeros((n_nodes, max_gpus + 1), dtype=np.int64)  # see kind_of()
         self.version = np.zeros(n_nodes, dtype=np.int64)  # (n_nodes,)
+        if facts is not None and [f.name for f in facts] != names:
+            raise ValueError("facts must name the nodes in the snapshot's order")
+        self.facts: tuple[NodeFacts, ...] | None = tuple(facts) if facts is not None else None
+        self.pods_free = np.full(n_nodes, UNLIMITED_PODS, dtype=np.int64)  # pod slots left, (n_nodes,)
+        self.host_ports_used: list[list[HostPort]] = [[] for _ in range(n_nodes)]  # per row
+        self.extended_free: dict[str, np.ndarray] = {
+            name: np.array([f.extended.get(name, 0) for f in facts], dtype=np.int64)  # (n_nodes,)
+            for name in sorted({k for f in facts or () for k in f.extended})
+        }
+        self._static_masks: dict[PodRules, np.ndarray] = {}
         self.uid = next(_SNAPSHOT_IDS)
         self._check_free()
 
@@ -101,13 +116,26 @@ class ClusterSnapshot:
         """Free share summed over each node's GPUs, (n_nodes,)."""
         return self.free_share_milli.sum(axis=1)
 
+    def static_mask(self, rules: PodRules) -> np.ndarray | None:
+        """Rows whose labels, taints and cordon allow `rules` (None: a bare cluster, all rows), (n_nodes,).
+
+        Facts never change within a snapshot, so the mask is computed once per distinct rules and kept."""
+        if self.facts is None:
+            return None
+        mask = self._static_masks.get(rules)
+        if mask is None:
+            mask = self._static_masks[rules] = static_mask(self.facts, rules)
+        return mask
+
     # -- changing ------------------------------------------------------------------------------
 
     def charge(
         self, node: int, gpu_indices: Sequence[int], cpu_milli: int, memory_mib: int,
-        share_milli: int, gpu_memory_mib: int, kind: int,
+        share_milli: int, gpu_memory_mib: int, kind: int, rules: PodRules | None = None, *, slots: int = 1,
     ) -> None:
-        """Take a pod's resources from `node`; every GPU in `gpu_indices` gives share and memory.
+        """Take a pod's resources from `node`; every GPU in `gpu_indices` gives share and memory, and the pod
+        takes `slots` pod slots (0 when charging a further part of a pod already counted), its host ports and
+        its countables (`rules`).
 
         Refuses (ValueError) anything that would over-commit, leaving the snapshot unchanged.
         """
@@ -129,11 +157,12 @@ class ClusterSnapshot:
         self.free_memory_mib[node, cols] -= gpu_memory_mib
         if len(cols):
             self.gpu_pods_by_kind[node, kind] += 1
+        self._take_slot(node, rules, slots)
         self.version[node] += 1
 
     def refund(
         self, node: int, gpu_indices: Sequence[int], cpu_milli: int, memory_mib: int,
-        share_milli: int, gpu_memory_mib: int, kind: int,
+        share_milli: int, gpu_memory_mib: int, kind: int, rules: PodRules | None = None, *, slots: int = 1,
     ) -> None:
         """Give back what `charge` took; refuses (ValueError) anything that would exceed capacity."""
         cols = np.asarray(gpu_indices, dtype=np.int64)
@@ -152,12 +181,32 @@ class ClusterSnapshot:
         self.free_memory_mib[node, cols] += gpu_memory_mib
         if len(cols):
             self.gpu_pods_by_kind[node, kind] -= 1
+        self._take_slot(node, rules, -slots)
         self.version[node] += 1
+
+    def _take_slot(self, node: int, rules: PodRules | None, slots: int) -> None:
+        """A pod's slots, host ports and countables: taken (slots > 0) or given back (< 0). These are what
+        another scheduler may have over-committed, so they are counted, never refused."""
+        self.pods_free[node] -= slots
+        sign = (slots > 0) - (slots < 0)
+        if rules is None or sign == 0:
+            return
+        ports = self.host_ports_used[node]
+        for port in rules.host_ports:
+            if sign > 0:
+                ports.append(port)
+            elif port in ports:
+                ports.remove(port)
+        for name, amount in rules.extended:
+            if name in self.extended_free:
+                self.extended_free[name][node] -= sign * amount
 
     def copy(self) -> ClusterSnapshot:
         """An independent copy with its own uid (caches treat it as a new cluster)."""
         other = object.__new__(ClusterSnapshot)
         other.__dict__.update({k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()})
+        other.host_ports_used = [list(ports) for ports in self.host_ports_used]
+        other.extended_free = {name: free.copy() for name, free in self.extended_free.items()}
         other.uid = next(_SNAPSHOT_IDS)
         return other
 
@@ -172,6 +221,10 @@ class ClusterSnapshot:
                 setattr(other, key, value[perm].copy())
         other.node_names = tuple(self.node_names[i] for i in perm)
         other._index = {name: i for i, name in enumerate(other.node_names)}
+        other.facts = tuple(self.facts[i] for i in perm) if self.facts is not None else None
+        other.host_ports_used = [list(self.host_ports_used[i]) for i in perm]
+        other.extended_free = {name: free[perm].copy() for name, free in self.extended_free.items()}
+        other._static_masks = {}
         return other
 
     def _check_free(self) -> None:

@@ -7,12 +7,26 @@ an operator edited a row) is resolved by re-hydrating, never by trusting memory 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
+
+from gpuplace.core.demand import resolve
 from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.model import DEFAULT_MODEL, LatencyModel, Stream
 from gpuplace.core.model import MILLI_PER_GPU, Gpu, GpuRequest, Node, Pod
+from gpuplace.core.node_rules import (
+    NO_RULES,
+    HostPort,
+    NodeFacts,
+    PodRules,
+    Requirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
 from gpuplace.core.snapshot import ClusterSnapshot, kind_of
 from gpuplace.usecases.ports import Row
 
@@ -28,6 +42,7 @@ class Hold:
     cpu_milli: int
     memory_mib: int
     stream: Stream | None = None  # the pod's frames, for the latency model (None: no frame rate declared)
+    rules: PodRules = NO_RULES  # its host ports and countables, taken on the node with its slot
 
 
 @dataclass
@@ -43,15 +58,18 @@ class ClusterView:
     @classmethod
     def hydrate(cls, cluster: str, nodes: Sequence[Row], gpus: Sequence[Row], allocations: Sequence[Row],
                 pods: Sequence[Row], latency_model: LatencyModel = DEFAULT_MODEL) -> ClusterView:
-        """Build the view from the rows of `nodes`, `gpus`, `allocations` and the pods holding them."""
+        """Build the view from the rows of `nodes`, `gpus`, `allocations` and the pods holding them (every pod
+        bound or reserved on a node, gpuplace's or another scheduler's).
+
+        Cordoned and NotReady nodes stay in the snapshot: the NodeRules filter keeps pods off them unless
+        they tolerate it, as kube-scheduler does, and says why."""
         gpus_by_node: dict[str, list[Row]] = {}
         for g in gpus:
             gpus_by_node.setdefault(g["node"], []).append(g)
-        schedulable = [n for n in nodes if n["ready"] and not n["unschedulable"]]
-        core_nodes = [_core_node(n, gpus_by_node.get(n["name"], [])) for n in schedulable]
-        snapshot = ClusterSnapshot(core_nodes) if core_nodes else None
+        core_nodes = [_core_node(n, gpus_by_node.get(n["name"], [])) for n in nodes]
+        snapshot = ClusterSnapshot(core_nodes, [node_facts(n) for n in nodes]) if core_nodes else None
         if snapshot is not None:
-            for row, n in enumerate(schedulable):
+            for row, n in enumerate(nodes):
                 for g in gpus_by_node.get(n["name"], []):
                     snapshot.observed_used_memory_mib[row, g["index"]] = g["memory_observed_mib"] or 0
                     if g.get("slo_blocked_at") is not None or not g.get("healthy", True):
@@ -69,13 +87,34 @@ class ClusterView:
                 node=rows[0]["node"], gpu_indices=tuple(sorted(r["gpu_index"] for r in rows)),
                 share_milli=rows[0]["share_milli"], gpu_memory_mib=rows[0]["memory_mib"],
                 cpu_milli=pod["cpu_milli"] if pod else 0, memory_mib=pod["memory_mib"] if pod else 0,
-                stream=pod_stream(pod) if pod else None,
+                stream=pod_stream(pod) if pod else None, rules=pod_rules(pod) if pod else NO_RULES,
             )
+        for uid, pod in pod_rows.items():  # pods that hold no GPU still take CPU, a slot and their ports
+            if uid not in holds and pod.get("node"):
+                holds[uid] = Hold(pod["node"], (), 0, 0, pod["cpu_milli"], pod["memory_mib"], rules=pod_rules(pod))
         view = cls(cluster, snapshot, holds, latency_model=latency_model)
         if snapshot is not None:
             view.gpu_load = GpuLoad.for_snapshot(snapshot)
             view._count_kinds()
+            view._count_slots(nodes)
         return view
+
+    def _count_slots(self, nodes: Sequence[Row]) -> None:
+        """Pod slots, host ports and countables in use: what the holders of each node take (CPU and memory
+        are already net of them in the node rows)."""
+        snapshot = self.snapshot
+        assert snapshot is not None
+        for row, n in enumerate(nodes):
+            if n.get("max_pods") is not None:
+                snapshot.pods_free[row] = n["max_pods"]
+        for hold in self.holds.values():
+            if hold.node in snapshot.node_names:
+                row = snapshot.index_of(hold.node)
+                snapshot.pods_free[row] -= 1
+                snapshot.host_ports_used[row].extend(hold.rules.host_ports)
+                for name, amount in hold.rules.extended:
+                    if name in snapshot.extended_free:
+                        snapshot.extended_free[name][row] -= amount
 
     def _count_kinds(self) -> None:
         """Per-node counts of request kinds (GpuClustering's input) and the streams on each GPU (latency),
@@ -88,6 +127,27 @@ class ClusterView:
                 if hold.stream is not None:
                     self.gpu_load.charge(uid, row, hold.gpu_indices, hold.stream)
 
+    def gpus_for_bound_pod(self, node: str, pod: Pod) -> tuple[tuple[int, ...], int, int]:
+        """GPU indices, share and memory per GPU to charge for a pod another scheduler bound to `node`.
+
+        That scheduler's device plugin picks the GPUs and does not say which, so the pod is charged where it
+        costs gpuplace's pods least: whole GPUs on the emptiest GPUs, a slice on the fullest GPU it fits
+        (else the emptiest). What no GPU has room for is over-committed by the other scheduler; the caller
+        charges what fits."""
+        snapshot = self.snapshot
+        if snapshot is None or not self.has_node(node) or not pod.gpu.needs_gpu:
+            return (), 0, 0
+        row = snapshot.index_of(node)
+        demand = resolve(pod, snapshot)
+        type_id = snapshot.gpu_type_id[row]
+        share, memory = int(demand.share_milli_by_type[type_id]), int(demand.gpu_memory_mib_by_type[type_id])
+        free = np.where(snapshot.gpu_exists[row], snapshot.free_memory_mib[row], -1)  # (max_gpus,)
+        fits = np.flatnonzero((free >= memory) & (snapshot.free_share_milli[row] >= share))
+        if demand.gpu_count == 1 and len(fits):
+            return (int(fits[np.argmin(free[fits])]),), share, memory
+        emptiest = np.argsort(-free, kind="stable")[: min(demand.gpu_count, int(snapshot.gpu_count[row]))]
+        return tuple(sorted(int(i) for i in emptiest)), share, memory
+
     def has_node(self, name: str) -> bool:
         return self.snapshot is not None and name in self.snapshot.node_names
 
@@ -96,7 +156,7 @@ class ClusterView:
             assert self.snapshot is not None
             row = self.snapshot.index_of(hold.node)
             self.snapshot.charge(row, hold.gpu_indices, hold.cpu_milli, hold.memory_mib, hold.share_milli,
-                                 hold.gpu_memory_mib, kind_of(len(hold.gpu_indices), hold.share_milli))
+                                 hold.gpu_memory_mib, kind_of(len(hold.gpu_indices), hold.share_milli), hold.rules)
             if hold.stream is not None and self.gpu_load is not None and hold.gpu_indices:
                 self.gpu_load.charge(uid, row, hold.gpu_indices, hold.stream)
         self.holds[uid] = hold
@@ -109,16 +169,18 @@ class ClusterView:
             assert self.snapshot is not None
             self.snapshot.refund(self.snapshot.index_of(hold.node), hold.gpu_indices, hold.cpu_milli,
                                  hold.memory_mib, hold.share_milli, hold.gpu_memory_mib,
-                                 kind_of(len(hold.gpu_indices), hold.share_milli))
+                                 kind_of(len(hold.gpu_indices), hold.share_milli), hold.rules)
         return hold
 
 
 def _core_node(node: Row, gpus: Sequence[Row]) -> Node:
+    """A node row -> the core's Node. Free CPU and memory floor at 0: another scheduler may have bound more
+    than the node has (kubelet then rejects its pod), which leaves nothing for gpuplace, not less than nothing."""
     ordered = sorted(gpus, key=lambda g: g["index"])
     return Node(
         name=node["name"], cpu_milli=node["cpu_milli"], memory_mib=node["memory_mib"],
-        cpu_free_milli=node["cpu_milli"] - node["cpu_assigned_milli"],
-        memory_free_mib=node["memory_mib"] - node["memory_assigned_mib"],
+        cpu_free_milli=max(0, node["cpu_milli"] - node["cpu_assigned_milli"]),
+        memory_free_mib=max(0, node["memory_mib"] - node["memory_assigned_mib"]),
         gpus=tuple(
             Gpu(index=g["index"], model=g["model"] or "", memory_mib=g["memory_total_mib"],
                 free_share_milli=MILLI_PER_GPU - g["share_assigned_milli"],
@@ -137,7 +199,40 @@ def core_pod(row: Row) -> Pod:
     )
     return Pod(name=f"{row['namespace']}/{row['name']}", cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"],
                gpu=gpu, priority=row["priority"], deadline_ms=row["deadline_ms"], frame_rate_hz=row["frame_rate_hz"],
-               workload_class=row["workload"])
+               workload_class=row["workload"], rules=pod_rules(row))
+
+
+def pod_rules(row: Row) -> PodRules:
+    """The `rules` column (PodEvent's node-rule fields, as JSON) -> the core's PodRules."""
+    raw: Mapping[str, Any] | None = row.get("rules")
+    if not raw:
+        return NO_RULES
+    return PodRules(
+        node_selector=tuple(sorted((raw.get("node_selector") or {}).items())),
+        required_terms=tuple(_term(t) for t in raw.get("required_terms") or ()),
+        preferred_terms=tuple((p["weight"], _term(p["term"])) for p in raw.get("preferred_terms") or ()),
+        tolerations=tuple(Toleration(**t) for t in raw.get("tolerations") or ()),
+        host_ports=tuple(HostPort(**p) for p in raw.get("host_ports") or ()),
+        extended=tuple(sorted((raw.get("extended") or {}).items())),
+    )
+
+
+def _term(raw: Mapping[str, Any]) -> SelectorTerm:
+    def requirements(key: str) -> tuple[Requirement, ...]:
+        return tuple(Requirement(r["key"], r["operator"], tuple(r.get("values") or ())) for r in raw.get(key) or ())
+    return SelectorTerm(requirements("match_expressions"), requirements("match_fields"))
+
+
+def node_facts(row: Row) -> NodeFacts:
+    """A node row -> the core's NodeFacts; taints are stored as kube prints them, "key=value:Effect"."""
+    return NodeFacts(name=row["name"], labels=row.get("labels") or {}, taints=tuple(_taint(t) for t in row.get("taints")
+                     or ()), unschedulable=row["unschedulable"], ready=row["ready"], extended=row.get("extended") or {})
+
+
+def _taint(text: str) -> Taint:
+    key_value, _, effect = text.rpartition(":")
+    key, _, value = key_value.partition("=")
+    return Taint(key, value, effect)
 
 
 def pod_stream(row: Row) -> Stream | None:
@@ -145,4 +240,4 @@ def pod_stream(row: Row) -> Stream | None:
     return Stream.of(core_pod(row), service_ms=row.get("service_ms"))
 
 
-__all__ = ["ClusterView", "Hold", "core_pod", "pod_stream"]
+__all__ = ["ClusterView", "Hold", "core_pod", "node_facts", "pod_rules", "pod_stream"]

@@ -161,7 +161,8 @@ class Defragmenter:
             uid: RunningPod(uid=uid, pod=core_pod(by_uid[uid]), node_name=hold.node, gpu_indices=hold.gpu_indices,
                             share_milli=hold.share_milli, memory_mib=hold.gpu_memory_mib,
                             owner=by_uid[uid]["owner"], restart_s=self.settings.restart_s)
-            for uid, hold in view.holds.items() if uid in by_uid and by_uid[uid]["state"] == "bound"
+            for uid, hold in view.holds.items()
+            if uid in by_uid and by_uid[uid]["state"] == "bound" and hold.gpu_indices and _movable(by_uid[uid])
         }
         pod = core_pod(row)
         policy = self._policy_for(view, pod, pod_stream(row))
@@ -423,6 +424,11 @@ def _recorded_plan(planned: Row) -> tuple[str, list[_Victim]] | None:
     except (KeyError, TypeError, ValueError) as exc:
         log.warning("defrag plan of %s is not readable: %r", planned["pod_uid"], exc)
         return None
+
+
+def _movable(row: Row) -> bool:
+    """Only gpuplace's own pods are moved: another scheduler's pod is charged where it runs, never evicted."""
+    return bool(row.get("managed", True))
 
 
 def _is_gone(live: Mapping[str, Any] | None, uid: str) -> bool:

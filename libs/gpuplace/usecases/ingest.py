@@ -25,6 +25,7 @@ async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consu
                 "cpu_milli": event.cpu_milli, "memory_mib": event.memory_mib, "gpu_model": event.gpu_model,
                 "gpu_count": event.gpu_count, "gpu_memory_mib": event.gpu_memory_mib, "ready": event.ready,
                 "unschedulable": event.unschedulable, "labels": event.labels, "taints": list(event.taints),
+                "max_pods": event.max_pods, "extended": event.extended,
             })
         await uow.commit()
     return True

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from gpuplace.contracts import topics
@@ -35,6 +35,7 @@ from gpuplace.usecases.ports import GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 CONSUMER = "placement"
+AWAITING_NODE = "bound to a node not yet known: charged when it arrives"
 _CONFLICT = object()  # the database refused a reservation our in-memory view allowed
 
 
@@ -65,6 +66,7 @@ class _Cluster:
     waiting: dict[str, Row] = field(default_factory=dict)  # uid -> pod row, pods that fit nowhere yet
     last_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
     loaded: bool = False  # read from the database and resumed; until then every caller tries again
+    stale: bool = False  # the database changed under the view (another scheduler's pod): re-read before deciding
 
 
 class PlacementService:
@@ -91,6 +93,8 @@ class PlacementService:
             return
         state = await self._cluster(event.cluster)
         async with state.lock:
+            if event.kind == "upsert":
+                await self._charge_awaiting_node(event.cluster, event.name)
             await self._rehydrate(state)
             await self._retry_waiting(state)
 
@@ -101,8 +105,10 @@ class PlacementService:
                 await self._forget(state, event)
                 await self._retry_waiting(state)
             elif event.kind == "bound":
-                await self._confirm_bound(event)
-            else:
+                await self._confirm_bound(state, event)
+            elif event.managed:
+                if state.stale:
+                    await self._rehydrate(state)
                 await self._on_pending(state, event)
 
     async def on_placement(self, event: PlacementEvent) -> None:
@@ -259,7 +265,7 @@ class PlacementService:
         if not isinstance(choice, Choice):
             return await self._record_waiting(uow, state, row, choice)
         hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib,
-                    row["cpu_milli"], row["memory_mib"], stream)
+                    row["cpu_milli"], row["memory_mib"], stream, pod.rules)
         decision_id = uuid.uuid4().hex
         conflict = await uow.state.reserve(
             cluster=row["cluster"], pod_uid=row["uid"], node=hold.node,
@@ -299,6 +305,8 @@ class PlacementService:
                 task.add_done_callback(self._defrag_done)
 
     async def _retry_waiting(self, state: _Cluster) -> None:
+        if state.stale and state.waiting:
+            await self._rehydrate(state)
         for row in sorted(state.waiting.values(), key=_queue_order):
             await self._try_place(state, row)
 
@@ -364,17 +372,26 @@ class PlacementService:
         self._feedback.spawn(row["cluster"] + row["uid"], f"Scheduled of {pod[0]}/{pod[1]}",
                              lambda: api.report_scheduled(*pod, hold.node, gpus))
 
-    async def _confirm_bound(self, event: PodEvent) -> None:
-        """The watcher saw the pod bound: a bind whose outcome we lost (crash) is recorded now."""
+    async def _confirm_bound(self, state: _Cluster, event: PodEvent) -> None:
+        """The watcher saw the pod bound: a bind whose outcome we lost (crash) is recorded now; a pod gpuplace
+        never placed (another scheduler's, or created with its node set) is charged where it runs."""
         async with self._uow_factory() as uow:
             if not await uow.state.claim_event(CONSUMER, event.event_id):
                 return
             row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
-            if row is not None and row["state"] == "reserved" and row["node"] == event.node_name:
+            hold = None
+            if row is None or row["state"] in ("pending", "unschedulable", "invalid"):
+                hold = await self._charge_bound_elsewhere(uow, state, event)
+            elif row["state"] == "reserved" and row["node"] == event.node_name:
                 if event.cluster + event.uid not in self._in_flight():
                     await uow.state.set_pod_state(event.cluster, event.uid, "bound", mark_bound=True)
                     await self._record(uow, row, "bound", node=event.node_name)
             await self._commit(uow)
+        if row is None or row["state"] in ("pending", "unschedulable", "invalid"):
+            state.waiting.pop(event.uid, None)
+            state.last_reasons.pop(event.uid, None)
+        if hold is not None:
+            self._charge_view(state, event.uid, hold)
 
     async def _forget(self, state: _Cluster, event: PodEvent) -> None:
         """A deleted pod gives its resources back, unless a plan in flight reserved it on GPUs victims may
@@ -396,6 +413,61 @@ class PlacementService:
             state.view.refund(event.uid)
         state.waiting.pop(event.uid, None)
         state.last_reasons.pop(event.uid, None)
+
+    async def _charge_bound_elsewhere(self, uow: UnitOfWork, state: _Cluster, event: PodEvent) -> Hold | None:
+        """Inside `uow`: a pod bound without gpuplace takes its CPU, memory, slot and GPUs on its node (the
+        whole node counts, DESIGN §3); returns what to charge the view after commit. A node gpuplace has not
+        heard of yet is charged when it arrives (_charge_awaiting_node)."""
+        row = await uow.state.upsert_pod({**_pod_row(event), "state": "bound"})
+        await uow.state.set_pod_state(event.cluster, event.uid, "bound", node=event.node_name, reason=AWAITING_NODE,
+                                      mark_bound=True)
+        if not state.view.has_node(event.node_name or ""):
+            return None
+        return await self._charge_on_node(uow, state.view, {**row, "node": event.node_name})
+
+    def _charge_view(self, state: _Cluster, uid: str, hold: Hold) -> None:
+        """What the database charged, charged on the view too; a view that disagrees is read again."""
+        snapshot = state.view.snapshot
+        assert snapshot is not None
+        row = snapshot.index_of(hold.node)
+        hold = replace(hold, cpu_milli=min(hold.cpu_milli, int(snapshot.cpu_free_milli[row])),
+                       memory_mib=min(hold.memory_mib, int(snapshot.memory_free_mib[row])))
+        try:
+            state.view.charge(uid, hold)
+        except ValueError:
+            state.stale = True
+
+    async def _charge_awaiting_node(self, cluster: str, node: str) -> None:
+        """A node arrived: charge the pods bound to it that were seen before it (watch order across topics)."""
+        state = self._clusters[cluster]
+        async with self._uow_factory() as uow:
+            waiting = [r for r in await uow.state.pods_in_state(cluster, ("bound",))
+                       if r["reason"] == AWAITING_NODE and r["node"] == node]
+        if not waiting:
+            return
+        await self._rehydrate(state)  # the view must know the node to choose GPUs on it
+        async with self._uow_factory() as uow:
+            for row in waiting:
+                current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
+                if current is not None and current["state"] == "bound" and current["reason"] == AWAITING_NODE:
+                    await self._charge_on_node(uow, state.view, current)
+            await self._commit(uow)
+
+    async def _charge_on_node(self, uow: UnitOfWork, view: ClusterView, row: Row) -> Hold:
+        pod = core_pod(row)
+        gpu_indices, share, memory = view.gpus_for_bound_pod(row["node"], pod)
+        refused = await uow.state.charge_bound(
+            cluster=row["cluster"], pod_uid=row["uid"], node=row["node"],
+            grants=[GpuGrant(i, memory, share) for i in gpu_indices], cpu_milli=row["cpu_milli"],
+            memory_mib=row["memory_mib"], decision_id=uuid.uuid4().hex)
+        reason = f"GPUs {refused} over-committed by another scheduler" if refused else None
+        if refused:
+            log.warning("pod %s/%s bound to %s by another scheduler: %s", row["namespace"], row["name"], row["node"],
+                        reason)
+        await uow.state.set_pod_state(row["cluster"], row["uid"], "bound", reason=reason)
+        kept = tuple(i for i in gpu_indices if i not in refused)
+        return Hold(row["node"], kept, share if kept else 0, memory if kept else 0, row["cpu_milli"],
+                    row["memory_mib"], pod_stream(row), pod.rules)
 
     # -- state ---------------------------------------------------------------------------------------
     async def _cluster(self, cluster: str) -> _Cluster:
@@ -469,8 +541,12 @@ def _pod_row(event: PodEvent) -> dict[str, Any]:
         "cluster": event.cluster, "uid": event.uid, "namespace": event.namespace, "name": event.name,
         "state": "pending", "priority": event.priority, "request": request, "cpu_milli": event.cpu_milli,
         "memory_mib": event.memory_mib, "deadline_ms": event.deadline_ms, "frame_rate_hz": event.frame_rate_hz,
-        "workload": event.workload, "service_ms": event.service_ms, "owner": event.owner,
+        "workload": event.workload, "service_ms": event.service_ms, "owner": event.owner, "managed": event.managed,
+        "rules": event.model_dump(mode="json", include=_RULE_FIELDS),
     }
+
+
+_RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended"}
 
 
 def _queue_order(row: Row) -> tuple:

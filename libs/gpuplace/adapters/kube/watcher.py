@@ -41,13 +41,19 @@ class ChangeFilter:
         return True
 
 
-async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str) -> None:
+async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str,
+                    scheduler_name: str = "gpuplace") -> None:
+    """Every pod of gpuplace's, and every pod of another scheduler once it is bound to a node: the whole node
+    counts (DESIGN §3). Another scheduler's pod that is still pending is none of gpuplace's business."""
     changes = ChangeFilter()
     async for kind, obj in stream:
         try:
-            event = translate.pod_event(obj, cluster=cluster, region=region, deleted=kind == "DELETED")
+            event = translate.pod_event(obj, cluster=cluster, region=region, deleted=kind == "DELETED",
+                                        scheduler_name=scheduler_name)
         except (KeyError, ValueError) as exc:  # an object the API should never send; log, do not stall
             log.error("cannot translate pod %s: %s", obj.get("metadata", {}).get("name"), exc)
+            continue
+        if not event.managed and event.node_name is None:
             continue
         if changes.changed(event):
             await publish(topic, event)

@@ -46,6 +46,7 @@ class StateRepository:
         """Insert or update a node and make its GPU rows match `gpu_count` (extra idle GPUs are dropped)."""
         values = {k: node[k] for k in ("cluster", "name", "region", "cpu_milli", "memory_mib", "gpu_model",
                                        "gpu_count", "gpu_memory_mib", "ready", "unschedulable", "labels", "taints")}
+        values.update(max_pods=node.get("max_pods"), extended=node.get("extended") or {})
         stmt = insert(nodes).values(**values)
         updates = {k: stmt.excluded[k] for k in values if k not in ("cluster", "name")}
         await self._conn.execute(stmt.on_conflict_do_update(
@@ -185,8 +186,34 @@ class StateRepository:
         await self._conn.execute(insert(allocations).values(rows))
         return None
 
+    async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any],
+                           cpu_milli: int, memory_mib: int, decision_id: str) -> list[int]:
+        """Charge a pod another scheduler bound: its CPU and memory always (the node runs it, whatever gpuplace
+        thought was free), each GPU grant only where the GPU still has room; returns the GPU indices refused."""
+        await self._conn.execute(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == node).values(
+            cpu_assigned_milli=nodes.c.cpu_assigned_milli + cpu_milli,
+            memory_assigned_mib=nodes.c.memory_assigned_mib + memory_mib))
+        refused, rows = [], []
+        for g in grants:
+            ok = await self._conn.execute(update(gpus).where(
+                gpus.c.cluster == cluster, gpus.c.node == node, gpus.c.index == g.index,
+                gpus.c.memory_assigned_mib + g.memory_mib <= gpus.c.memory_total_mib,
+                gpus.c.share_assigned_milli + g.share_milli <= 1000,
+            ).values(memory_assigned_mib=gpus.c.memory_assigned_mib + g.memory_mib,
+                     share_assigned_milli=gpus.c.share_assigned_milli + g.share_milli).returning(gpus.c.index))
+            if ok.first() is None:
+                refused.append(g.index)
+                continue
+            rows.append({"cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index, "node": node,
+                         "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": decision_id})
+        if rows:
+            await self._conn.execute(insert(allocations).values(rows))
+        return refused
+
     async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:
-        """Give back everything the pod holds; returns the node it held, None if it held nothing."""
+        """Give back everything the pod holds; returns the node it held, None if it held nothing.
+
+        A pod without GPUs holds CPU and memory on the node its row names (reserved or bound)."""
         held = await self._conn.execute(delete(allocations).where(
             allocations.c.cluster == cluster, allocations.c.pod_uid == pod_uid,
         ).returning(allocations.c.node, allocations.c.gpu_index, allocations.c.memory_mib, allocations.c.share_milli))
@@ -196,12 +223,14 @@ class StateRepository:
                 gpus.c.cluster == cluster, gpus.c.node == g.node, gpus.c.index == g.gpu_index,
             ).values(memory_assigned_mib=gpus.c.memory_assigned_mib - g.memory_mib,
                      share_assigned_milli=gpus.c.share_assigned_milli - g.share_milli))
-        if not grants:
+        node = grants[0].node if grants else await self._conn.scalar(select(pods.c.node).where(
+            pods.c.cluster == cluster, pods.c.uid == pod_uid, pods.c.state.in_(("reserved", "bound", "promised"))))
+        if node is None:
             return None
-        await self._conn.execute(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == grants[0].node).values(
+        await self._conn.execute(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == node).values(
             cpu_assigned_milli=nodes.c.cpu_assigned_milli - cpu_milli,
             memory_assigned_mib=nodes.c.memory_assigned_mib - memory_mib))
-        return grants[0].node
+        return node
 
     # -- decisions and outbox ------------------------------------------------------------------------
     async def add_decision(self, decision: Mapping[str, Any]) -> None:

@@ -43,6 +43,8 @@ nodes = Table(
     Column("unschedulable", Boolean, nullable=False),
     Column("labels", JSONB, nullable=False, server_default="{}"),
     Column("taints", JSONB, nullable=False, server_default="[]"),
+    Column("max_pods", Integer),  # allocatable pods; NULL: not reported
+    Column("extended", JSONB, nullable=False, server_default="{}"),  # allocatable countables (MIG profiles)
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
@@ -91,6 +93,9 @@ pods = Table(
     Column("reserved_at", DateTime(timezone=True)),
     Column("bound_at", DateTime(timezone=True)),
     Column("move_requested_at", DateTime(timezone=True)),  # SLO violation: the defragmenter should move it
+    # False: another scheduler's pod, charged against its node but never placed, moved or bound by gpuplace
+    Column("managed", Boolean, nullable=False, server_default="true"),
+    Column("rules", JSONB),  # node selector, affinity, tolerations, host ports, countables (PodEvent fields)
     CheckConstraint(
         "state IN ('pending','reserved','bound','unschedulable','invalid','deleted','promised')",
         name="pod_state_known",

@@ -72,7 +72,7 @@ def hold(work: ClusterSnapshot, demand: Demand, node: int, gpu_indices: Sequence
     for g in gpu_indices:
         share = min(int(work.free_share_milli[node, g]), int(demand.share_milli_by_type[type_id]))
         memory = min(int(work.free_memory_mib[node, g]), int(demand.gpu_memory_mib_by_type[type_id]))
-        work.charge(node, (g,), 0, 0, share, memory, kind)
+        work.charge(node, (g,), 0, 0, share, memory, kind, slots=0)  # the slot was taken with the CPU
 
 
 def largest_first(running: RunningPod) -> tuple:

@@ -4,9 +4,9 @@ Each exports `NAME`, `mask(snapshot, demand) -> bool array (n_nodes,)` for the h
 `status(snapshot, demand, node) -> Status` with the reason, for `explain` and unschedulable events.
 """
 
-from gpuplace.core.filters import gpu_fit, gpu_model, resources_fit
+from gpuplace.core.filters import gpu_fit, gpu_model, node_rules, resources_fit
 
-FILTERS = (resources_fit, gpu_model, gpu_fit)
-"""The standard filter chain, in the order reasons are reported."""
+FILTERS = (node_rules, resources_fit, gpu_model, gpu_fit)
+"""The standard filter chain, in the order reasons are reported (kube-scheduler's: the node's rules first)."""
 
-__all__ = ["FILTERS", "gpu_fit", "gpu_model", "latency_fit", "resources_fit"]
+__all__ = ["FILTERS", "gpu_fit", "gpu_model", "latency_fit", "node_rules", "resources_fit"]

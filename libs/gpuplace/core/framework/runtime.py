@@ -16,6 +16,7 @@ import numpy as np
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.framework.interface import Code, Policy, Status
 from gpuplace.core.model import Assignment, Pod
+from gpuplace.core.node_rules import preference
 from gpuplace.core.snapshot import ClusterSnapshot
 
 
@@ -49,10 +50,21 @@ def decide(snapshot: ClusterSnapshot, demand: Demand, policy: Policy, *, explain
     scores = np.asarray(policy.score(snapshot, demand, feasible))
     if scores.shape != feasible.shape:
         raise ValueError(f"policy {policy.name} returned {scores.shape} scores for {feasible.shape} nodes")
-    best = int(np.argmax(scores))  # first maximum: ties go to the first node in order
+    best = _pick(snapshot, demand, feasible, scores)
     node = int(feasible[best])
     gpus = policy.choose_gpus(snapshot, demand, node)
     return Decision(demand.pod_name, node, snapshot.node_names[node], tuple(gpus), float(scores[best]))
+
+
+def _pick(snapshot: ClusterSnapshot, demand: Demand, feasible: np.ndarray, scores: np.ndarray) -> int:
+    """The first maximum score; among equal scores the node the pod's preferred affinity weighs most, then
+    the first in node order (preferred affinity breaks ties only: the policy's score comes first)."""
+    best = int(np.argmax(scores))
+    preferred = preference(snapshot.facts, demand.rules) if snapshot.facts is not None else None
+    if preferred is None:
+        return best
+    tied = np.flatnonzero(scores == scores[best])
+    return int(tied[int(np.argmax(preferred[feasible[tied]]))])
 
 
 def bind(snapshot: ClusterSnapshot, demand: Demand, decision: Decision) -> Assignment:
@@ -66,7 +78,7 @@ def bind(snapshot: ClusterSnapshot, demand: Demand, decision: Decision) -> Assig
     if len(decision.gpu_indices) != demand.gpu_count:
         raise ValueError(f"pod {decision.pod_name} needs {demand.gpu_count} GPU(s), got {decision.gpu_indices}")
     snapshot.charge(node, decision.gpu_indices, demand.cpu_milli, demand.memory_mib, share, memory,
-                    demand.kind_on(snapshot, node))
+                    demand.kind_on(snapshot, node), demand.rules)
     count = len(decision.gpu_indices)
     return Assignment(demand.pod_name, snapshot.node_names[node], decision.gpu_indices,
                       (share,) * count, (memory,) * count)

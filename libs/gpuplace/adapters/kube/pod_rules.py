@@ -1,0 +1,48 @@
+"""A pod spec's node rules (nodeSelector, node affinity, tolerations, host ports) as PodEvent fields. Pure.
+
+The shapes are core/v1's, read as the API serves them (camelCase JSON); only what kube-scheduler's
+NodeAffinity, TaintToleration and NodePorts filters read is kept. Pod affinity and topology spread are not
+read: gpuplace does not evaluate them (README, "What gpuplace checks").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuplace.contracts.events import HostPort, PreferredTerm, Requirement, SelectorTerm, Toleration
+
+Json = Mapping[str, Any]
+
+
+def rule_fields(spec: Json) -> dict[str, Any]:
+    """The node-rule fields of a PodEvent from the pod's spec (absent rules stay at their defaults)."""
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return {
+        "node_selector": dict(spec.get("nodeSelector") or {}),
+        "required_terms": tuple(_term(t) for t in required.get("nodeSelectorTerms") or ()),
+        "preferred_terms": tuple(
+            PreferredTerm(weight=p["weight"], term=_term(p.get("preference") or {}))
+            for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+        ),
+        "tolerations": tuple(
+            Toleration(key=t.get("key") or "", operator=t.get("operator") or "Equal", value=t.get("value") or "",
+                       effect=t.get("effect") or "")
+            for t in spec.get("tolerations") or ()
+        ),
+        "host_ports": tuple(
+            HostPort(port=p["hostPort"], protocol=p.get("protocol") or "TCP", host_ip=p.get("hostIP") or "")
+            for c in spec.get("containers") or () for p in c.get("ports") or () if p.get("hostPort")
+        ),
+    }
+
+
+def _term(term: Json) -> SelectorTerm:
+    def requirements(key: str) -> tuple[Requirement, ...]:
+        return tuple(Requirement(key=r["key"], operator=r["operator"], values=tuple(r.get("values") or ()))
+                     for r in term.get(key) or ())
+    return SelectorTerm(match_expressions=requirements("matchExpressions"), match_fields=requirements("matchFields"))
+
+
+__all__ = ["rule_fields"]

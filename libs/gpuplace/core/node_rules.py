@@ -1,0 +1,207 @@
+"""The rules every pod relies on, with kube-scheduler's semantics: which nodes a pod may use at all.
+
+A second scheduler must agree with kube-scheduler on every rule it does not improve on, so each check below
+mirrors one kube-scheduler filter plugin and says so (k8s.io/kubernetes v1.34, pkg/scheduler/framework/plugins,
+and k8s.io/component-helpers for the selector and toleration helpers):
+
+| check                 | kube-scheduler plugin   | reason reported (kube's wording)                                 |
+|-----------------------|-------------------------|------------------------------------------------------------------|
+| cordoned node         | NodeUnschedulable       | node(s) were unschedulable                                       |
+| not Ready             | TaintToleration*        | node(s) had untolerated taint(s)                                 |
+| taints                | TaintToleration         | node(s) had untolerated taint(s)                                 |
+| nodeSelector/affinity | NodeAffinity            | node(s) didn't match Pod's node affinity/selector                |
+| host ports            | NodePorts               | node(s) didn't have free ports for the requested pod ports       |
+| pod slots, countables | NodeResourcesFit        | Too many pods / Insufficient <resource>                          |
+
+*kube-scheduler never reads the Ready condition: the node lifecycle controller turns it into the
+`node.kubernetes.io/not-ready:NoSchedule` taint (TaintNodesByCondition). gpuplace adds that taint itself to a
+node that is not Ready, so tolerations apply exactly as they would there.
+
+Static rules (labels, taints, cordon) depend only on the pod's rules and the node's facts, so they are
+evaluated once per distinct `PodRules` and snapshot (`static_mask`); slots, ports and countables change as pods
+are charged and are read from the snapshot's arrays on every call. Pure: stdlib and NumPy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "PreferNoSchedule", "NoExecute"
+
+MSG_UNSCHEDULABLE = "node(s) were unschedulable"
+MSG_TAINTS = "node(s) had untolerated taint(s)"
+MSG_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+MSG_PORTS = "node(s) didn't have free ports for the requested pod ports"
+MSG_TOO_MANY_PODS = "Too many pods"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """`key operator values` (NodeSelectorRequirement); operators In, NotIn, Exists, DoesNotExist, Gt, Lt."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        # component-helpers/scheduling/corev1/nodeaffinity: labels.Requirement.Matches semantics.
+        present = self.key in labels
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return present
+        if self.operator == "DoesNotExist":
+            return not present
+        if self.operator in ("Gt", "Lt") and present and len(self.values) == 1:
+            try:
+                have, bound = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return have > bound if self.operator == "Gt" else have < bound
+        return False
+
+
+@dataclass(frozen=True)
+class SelectorTerm:
+    """A NodeSelectorTerm: all expressions on labels and all field requirements (metadata.name) hold.
+
+    An empty term matches no node (component-helpers: "nil or empty term matches no objects").
+    """
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        if not self.match_expressions and not self.match_fields:
+            return False
+        fields = {"metadata.name": name}
+        return all(r.matches(labels) for r in self.match_expressions) and \
+            all(r.matches(fields) for r in self.match_fields)
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        # k8s.io/api/core/v1 Toleration.ToleratesTaint: empty effect matches all effects, empty key with
+        # Exists matches all keys, Exists ignores the value, Equal compares it.
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.operator in ("Equal", "") and self.value == taint.value
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = NO_SCHEDULE
+
+
+@dataclass(frozen=True)
+class HostPort:
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+    def conflicts(self, other: HostPort) -> bool:
+        # kube-scheduler framework HostPortInfo.CheckConflict: same protocol and port, and either side on
+        # 0.0.0.0 (an empty hostIP is 0.0.0.0) or both on the same address.
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        wildcard = ("", "0.0.0.0")
+        return self.host_ip in wildcard or other.host_ip in wildcard or self.host_ip == other.host_ip
+
+
+@dataclass(frozen=True)
+class PodRules:
+    """What a pod says about the nodes it may use; the empty value asks for nothing but tolerates nothing."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_terms: tuple[SelectorTerm, ...] = ()  # ORed; empty: no required affinity
+    preferred_terms: tuple[tuple[int, SelectorTerm], ...] = ()  # (weight, term)
+    tolerations: tuple[Toleration, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    extended: tuple[tuple[str, int], ...] = ()  # countable resources (MIG profiles, ...) and how many
+
+    def static_reason(self, node: NodeFacts) -> str | None:
+        """Why the pod may never use `node` as it is (kube's UnschedulableAndUnresolvable), or None."""
+        if node.unschedulable and not any(t.tolerates(_CORDON) for t in self.tolerations):
+            return MSG_UNSCHEDULABLE
+        for taint in node.effective_taints:
+            if taint.effect in (NO_SCHEDULE, NO_EXECUTE) and not any(t.tolerates(taint) for t in self.tolerations):
+                return MSG_TAINTS
+        labels = node.labels
+        if any(labels.get(k) != v for k, v in self.node_selector):
+            return MSG_AFFINITY
+        if self.required_terms and not any(t.matches(node.name, labels) for t in self.required_terms):
+            return MSG_AFFINITY
+        for name, _ in self.extended:
+            if name not in node.extended:
+                return f"Insufficient {name}"
+        return None
+
+    def preference(self, node: NodeFacts) -> int:
+        """Sum of the weights of the preferred terms `node` matches (NodeAffinity's score before normalising)."""
+        return sum(w for w, term in self.preferred_terms if term.matches(node.name, node.labels))
+
+
+NO_RULES = PodRules()
+_CORDON = Taint(UNSCHEDULABLE_TAINT, "", NO_SCHEDULE)
+_NOT_READY = Taint(NOT_READY_TAINT, "", NO_SCHEDULE)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the node's object says, beyond capacity: labels, taints, cordon, readiness, countables."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    extended: Mapping[str, int] = field(default_factory=dict)  # allocatable countables by name
+
+    @property
+    def effective_taints(self) -> tuple[Taint, ...]:
+        """The node's taints plus not-ready:NoSchedule when it is not Ready (see the module docstring)."""
+        if self.ready or any(t.key == NOT_READY_TAINT for t in self.taints):
+            return self.taints
+        return (*self.taints, _NOT_READY)
+
+
+def static_mask(facts: Sequence[NodeFacts], rules: PodRules) -> np.ndarray:
+    """Nodes whose static facts allow `rules`, (n_nodes,)."""
+    return np.fromiter((rules.static_reason(f) is None for f in facts), dtype=bool, count=len(facts))
+
+
+def preference(facts: Sequence[NodeFacts], rules: PodRules) -> np.ndarray | None:
+    """Preferred-affinity weight per node, (n_nodes,); None when the pod prefers nothing."""
+    if not rules.preferred_terms:
+        return None
+    return np.fromiter((rules.preference(f) for f in facts), dtype=np.int64, count=len(facts))
+
+
+def ports_free(used: Sequence[HostPort], wanted: Sequence[HostPort]) -> bool:
+    return not any(w.conflicts(u) for w in wanted for u in used)
+
+
+__all__ = [
+    "Requirement", "SelectorTerm", "Toleration", "Taint", "HostPort", "PodRules", "NodeFacts", "NO_RULES",
+    "static_mask", "preference", "ports_free", "UNSCHEDULABLE_TAINT", "NOT_READY_TAINT",
+    "MSG_UNSCHEDULABLE", "MSG_TAINTS", "MSG_AFFINITY", "MSG_PORTS", "MSG_TOO_MANY_PODS",
+]
