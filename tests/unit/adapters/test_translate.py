@@ -47,3 +47,54 @@ def test_the_watcher_passes_changes_only():
     again = pod_event(_pod(), cluster="east", region="eu")  # a status heartbeat: same content, new event id
     bound = pod_event(_pod(nodeName="n1"), cluster="east", region="eu")
     assert [changes.changed(e) for e in (first, again, bound)] == [True, False, True]
+
+
+def _gpu_pod(resources):
+    pod = _pod()
+    pod["metadata"]["annotations"] = {}
+    pod["spec"]["containers"] = [{"name": "c", "resources": resources}]
+    return pod
+
+
+def test_a_hami_limit_reads_back_canonical_and_means_mib():
+    # written `nvidia.com/gpumem: 5000`, the API server returns "5k"; HAMi's GenerateResourceRequests reads
+    # Quantity.AsInt64() = 5000 MiB (not 5000 bytes, which rounded up to 1 MiB before)
+    event = pod_event(_gpu_pod({"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "5k"}}), cluster="east",
+                      region="eu")
+    assert (event.gpu.gpu_count, event.gpu.memory_mib_per_gpu, event.request_error) == (1, 5000, None)
+
+
+def test_hami_resources_fall_back_to_requests():
+    # HAMi device.go GenerateResourceRequests: ctr.Resources.Limits[name], else ctr.Resources.Requests[name]
+    event = pod_event(_gpu_pod({"requests": {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}}),
+                      cluster="east", region="eu")
+    assert event.gpu.share_milli_per_gpu == 500
+
+
+def test_a_mig_limit_becomes_an_extended_count_not_a_gpu():
+    limits = {"nvidia.com/mig-1g.10gb": "2"}
+    event = pod_event(_gpu_pod({"limits": limits, "requests": limits}), cluster="east", region="eu")
+    assert (event.gpu, event.extended, event.request_error) == (None, {"nvidia.com/mig-1g.10gb": 2}, None)
+
+
+def test_a_bad_mig_limit_is_reported():
+    event = pod_event(_gpu_pod({"limits": {"nvidia.com/mig-1g.10gb": "65"}}), cluster="east", region="eu")
+    assert (event.extended, event.request_error) == ({}, "nvidia.com/mig-1g.10gb must be in [0, 64], got '65'")
+
+
+def _node(allocatable):
+    return {"metadata": {"name": "n1", "labels": {}}, "spec": {},
+            "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_a_node_reports_pod_slots_and_mig_slices():
+    event = node_event(_node({"cpu": "96", "memory": "768Gi", "pods": "110", "nvidia.com/gpu": "0",
+                              "nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "2"}),
+                       cluster="east", region="eu")
+    assert event.max_pods == 110
+    assert event.extended == {"nvidia.com/mig-1g.10gb": 14, "nvidia.com/mig-3g.40gb": 2}
+
+
+def test_a_node_without_pod_slots_reports_none():
+    event = node_event(_node({"cpu": "4", "memory": "16Gi"}), cluster="east", region="eu")
+    assert (event.max_pods, event.extended) == (None, {})

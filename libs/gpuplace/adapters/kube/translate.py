@@ -12,13 +12,15 @@ from datetime import datetime
 from typing import Any
 
 from gpuplace.adapters.kube import quantity
-from gpuplace.adapters.kube.vocabulary import RequestError, parse_pod_request
+from gpuplace.adapters.kube.vocabulary import MIG_PREFIX, RequestError, parse_pod_request
 from gpuplace.contracts.events import NodeEvent, PodEvent
 
 GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_MEMORY = "nvidia.com/gpu.memory"  # MiB per GPU, as GPU Feature Discovery writes it
 GPU_COUNT = "nvidia.com/gpu.count"
 NVIDIA_GPU = "nvidia.com/gpu"
+PODS = "pods"  # allocatable pod slots (kubelet --max-pods)
+MAX_NODE_COUNT = 2**31 - 1  # int32 columns downstream
 
 Json = Mapping[str, Any]
 
@@ -28,12 +30,11 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False) ->
     meta, spec = pod.get("metadata", {}), pod.get("spec", {})
     annotations = meta.get("annotations") or {}
     containers = spec.get("containers") or []
-    limits = [_requests_and_limits(c) for c in containers]
     fields: dict[str, Any] = {}
     try:
-        request = parse_pod_request(annotations, limits)
+        request = parse_pod_request(annotations, [_limits_then_requests(c) for c in containers])
         fields.update(gpu=request.gpu, deadline_ms=request.deadline_ms, frame_rate_hz=request.frame_rate_hz,
-                      workload=request.workload, service_ms=request.service_ms)
+                      workload=request.workload, service_ms=request.service_ms, extended=request.extended)
     except RequestError as exc:
         fields["request_error"] = str(exc)
     node_name = spec.get("nodeName")
@@ -50,7 +51,11 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False) ->
 
 
 def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False) -> NodeEvent:
-    """One node -> its GPU inventory from GPU Feature Discovery labels and allocatable `nvidia.com/gpu`."""
+    """One node -> its GPU inventory from GPU Feature Discovery labels and allocatable `nvidia.com/gpu`.
+
+    Allocatable `pods` becomes `max_pods` (None when the node does not say) and allocatable
+    `nvidia.com/mig-<profile>` counts (the device plugin's mixed strategy) become `extended`.
+    """
     meta, spec, status = node.get("metadata", {}), node.get("spec", {}), node.get("status", {})
     labels = meta.get("labels") or {}
     allocatable = status.get("allocatable") or status.get("capacity") or {}
@@ -65,6 +70,8 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False) 
         ready=_ready(status), unschedulable=bool(spec.get("unschedulable")),
         labels=dict(labels),
         taints=tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in spec.get("taints") or []),
+        max_pods=_node_count(allocatable, PODS) if PODS in allocatable else None,
+        extended={k: _node_count(allocatable, k) for k in sorted(allocatable) if k.startswith(MIG_PREFIX)},
     )
 
 
@@ -74,8 +81,22 @@ def _resources(container: Json) -> Json:
     return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
 
 
-def _requests_and_limits(container: Json) -> dict[str, str]:
-    return {k: str(v) for k, v in _resources(container).items()}
+def _limits_then_requests(container: Json) -> dict[str, str]:
+    """GPU resources as HAMi's GenerateResourceRequests reads them: the limit, else the request.
+
+    For extended resources Kubernetes requires the limit and makes the request equal to it, so this differs
+    from `_resources` only for CPU and memory, which the vocabulary does not read.
+    """
+    resources = container.get("resources") or {}
+    return {k: str(v) for k, v in {**(resources.get("requests") or {}), **(resources.get("limits") or {})}.items()}
+
+
+def _node_count(allocatable: Json, key: str) -> int:
+    """A whole allocatable count ("110", "7"); anything else or beyond int32 is a `ValueError` naming the key."""
+    count = quantity.count(str(allocatable[key]))
+    if count > MAX_NODE_COUNT:
+        raise ValueError(f"allocatable {key} out of range: {allocatable[key]!r}")
+    return count
 
 
 def _owner(meta: Json) -> str | None:
