@@ -119,7 +119,7 @@ class FakeStateRepository:
     async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
         counts: dict[str, int] = {}
         for (c, _), pod in self.t["pods"].items():
-            if c in clusters:
+            if c in clusters and pod.get("managed", True):
                 counts[pod["state"]] = counts.get(pod["state"], 0) + 1
         return counts
 

@@ -12,7 +12,7 @@ from faststream.specification import AsyncAPI
 
 from gpuplace.adapters.kafka import make_broker
 from gpuplace.adapters.kube.informer import list_and_watch
-from gpuplace.adapters.kube.watcher import pump_nodes, pump_pods, run_until
+from gpuplace.adapters.kube.watcher import NodeGate, pump_nodes, pump_pods, run_until
 from gpuplace.bootstrap import cluster_api
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope
@@ -32,16 +32,16 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
 
     async with cluster_api(path) as api, broker:
         await broker.start()
-        # Every pod, whatever its scheduler: another scheduler's pods use the nodes too (pump_pods).
-        pod_fields = {"field_selector": f"metadata.namespace={settings.namespace}"} if settings.namespace else {}
+        # Every pod of every namespace, whatever its scheduler: other pods use the nodes too (pump_pods).
         node_selector = {"label_selector": settings.node_label_selector} if settings.node_label_selector else {}
         common = {"cluster": settings.cluster, "region": settings.region}
+        gate = NodeGate()
         await run_until(
             stop,
-            pump_pods(list_and_watch(api, "pods", stop=stop, **pod_fields), publish,
-                      topic=topics.PODS, scheduler_name=settings.scheduler_name, **common),
+            pump_pods(list_and_watch(api, "pods", stop=stop), publish, topic=topics.PODS,
+                      scheduler_name=settings.scheduler_name, namespace=settings.namespace, gate=gate, **common),
             pump_nodes(list_and_watch(api, "nodes", stop=stop, **node_selector), publish,
-                       topic=topics.NODES, **common),
+                       topic=topics.NODES, gate=gate, pods_topic=topics.PODS, **common),
         )
 
 

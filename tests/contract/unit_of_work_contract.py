@@ -89,6 +89,50 @@ class UnitOfWorkContract:
             assert [g["memory_assigned_mib"] for g in await uow.state.load_gpus(CLUSTER)] == [0, 0]
             assert (await uow.state.load_nodes(CLUSTER))[0]["cpu_assigned_milli"] == 0
 
+    async def test_a_pod_without_gpus_holds_and_gives_back_cpu(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            assert await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[], cpu_milli=3000,
+                                           memory_mib=2048, decision_id="d1") is None
+            await uow.state.set_pod_state(CLUSTER, "a", "reserved", node="n1")
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert (await uow.state.load_nodes(CLUSTER))[0]["cpu_assigned_milli"] == 3000
+            assert await uow.state.load_allocations(CLUSTER) == []
+            # no allocation row says where: the pod's own row does
+            assert await uow.state.release(CLUSTER, "a", cpu_milli=3000, memory_mib=2048) == "n1"
+            await uow.commit()
+        async with uow_factory() as uow:
+            node = (await uow.state.load_nodes(CLUSTER))[0]
+            assert (node["cpu_assigned_milli"], node["memory_assigned_mib"]) == (0, 0)
+
+    async def test_a_pod_bound_elsewhere_is_charged_even_past_capacity(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            assert await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(0, 9420, 575)],
+                                           cpu_milli=60000, memory_mib=0, decision_id="d1") is None
+            await uow.commit()
+        async with uow_factory() as uow:
+            # Another scheduler bound b there: its 8 cores are charged although only 4 are left (the node runs
+            # it); of its two whole GPUs, GPU 0 has no room and is refused, GPU 1 is charged.
+            refused = await uow.state.charge_bound(
+                cluster=CLUSTER, pod_uid="b", node="n1", grants=[GpuGrant(0, 16384, 1000), GpuGrant(1, 16384, 1000)],
+                cpu_milli=8000, memory_mib=0, decision_id="d2")
+            await uow.commit()
+        assert refused == [0]
+        async with uow_factory() as uow:
+            assert (await uow.state.load_nodes(CLUSTER))[0]["cpu_assigned_milli"] == 68000
+            assert sorted((a["pod_uid"], a["gpu_index"]) for a in await uow.state.load_allocations(CLUSTER)) == \
+                [("a", 0), ("b", 1)]
+
+    async def test_pods_are_counted_by_state_only_if_gpuplace_places_them(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            await uow.state.upsert_pod({**pod_row("c"), "state": "bound", "managed": False})
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert await uow.state.count_pods_by_state([CLUSTER]) == {"pending": 2}
+
     async def test_a_gpu_is_never_overcommitted(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:

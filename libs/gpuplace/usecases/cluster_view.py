@@ -148,6 +148,12 @@ class ClusterView:
         emptiest = np.argsort(-free, kind="stable")[: min(demand.gpu_count, int(snapshot.gpu_count[row]))]
         return tuple(sorted(int(i) for i in emptiest)), share, memory
 
+    def allows_any(self, rules: PodRules, rows: Sequence[int]) -> bool:
+        """Whether a pod with `rules` may use one of the nodes at `rows`, by their labels, taints and cordon."""
+        assert self.snapshot is not None
+        mask = self.snapshot.static_mask(rules)
+        return mask is None or bool(mask[list(rows)].any())
+
     def has_node(self, name: str) -> bool:
         return self.snapshot is not None and name in self.snapshot.node_names
 

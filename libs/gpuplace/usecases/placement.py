@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -28,7 +28,7 @@ from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
 from gpuplace.usecases import feedback, latency_learning
-from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
+from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
 from gpuplace.usecases.ports import GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
@@ -36,6 +36,7 @@ from gpuplace.usecases.ports import GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
 log = logging.getLogger(__name__)
 CONSUMER = "placement"
 AWAITING_NODE = "bound to a node not yet known: charged when it arrives"
+NODE_BURST_S = 0.25  # node events within this long of each other share one re-read and retry
 _CONFLICT = object()  # the database refused a reservation our in-memory view allowed
 
 
@@ -66,7 +67,10 @@ class _Cluster:
     waiting: dict[str, Row] = field(default_factory=dict)  # uid -> pod row, pods that fit nowhere yet
     last_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
     loaded: bool = False  # read from the database and resumed; until then every caller tries again
-    stale: bool = False  # the database changed under the view (another scheduler's pod): re-read before deciding
+    stale: bool = False  # the database changed under the view (a node, another scheduler's pod): re-read first
+    awaiting_nodes: set[str] = field(default_factory=set)  # nodes pods were bound to before placement knew them
+    retry: asyncio.Task[None] | None = None  # the retry of waiting pods after a burst of node events
+    changed_nodes: set[str] = field(default_factory=set)  # nodes changed since that retry last looked
 
 
 class PlacementService:
@@ -84,7 +88,7 @@ class PlacementService:
         self._binds: set[asyncio.Task[None]] = set()
         self._outbox_written = outbox_written  # wakes the outbox relay after a commit that wrote events
         self._defrag = defrag(self) if defrag else None
-        self._defrag_tasks: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Task[Any]] = set()  # defragmentation plans, retries after node bursts
         self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
 
     # -- entry points (one per topic) ---------------------------------------------------------------
@@ -93,10 +97,32 @@ class PlacementService:
             return
         state = await self._cluster(event.cluster)
         async with state.lock:
-            if event.kind == "upsert":
-                await self._charge_awaiting_node(event.cluster, event.name)
-            await self._rehydrate(state)
-            await self._retry_waiting(state)
+            if event.kind == "upsert" and event.name in state.awaiting_nodes:
+                await self._charge_awaiting_node(state, event.name)
+            state.stale = True
+            state.changed_nodes.add(event.name)
+        if state.retry is None or state.retry.done():
+            state.retry = self._spawn_background(self._retry_after_nodes(state))
+
+    async def _retry_after_nodes(self, state: _Cluster) -> None:
+        """Nodes arrived or changed: re-read the cluster and try the waiting pods, once for a whole burst of node
+        events (a fleet coming up sends thousands), not once per event. Events that come while it runs are
+        seen by its next round.
+
+        Only pods whose own rules allow one of the changed nodes are tried (kube-scheduler's queueing hints, in
+        their simplest form): a node a pod may never use cannot make room for it."""
+        while state.changed_nodes:
+            await asyncio.sleep(NODE_BURST_S)
+            async with state.lock:
+                changed, state.changed_nodes = state.changed_nodes, set()
+                if state.stale:
+                    await self._rehydrate(state)
+                view = state.view
+                rows = [view.snapshot.index_of(n) for n in changed if view.has_node(n)] if view.snapshot else []
+                if not rows:
+                    continue
+                await self._retry_waiting(state, only={uid for uid, row in state.waiting.items()
+                                                       if view.allows_any(pod_rules(row), rows)})
 
     async def on_pod(self, event: PodEvent) -> None:
         state = await self._cluster(event.cluster)
@@ -131,8 +157,8 @@ class PlacementService:
 
     async def drain(self) -> None:
         """Wait for binds, defragmentation plans and reports to Kubernetes in flight (shutdown, tests)."""
-        while self._binds or self._defrag_tasks or self._feedback.tasks:
-            await asyncio.gather(*list(self._binds), *list(self._defrag_tasks), *list(self._feedback.tasks),
+        while self._binds or self._background or self._feedback.tasks:
+            await asyncio.gather(*list(self._binds), *list(self._background), *list(self._feedback.tasks),
                                  return_exceptions=True)
 
     # -- what the defragmenter uses (usecases/defrag.PlacementHost) ------------------------------------
@@ -228,10 +254,16 @@ class PlacementService:
             await self._rehydrate(state)
         state.waiting[row["uid"]] = row  # three lost races in a row: the next cluster change retries it
 
-    def _defrag_done(self, task: asyncio.Task[Any]) -> None:
-        self._defrag_tasks.discard(task)
+    def _spawn_background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+        return task
+
+    def _background_done(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("defragmentation failed", exc_info=task.exception())
+            log.error("%s failed", task.get_coro().__qualname__, exc_info=task.exception())
 
     def _plan_holds(self, row: Row) -> bool:
         """The pod is a defragmentation plan's beneficiary: the plan binds it once the victims are gone
@@ -300,15 +332,15 @@ class PlacementService:
             state.waiting[row["uid"]] = row
             state.last_reasons[row["uid"]] = outcome
             if self._defrag is not None and state.view.snapshot is not None and self._defrag.wants(row):
-                task = asyncio.create_task(self._defrag.relieve(row, state.lock))
-                self._defrag_tasks.add(task)
-                task.add_done_callback(self._defrag_done)
+                self._spawn_background(self._defrag.relieve(row, state.lock))
 
-    async def _retry_waiting(self, state: _Cluster) -> None:
+    async def _retry_waiting(self, state: _Cluster, only: set[str] | None = None) -> None:
+        """Try the waiting pods again (those of `only`, when given), in queue order."""
         if state.stale and state.waiting:
             await self._rehydrate(state)
         for row in sorted(state.waiting.values(), key=_queue_order):
-            await self._try_place(state, row)
+            if only is None or row["uid"] in only:
+                await self._try_place(state, row)
 
     # -- binding ---------------------------------------------------------------------------------------
     def _in_flight(self) -> set[str]:
@@ -422,6 +454,7 @@ class PlacementService:
         await uow.state.set_pod_state(event.cluster, event.uid, "bound", node=event.node_name, reason=AWAITING_NODE,
                                       mark_bound=True)
         if not state.view.has_node(event.node_name or ""):
+            state.awaiting_nodes.add(event.node_name or "")
             return None
         return await self._charge_on_node(uow, state.view, {**row, "node": event.node_name})
 
@@ -437,9 +470,10 @@ class PlacementService:
         except ValueError:
             state.stale = True
 
-    async def _charge_awaiting_node(self, cluster: str, node: str) -> None:
+    async def _charge_awaiting_node(self, state: _Cluster, node: str) -> None:
         """A node arrived: charge the pods bound to it that were seen before it (watch order across topics)."""
-        state = self._clusters[cluster]
+        cluster = state.view.cluster
+        state.awaiting_nodes.discard(node)
         async with self._uow_factory() as uow:
             waiting = [r for r in await uow.state.pods_in_state(cluster, ("bound",))
                        if r["reason"] == AWAITING_NODE and r["node"] == node]
@@ -502,9 +536,12 @@ class PlacementService:
         if self._defrag is not None and await self._defrag.recover(state.view.cluster):
             await self._rehydrate(state)
         async with self._uow_factory() as uow:
-            rows = await uow.state.pods_in_state(state.view.cluster, ("pending", "unschedulable", "reserved"))
+            rows = await uow.state.pods_in_state(state.view.cluster, ("pending", "unschedulable", "reserved", "bound"))
         for row in rows:
-            if row["state"] == "reserved" and row["uid"] in state.view.holds and not self._plan_holds(row) and \
+            if row["state"] == "bound":
+                if row["reason"] == AWAITING_NODE:
+                    state.awaiting_nodes.add(row["node"])
+            elif row["state"] == "reserved" and row["uid"] in state.view.holds and not self._plan_holds(row) and \
                     row["cluster"] + row["uid"] not in self._in_flight():
                 self._spawn_bind(state, row, state.view.holds[row["uid"]])
             elif row["state"] != "reserved":

@@ -98,3 +98,40 @@ def test_a_node_reports_pod_slots_and_mig_slices():
 def test_a_node_without_pod_slots_reports_none():
     event = node_event(_node({"cpu": "4", "memory": "16Gi"}), cluster="east", region="eu")
     assert (event.max_pods, event.extended) == (None, {})
+
+
+def test_another_schedulers_pod_is_not_managed_and_a_finished_pod_is_gone():
+    pod = _pod(nodeName="n1")
+    del pod["spec"]["schedulerName"]  # default-scheduler
+    assert pod_event(pod, cluster="east", region="eu").managed is False
+    assert pod_event(_pod(), cluster="east", region="eu").managed is True
+    pod["status"] = {"phase": "Succeeded"}
+    assert pod_event(pod, cluster="east", region="eu").kind == "deleted"
+
+
+def test_requests_count_init_containers_and_overhead_as_kube_scheduler_does():
+    # component-helpers resource.PodRequests: max(sum of containers, largest init container) + overhead.
+    pod = _pod(initContainers=[{"name": "fetch", "resources": {"requests": {"cpu": "4", "memory": "1Gi"}}}],
+               overhead={"cpu": "250m", "memory": "64Mi"})
+    event = pod_event(pod, cluster="east", region="eu")
+    assert (event.cpu_milli, event.memory_mib) == (4000 + 250, 2048 + 64)
+
+
+def test_node_rules_are_read_from_the_spec():
+    pod = _pod(nodeSelector={"zone": "a"}, tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+               affinity={"nodeAffinity": {
+                   "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                       {"matchExpressions": [{"key": "rank", "operator": "Gt", "values": ["3"]}],
+                        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]},
+                   "preferredDuringSchedulingIgnoredDuringExecution": [
+                       {"weight": 7, "preference": {"matchExpressions": [{"key": "disk", "operator": "Exists"}]}}]}})
+    pod["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"},
+                                             {"containerPort": 81}]
+    event = pod_event(pod, cluster="east", region="eu")
+    assert event.node_selector == {"zone": "a"}
+    assert [(t.key, t.operator, t.effect) for t in event.tolerations] == [("gpu", "Exists", "NoSchedule")]
+    (term,) = event.required_terms
+    assert [(r.key, r.operator, r.values) for r in term.match_expressions] == [("rank", "Gt", ("3",))]
+    assert [(r.key, r.values) for r in term.match_fields] == [("metadata.name", ("n1",))]
+    assert [(p.weight, p.term.match_expressions[0].operator) for p in event.preferred_terms] == [(7, "Exists")]
+    assert [(p.port, p.protocol, p.host_ip) for p in event.host_ports] == [(8080, "TCP", "10.0.0.1")]

@@ -215,7 +215,7 @@ async def restarted_mid_plan(die_in: str, *, urgent_deleted: bool = False):
     await api.died.wait()
     if urgent_deleted:
         await placement.on_pod(pod_event("urgent", uid=urgent.uid, kind="deleted"))
-    for task in list(placement._defrag_tasks):
+    for task in list(placement._background):
         task.cancel()
     await placement.drain()
     api.die_in = ""

@@ -135,6 +135,7 @@ async def test_an_api_error_on_bind_releases_and_retries_later(uow_factory, api)
 
     placement = PlacementService(uow_factory, {"east": FailingApi()}, decider("bestfit"), policy="bestfit")
     await placement.on_node(node_event("n1"))
+    await placement.drain()  # the node's retry of waiting pods is over before the pod comes
     await placement.on_pod(pod_event("unlucky"))
     await placement.drain()
     assert placement_kinds(uow_factory, "unlucky") == ["decided", "bind_failed"]

@@ -7,11 +7,12 @@ the placement service reports it on the placements topic instead of it waiting s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from gpuplace.adapters.kube import quantity
+from gpuplace.adapters.kube.pod_rules import rule_fields
 from gpuplace.adapters.kube.vocabulary import MIG_PREFIX, RequestError, parse_pod_request
 from gpuplace.contracts.events import NodeEvent, PodEvent
 
@@ -25,8 +26,14 @@ MAX_NODE_COUNT = 2**31 - 1  # int32 columns downstream
 Json = Mapping[str, Any]
 
 
-def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False) -> PodEvent:
-    """One pod -> `pending`, `bound` or `deleted`, with its parsed GPU request or the parse error."""
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
+              scheduler_name: str = "gpuplace") -> PodEvent:
+    """One pod -> `pending`, `bound` or `deleted`, with its parsed GPU request or the parse error.
+
+    A pod of another scheduler is `managed=False`; a pod that finished is `deleted` (it holds nothing)."""
     meta, spec = pod.get("metadata", {}), pod.get("spec", {})
     annotations = meta.get("annotations") or {}
     containers = spec.get("containers") or []
@@ -38,14 +45,16 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False) ->
     except RequestError as exc:
         fields["request_error"] = str(exc)
     node_name = spec.get("nodeName")
-    kind = "deleted" if deleted or meta.get("deletionTimestamp") else ("bound" if node_name else "pending")
+    gone = deleted or meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+    kind = "deleted" if gone else ("bound" if node_name else "pending")
     return PodEvent(
         cluster=cluster, region=region, kind=kind,
         namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
         priority=int(spec.get("priority") or 0),
-        cpu_milli=sum(quantity.milli(_resources(c).get("cpu", "0")) for c in containers),
-        memory_mib=sum(quantity.memory_mib(_resources(c).get("memory", "0"), bare_unit_mib=False) for c in containers),
+        cpu_milli=_pod_request(spec, "cpu", quantity.milli),
+        memory_mib=_pod_request(spec, "memory", lambda v: quantity.memory_mib(v, bare_unit_mib=False)),
         node_name=node_name, owner=_owner(meta), created_at=_time(meta.get("creationTimestamp")),
+        managed=(spec.get("schedulerName") or "default-scheduler") == scheduler_name, **rule_fields(spec),
         **fields,
     )
 
@@ -73,6 +82,17 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False) 
         max_pods=_node_count(allocatable, PODS) if PODS in allocatable else None,
         extended={k: _node_count(allocatable, k) for k in sorted(allocatable) if k.startswith(MIG_PREFIX)},
     )
+
+
+def _pod_request(spec: Json, resource: str, parse: Callable[[str], int]) -> int:
+    """What the pod asks of `resource` as kube-scheduler counts it (component-helpers resource.PodRequests): its
+    containers' sum, or the largest init container if more (init containers run one at a time, before them),
+    plus the pod's overhead."""
+    def of(container: Json) -> int:
+        return parse(str(_resources(container).get(resource, "0")))
+    running = sum(of(c) for c in spec.get("containers") or ())
+    starting = max((of(c) for c in spec.get("initContainers") or ()), default=0)
+    return max(running, starting) + parse(str((spec.get("overhead") or {}).get(resource, "0")))
 
 
 def _resources(container: Json) -> Json:

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuplace.adapters.kube import translate
 from gpuplace.contracts.envelope import Envelope
+from gpuplace.contracts.events import PodEvent
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,10 @@ class ChangeFilter:
     def __init__(self) -> None:
         self._last: dict[str, dict[str, Any]] = {}
 
+    def published(self, event: Envelope) -> bool:
+        """Whether an event about this entity went out and was not deleted since."""
+        return event.entity() in self._last
+
     def changed(self, event: Envelope) -> bool:
         key = event.entity()
         content = event.model_dump(exclude=_VOLATILE)
@@ -41,11 +46,46 @@ class ChangeFilter:
         return True
 
 
+class NodeGate:
+    """Pods of other schedulers, held back until their node is one this watcher publishes.
+
+    They count only on nodes gpuplace manages (the node selector narrows them), and a pod may be listed
+    before its node at start-up: held here, it is published as soon as the node is, so placement never
+    charges a pod to a node it does not know.
+    """
+
+    def __init__(self) -> None:
+        self.known: set[str] = set()
+        self._held: dict[str, dict[str, Envelope]] = {}  # node -> pod entity -> latest event
+        self.pod_changes = ChangeFilter()  # what went out on the pods topic, from either pump
+
+    def admit(self, event: PodEvent) -> bool:
+        """True to publish now; False when held (node not seen yet)."""
+        node = event.node_name or ""
+        if node in self.known:
+            return True
+        self._held.setdefault(node, {})[event.entity()] = event
+        return False
+
+    def forget(self, event: PodEvent) -> None:
+        self._held.get(event.node_name or "", {}).pop(event.entity(), None)
+
+    def node_seen(self, name: str, *, deleted: bool) -> list[Envelope]:
+        """Record a node; returns the pods held for it (to publish now)."""
+        if deleted:
+            self.known.discard(name)
+            return []
+        self.known.add(name)
+        return list(self._held.pop(name, {}).values())
+
+
 async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str,
-                    scheduler_name: str = "gpuplace") -> None:
-    """Every pod of gpuplace's, and every pod of another scheduler once it is bound to a node: the whole node
-    counts (DESIGN §3). Another scheduler's pod that is still pending is none of gpuplace's business."""
-    changes = ChangeFilter()
+                    scheduler_name: str = "gpuplace", namespace: str | None = None,
+                    gate: NodeGate | None = None) -> None:
+    """gpuplace's pods (of `namespace`, when set) to place, and every other pod bound to a node of this
+    watcher's, to charge: the whole node counts (DESIGN §3). Other pods still pending are none of its business."""
+    gate = gate or NodeGate()
+    changes = gate.pod_changes
     async for kind, obj in stream:
         try:
             event = translate.pod_event(obj, cluster=cluster, region=region, deleted=kind == "DELETED",
@@ -53,14 +93,24 @@ async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: st
         except (KeyError, ValueError) as exc:  # an object the API should never send; log, do not stall
             log.error("cannot translate pod %s: %s", obj.get("metadata", {}).get("name"), exc)
             continue
-        if not event.managed and event.node_name is None:
-            continue
+        if event.managed and namespace and event.namespace != namespace:
+            event = event.model_copy(update={"managed": False})  # another gpuplace's pod: charged, not placed
+        if not event.managed:
+            if event.kind == "deleted":
+                gate.forget(event)
+                if not changes.published(event):
+                    continue
+            elif event.node_name is None or not gate.admit(event):
+                continue
         if changes.changed(event):
             await publish(topic, event)
 
 
-async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str) -> None:
+async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str,
+                     gate: NodeGate | None = None, pods_topic: str = "") -> None:
+    """Nodes; a node first seen releases the other schedulers' pods held for it (NodeGate) to `pods_topic`."""
     changes = ChangeFilter()
+    gate = gate or NodeGate()
     async for kind, obj in stream:
         try:
             event = translate.node_event(obj, cluster=cluster, region=region, deleted=kind == "DELETED")
@@ -69,6 +119,9 @@ async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: s
             continue
         if changes.changed(event):
             await publish(topic, event)
+        for held in gate.node_seen(event.name, deleted=event.kind == "deleted"):
+            if gate.pod_changes.changed(held):
+                await publish(pods_topic, held)
 
 
 async def run_until(stop: asyncio.Event, *pumps: Awaitable[None]) -> None:
@@ -85,4 +138,4 @@ async def run_until(stop: asyncio.Event, *pumps: Awaitable[None]) -> None:
         await asyncio.gather(*tasks, stopper, return_exceptions=True)
 
 
-__all__ = ["ChangeFilter", "pump_pods", "pump_nodes", "run_until"]
+__all__ = ["ChangeFilter", "NodeGate", "pump_pods", "pump_nodes", "run_until"]

@@ -128,8 +128,9 @@ class StateRepository:
         return [r._mapping for r in result]
 
     async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
-        result = await self._conn.execute(select(pods.c.state, func.count()).where(pods.c.cluster.in_(clusters))
-                                          .group_by(pods.c.state))
+        """gpuplace's own pods by state (other schedulers' pods, only charged, are not counted)."""
+        result = await self._conn.execute(select(pods.c.state, func.count()).where(
+            pods.c.cluster.in_(clusters), pods.c.managed).group_by(pods.c.state))
         return {state: int(n) for state, n in result.all()}
 
     async def find_promise(self, cluster: str, namespace: str, owner: str) -> Row | None:
@@ -183,7 +184,8 @@ class StateRepository:
                 return f"node {node} GPU {g.index}: no longer has {g.memory_mib} MiB free"
             rows.append({"cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index, "node": node,
                          "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": decision_id})
-        await self._conn.execute(insert(allocations).values(rows))
+        if rows:  # a pod without GPUs takes CPU and memory only
+            await self._conn.execute(insert(allocations).values(rows))
         return None
 
     async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any],
