@@ -3,6 +3,11 @@
 `event_id` is the idempotency key: consumers record it in the same transaction as the state it changes,
 so a redelivered message changes nothing. The Kafka key is `cluster/<entity>`, which keeps every event
 of one entity in one partition and therefore in order.
+
+`schema` is the envelope's version: a reader refuses a version it does not know (SCHEMA_VERSIONS) rather than
+read it as v1, so a consumer dead-letters it with that reason. Every integer of the events is bounded to what
+PostgreSQL (INTEGER int32, BIGINT int64) and NumPy int64 sums hold, and floats are finite, so that an event
+the schema accepts can always be stored (the bounds below).
 """
 
 from __future__ import annotations
@@ -10,7 +15,13 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA_VERSIONS = frozenset({1})  # envelope versions this package reads and writes
+
+INT32_MAX = 2**31 - 1  # PostgreSQL INTEGER columns: GPU memory, counts, indexes, priority
+INT32_MIN = -(2**31)
+QUANTITY_MAX = 2**40  # BIGINT cpu_milli / memory_mib: ~1.1e12, so a sum over a million pods stays in int64
 
 
 def _new_event_id() -> str:
@@ -30,7 +41,15 @@ class Envelope(BaseModel):
     cluster: str = Field(min_length=1, max_length=128, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     region: str = Field(default="local", min_length=1, max_length=64)
     occurred_at: datetime = Field(default_factory=_now)
-    schema_version: int = Field(default=1, alias="schema", ge=1)
+    schema_version: int = Field(default=1, alias="schema", ge=1, le=INT32_MAX)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_schema(cls, version: int) -> int:
+        if version not in SCHEMA_VERSIONS:
+            raise ValueError(f"schema version {version} is not one this reader understands "
+                             f"(reads {', '.join(map(str, sorted(SCHEMA_VERSIONS)))})")
+        return version
 
     def entity(self) -> str:
         """The entity this event is about; subclasses override."""
@@ -45,4 +64,4 @@ def kafka_key(cluster: str, entity: str) -> bytes:
     return f"{cluster}/{entity}".encode()
 
 
-__all__ = ["Envelope", "kafka_key"]
+__all__ = ["Envelope", "kafka_key", "SCHEMA_VERSIONS", "INT32_MAX", "INT32_MIN", "QUANTITY_MAX"]

@@ -7,14 +7,18 @@ Each model is the `v1` shape of its topic. Adding optional fields keeps v1; anyt
 from __future__ import annotations
 
 import base64
+import hashlib
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuplace.contracts.envelope import Envelope
+from gpuplace.contracts.envelope import INT32_MAX, INT32_MIN, QUANTITY_MAX, Envelope
 
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+# A countable resource (MIG profiles, other extended resources): what an int32 column and int64 sums hold.
+Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+FINITE = {"allow_inf_nan": False}  # JSON's 1e400 parses as inf: no float field accepts it
 
 
 class GpuRequest(BaseModel):
@@ -26,7 +30,7 @@ class GpuRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     gpu_count: int = Field(ge=1, le=64)
-    memory_mib_per_gpu: int | None = Field(default=None, ge=1)
+    memory_mib_per_gpu: int | None = Field(default=None, ge=1, le=INT32_MAX)
     share_milli_per_gpu: int | None = Field(default=None, ge=1, le=1000)
     allowed_models: tuple[str, ...] = ()
 
@@ -98,15 +102,15 @@ class PodEvent(Envelope):
     namespace: str = Field(pattern=_K8S_NAME, max_length=63)
     name: str = Field(pattern=_K8S_NAME, max_length=253)
     uid: str = Field(min_length=1)
-    priority: int = 0
-    cpu_milli: int = Field(default=0, ge=0)
-    memory_mib: int = Field(default=0, ge=0)
+    priority: int = Field(default=0, ge=INT32_MIN, le=INT32_MAX)  # int32 in kube (system pods: 2000001000)
+    cpu_milli: int = Field(default=0, ge=0, le=QUANTITY_MAX)
+    memory_mib: int = Field(default=0, ge=0, le=QUANTITY_MAX)
     gpu: GpuRequest | None = None
     request_error: str | None = None  # the manifest's GPU request could not be parsed: report, never guess
-    deadline_ms: float | None = Field(default=None, gt=0)
-    frame_rate_hz: float | None = Field(default=None, gt=0)
+    deadline_ms: float | None = Field(default=None, gt=0, **FINITE)
+    frame_rate_hz: float | None = Field(default=None, gt=0, **FINITE)
     workload: str | None = None
-    service_ms: float | None = Field(default=None, gt=0)  # per-frame time alone on the reference GPU
+    service_ms: float | None = Field(default=None, gt=0, **FINITE)  # per-frame time alone on the reference GPU
     node_name: str | None = None
     owner: str | None = None  # "<Kind>/<name>" of the controller, for per-owner eviction limits
     created_at: datetime | None = None
@@ -116,7 +120,7 @@ class PodEvent(Envelope):
     preferred_terms: tuple[PreferredTerm, ...] = ()  # preferredDuringScheduling node affinity
     tolerations: tuple[Toleration, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
-    extended: dict[str, int] = Field(default_factory=dict)  # other countable resources, e.g. MIG profiles
+    extended: dict[str, Count] = Field(default_factory=dict)  # other countable resources, e.g. MIG profiles
 
     def entity(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -127,17 +131,17 @@ class NodeEvent(Envelope):
 
     kind: Literal["upsert", "deleted"]
     name: str = Field(pattern=_K8S_NAME, max_length=253)
-    cpu_milli: int = Field(default=0, ge=0)
-    memory_mib: int = Field(default=0, ge=0)
+    cpu_milli: int = Field(default=0, ge=0, le=QUANTITY_MAX)
+    memory_mib: int = Field(default=0, ge=0, le=QUANTITY_MAX)
     gpu_model: str | None = None
     gpu_count: int = Field(default=0, ge=0, le=64)
-    gpu_memory_mib: int = Field(default=0, ge=0)
+    gpu_memory_mib: int = Field(default=0, ge=0, le=INT32_MAX)
     ready: bool = True
     unschedulable: bool = False
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[str, ...] = ()  # "key=value:Effect", as kubectl prints them
-    max_pods: int | None = Field(default=None, ge=0)  # allocatable `pods`; None: not reported (no limit)
-    extended: dict[str, int] = Field(default_factory=dict)  # other allocatable countables, e.g. MIG profiles
+    max_pods: int | None = Field(default=None, ge=0, le=INT32_MAX)  # allocatable `pods`; None: not reported
+    extended: dict[str, Count] = Field(default_factory=dict)  # other allocatable countables, e.g. MIG profiles
 
     def entity(self) -> str:
         return self.name
@@ -151,9 +155,9 @@ class GpuTelemetry(Envelope):
     gpu_index: int = Field(ge=0, le=63)
     gpu_uuid: str | None = None
     model: str | None = None
-    memory_total_mib: int = Field(ge=0)
-    memory_used_mib: int = Field(ge=0)
-    utilization_pct: float = Field(default=0.0, ge=0, le=100)
+    memory_total_mib: int = Field(ge=0, le=INT32_MAX)
+    memory_used_mib: int = Field(ge=0, le=INT32_MAX)
+    utilization_pct: float = Field(default=0.0, ge=0, le=100, **FINITE)
     healthy: bool = True
 
     @model_validator(mode="after")
@@ -174,14 +178,14 @@ class LatencyWindow(Envelope):
     pod: str = Field(pattern=_K8S_NAME, max_length=253)
     workload: str = Field(min_length=1)
     node: str | None = None
-    gpu_index: int | None = Field(default=None, ge=0)
-    window_s: float = Field(gt=0)
-    frames: int = Field(ge=1)
-    p50_ms: float = Field(ge=0)
-    p95_ms: float = Field(ge=0)
-    p99_ms: float = Field(ge=0)
-    deadline_ms: float | None = Field(default=None, gt=0)
-    deadline_misses: int = Field(default=0, ge=0)
+    gpu_index: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    window_s: float = Field(gt=0, **FINITE)
+    frames: int = Field(ge=1, le=INT32_MAX)
+    p50_ms: float = Field(ge=0, **FINITE)
+    p95_ms: float = Field(ge=0, **FINITE)
+    p99_ms: float = Field(ge=0, **FINITE)
+    deadline_ms: float | None = Field(default=None, gt=0, **FINITE)
+    deadline_misses: int = Field(default=0, ge=0, le=INT32_MAX)
 
     @model_validator(mode="after")
     def _ordered_percentiles(self) -> LatencyWindow:
@@ -200,9 +204,9 @@ class GpuAssignment(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    index: int = Field(ge=0)
+    index: int = Field(ge=0, le=INT32_MAX)
     uuid: str | None = None
-    memory_mib: int = Field(ge=0)
+    memory_mib: int = Field(ge=0, le=INT32_MAX)
     share_milli: int = Field(ge=0, le=1000)
 
 
@@ -230,7 +234,15 @@ class PlacementEvent(Envelope):
 
 
 class DeadLetter(Envelope):
-    """gpuplace.deadletter.v1: a message a consumer could not accept, with why and its original bytes."""
+    """gpuplace.deadletter.v1: a message a consumer could not accept, with why and its original bytes.
+
+    The copy must fit Kafka's default 1 MB message even when the original was what did not: at most the first
+    ORIGINAL_CAP bytes of the value (and KEY_CAP of the key) are kept, with the original's full length and
+    SHA-256 (`original_size`, `original_sha256`) to find and compare it.
+    """
+
+    ORIGINAL_CAP: ClassVar[int] = 256 * 1024
+    KEY_CAP: ClassVar[int] = 4 * 1024
 
     kind: Literal["rejected"] = "rejected"
     source_topic: str
@@ -239,7 +251,9 @@ class DeadLetter(Envelope):
     consumer: str
     reason: str
     original_key_b64: str | None = None
-    original_value_b64: str
+    original_value_b64: str  # the first ORIGINAL_CAP bytes of the value
+    original_size: int | None = None  # the value's full length in bytes
+    original_sha256: str | None = None  # hex digest of the full value
 
     @classmethod
     def of(cls, *, cluster: str, source_topic: str, consumer: str, reason: str, value: bytes,
@@ -247,8 +261,9 @@ class DeadLetter(Envelope):
         return cls(
             cluster=cluster, source_topic=source_topic, consumer=consumer, reason=reason[:4000],
             source_partition=partition, source_offset=offset,
-            original_key_b64=base64.b64encode(key).decode() if key is not None else None,
-            original_value_b64=base64.b64encode(value).decode(),
+            original_key_b64=base64.b64encode(key[:cls.KEY_CAP]).decode() if key is not None else None,
+            original_value_b64=base64.b64encode(value[:cls.ORIGINAL_CAP]).decode(),
+            original_size=len(value), original_sha256=hashlib.sha256(value).hexdigest(),
         )
 
     def entity(self) -> str:
