@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     consumer_group_prefix: str = "gpuplace"
     topic_suffix: str = ""  # lets tests share one broker without colliding
     log_level: str = "INFO"
+    # poison input: a handler that raises (not a transient outage) is tried this often, then its record is
+    # dead-lettered; an event over max_event_bytes is never sent (Kafka's default message limit is 1 MB)
+    handler_attempts: int = Field(default=3, ge=1, le=100)
+    max_event_bytes: int = Field(default=900_000, ge=4096, le=100_000_000)
     # gpu-agent: the node it reports for, and where it reads GPUs (NVML if no DCGM exporter URL is given)
     node_name: str | None = None
     dcgm_url: str | None = None

@@ -13,23 +13,52 @@ as the topics have the same partition count (check_copartitioned).
 Acknowledgement is explicit (FastStream's Kafka default, ACK_FIRST, commits before the handler runs):
 NACK_ON_ERROR commits after the handler returns and seeks back on an exception, so a transient failure
 (the database restarting) redelivers the event instead of losing it.
+
+No record stalls its partition. What can go wrong with a record, and what happens:
+
+    record bytes (never decoded by FastStream: the subscriber's decoder hands over the raw body)
+    ├── not JSON, not the topic's schema, out of bounds, an unknown `schema` version
+    │       -> dead-lettered at once with pydantic's reason; offset committed
+    └── valid: the handler runs, up to `attempts` times in process, with a short backoff
+        ├── returns                                  -> offset committed
+        ├── raises a transient infrastructure error  -> re-raised after a growing pause (0.5 s doubling to
+        │       10 s): NACK seeks back and the record is read again, for as long as the outage lasts,
+        │       because nothing is wrong with the record
+        └── raises anything else `attempts` times    -> dead-lettered with the exception's class and
+                message; offset committed, the consumer moves on
+
+Transient (is_transient), looked for along the exception's explicit causes (`__cause__`, SQLAlchemy's `.orig`):
+connection-level OSError (refused, reset, unreachable: not the file-system kinds), TimeoutError, asyncpg's
+connection, shutdown, too-many-connections and transaction-rollback (serialization, deadlock) errors, asyncpg
+InterfaceErrors other than its client-side DataError, SQLAlchemy's OperationalError / DisconnectionError /
+pool TimeoutError / invalidated connections, and aiokafka's connection, timeout and retriable errors.
+Everything else is the record's fault or a bug that the record triggers, and is bounded: notably asyncpg's
+DataError ("value out of int32 range"), which SQLAlchemy wraps in an InterfaceError, is NOT transient.
+
+Dead-letter copies fit Kafka's default 1 MB message: DeadLetter.of keeps the first 256 KiB of the original
+with its full length and SHA-256.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 from aiokafka import ConsumerRebalanceListener
+from aiokafka import errors as kafka_errors
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.partitioner import DefaultPartitioner
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
+from faststream.message import StreamMessage
 from pydantic import BaseModel, ValidationError
+from sqlalchemy import exc as sa_exc
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import DeadLetter
@@ -88,29 +117,116 @@ async def dead_letter(broker: KafkaBroker, *, topic: str, consumer: str, reason:
     log.warning("dead-lettered %s[%s]@%s: %s", topic, partition, offset, reason)
 
 
+_FILE_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+_TRANSIENT = (
+    TimeoutError,  # asyncio.TimeoutError is this class since Python 3.11
+    asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.OperatorInterventionError,
+    asyncpg.InsufficientResourcesError, asyncpg.TransactionRollbackError,
+    sa_exc.OperationalError, sa_exc.DisconnectionError, sa_exc.TimeoutError,
+    kafka_errors.KafkaConnectionError, kafka_errors.KafkaTimeoutError, kafka_errors.NodeNotReadyError,
+)
+_NOT_TRANSIENT_INTERFACE = (asyncpg.exceptions._base.DataError, asyncpg.exceptions._base.ClientConfigurationError,
+                            asyncpg.exceptions._base.UnsupportedClientFeatureError)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it wraps (`raise ... from`, SQLAlchemy's `.orig`), each once. Not `__context__`: an error
+    raised while handling an unrelated timeout would look transient and retry forever."""
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo and len(seen) < 16:
+        current = todo.pop(0)
+        if current is None or any(current is s for s in seen):
+            continue
+        seen.append(current)
+        todo += [current.__cause__, getattr(current, "orig", None)]  # type: ignore[list-item]
+    return seen
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when `exc` says the database or Kafka is unreachable or busy, not that the record is bad
+    (the split is in the module docstring)."""
+    chain = _causes(exc)
+    if any(isinstance(e, _NOT_TRANSIENT_INTERFACE) for e in chain):
+        return False  # asyncpg could not encode a value of the record: retrying cannot help
+    for e in chain:
+        if isinstance(e, _TRANSIENT) or getattr(e, "connection_invalidated", False):
+            return True
+        if isinstance(e, kafka_errors.KafkaError) and getattr(e, "retriable", False):
+            return True
+        if isinstance(e, asyncpg.InterfaceError | sa_exc.InterfaceError):
+            return True  # "connection is closed", "another operation in progress" after a drop
+        if isinstance(e, OSError) and not isinstance(e, _FILE_ERRORS):
+            return True  # refused, reset, unreachable; asyncpg's "Multiple exceptions" OSError has no errno
+    return False
+
+
+def _error_reason(exc: BaseException, attempts: int) -> str:
+    return f"handler failed {attempts} time(s): {type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+
+
+async def _raw_body(msg: StreamMessage[Any]) -> bytes:
+    """The record's bytes as they came, whatever its content-type header says.
+
+    FastStream decodes a body before the handler runs (faststream/message/utils.py `decode_message`:
+    `json_loads(body)` when the header is application/json), so bad JSON with that header raised before
+    `_on_record` could dead-letter it, and NACK_ON_ERROR redelivered it forever. A subscriber-level decoder
+    replaces that step (FastStream docs, "Custom Decoder": https://faststream.ag2.ai/latest/getting-started/
+    serialization/decoder/ - "you can set this custom decoder at the broker or subscriber level"); pydantic
+    then parses the bytes once, in `_on_record`, where a failure can be dead-lettered.
+    """
+    return bytes(msg.body)
+
+
 def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, consumer: str, suffix: str = "",
-              listener: ConsumerRebalanceListener | None = None) -> None:
+              listener: ConsumerRebalanceListener | None = None, attempts: int = 3,
+              backoff_s: float = 0.2) -> None:
     """One consumer in `group_id` for every route's topic: typed events to its handler, malformed records to
-    the dead-letter topic. `listener` hears which partitions this member gains and loses."""
+    the dead-letter topic. `listener` hears which partitions this member gains and loses. A handler that
+    raises is tried `attempts` times (pausing `backoff_s`, doubling) before its record is dead-lettered,
+    unless the error is transient (is_transient): then the record is read again after a pause."""
     by_topic = {route.topic + suffix: route for route in routes}
+    outage = {"failures": 0}  # consecutive transient failures, for the pause before the next read
 
     @broker.subscriber(*by_topic, group_id=group_id, ack_policy=AckPolicy.NACK_ON_ERROR,
                        partition_assignment_strategy=(RangePartitionAssignor,), listener=listener,
-                       auto_offset_reset="earliest", title=f"{consumer}:{'+'.join(r.topic for r in routes)}",
+                       auto_offset_reset="earliest", decoder=_raw_body,
+                       title=f"{consumer}:{'+'.join(r.topic for r in routes)}",
                        description="; ".join(f"{r.topic}: {r.model.__name__}" for r in routes))
     async def _on_record(msg: KafkaMessage) -> None:
         record = msg.raw_message
         topic = getattr(record, "topic", None) or routes[0].topic + suffix  # the in-memory test broker has none
-        route = by_topic[topic]
+        route, body = by_topic[topic], bytes(msg.body)
+
+        async def reject(reason: str) -> None:
+            await dead_letter(broker, topic=topic, consumer=consumer, reason=reason, value=body,
+                              key=getattr(record, "key", None), partition=getattr(record, "partition", None),
+                              offset=getattr(record, "offset", None), suffix=suffix)
+
         try:
-            event = route.model.model_validate_json(msg.body)
+            event = route.model.model_validate_json(body)
         except ValidationError as exc:
-            await dead_letter(broker, topic=topic, consumer=consumer, reason=validation_reason(exc),
-                              value=msg.body, key=getattr(record, "key", None),
-                              partition=getattr(record, "partition", None), offset=getattr(record, "offset", None),
-                              suffix=suffix)
+            await reject(validation_reason(exc))
             return
-        await route.handler(event)
+        for attempt in range(1, attempts + 1):
+            try:
+                await route.handler(event)
+            except Exception as exc:  # noqa: BLE001 - sorted below: transient errors re-raise, others are bounded
+                if is_transient(exc):
+                    outage["failures"] += 1
+                    pause = min(0.5 * 2 ** (outage["failures"] - 1), 10.0)
+                    log.warning("%s: transient failure on %s (%s); reading it again in %.1f s", consumer, topic,
+                                exc, pause)
+                    await asyncio.sleep(pause)
+                    raise
+                if attempt == attempts:
+                    log.exception("%s: %s failed %d time(s); dead-lettering it", consumer, topic, attempts)
+                    await reject(_error_reason(exc, attempts))
+                    return
+                await asyncio.sleep(backoff_s * 2 ** (attempt - 1))
+            else:
+                outage["failures"] = 0
+                return
 
 
 async def check_copartitioned(bootstrap: str, names: Sequence[str]) -> int | None:
@@ -154,4 +270,4 @@ async def ensure_topics(bootstrap: str, names: list[str], *, partitions: int = 4
 
 
 __all__ = ["Route", "cluster_partitioner", "partition_of", "make_broker", "subscribe", "dead_letter",
-           "validation_reason", "check_copartitioned", "ensure_topics"]
+           "validation_reason", "is_transient", "check_copartitioned", "ensure_topics"]

@@ -1,0 +1,154 @@
+"""Poison input on FastStream's in-memory broker: every bad record ends on the dead-letter topic, once, and
+the records after it are still handled (issue 20: nothing stalls a partition)."""
+
+import base64
+import hashlib
+
+import asyncpg
+import pytest
+from faststream.kafka import TestKafkaBroker
+from sqlalchemy import exc as sa_exc
+
+from gpuplace.adapters.kafka import Route, is_transient, make_broker, subscribe
+from gpuplace.contracts import topics
+from gpuplace.contracts.events import PodEvent
+from tests.builders import pod_event
+
+JSON = {"content-type": "application/json"}
+
+
+def _wire(handler, *, attempts: int = 3):
+    broker = make_broker("127.0.0.1:9092")
+    letters: list[dict] = []
+    subscribe(broker, [Route(topics.PODS, PodEvent, handler)], group_id="g", consumer="placement",
+              attempts=attempts, backoff_s=0.001)
+
+    @broker.subscriber(topics.DEADLETTER)
+    async def collect(body: dict) -> None:
+        letters.append(body)
+
+    return broker, letters
+
+
+def _bytes(event: PodEvent) -> bytes:
+    return event.model_dump_json(by_alias=True).encode()
+
+
+@pytest.mark.parametrize("headers", [JSON, {}], ids=["with-json-content-type", "without-headers"])
+@pytest.mark.parametrize("value", [b'{"kind": "pending", "namespace": "x"', b"\xff\xfe not utf-8", b"", b"[1, 2"])
+async def test_bad_json_is_dead_lettered_whatever_its_content_type(value, headers):
+    handled = []
+
+    async def handler(event: PodEvent) -> None:
+        handled.append(event.name)
+
+    broker, letters = _wire(handler)
+    good = pod_event("after")
+    async with TestKafkaBroker(broker) as test_broker:
+        await test_broker.publish(value, topic=topics.PODS, key=b"east/x/bad", headers=headers)
+        await test_broker.publish(_bytes(good), topic=topics.PODS, key=good.kafka_key(), headers=JSON)
+    assert handled == ["after"]
+    assert len(letters) == 1
+    assert base64.b64decode(letters[0]["original_value_b64"]) == value
+    assert letters[0]["original_size"] == len(value)
+    assert letters[0]["original_sha256"] == hashlib.sha256(value).hexdigest()
+
+
+async def test_a_handler_that_always_raises_is_tried_a_bounded_number_of_times_then_dead_lettered():
+    calls = []
+
+    async def handler(event: PodEvent) -> None:
+        calls.append(event.name)
+        if event.name == "poison":
+            raise OverflowError("Python int too large to convert to C long")
+
+    broker, letters = _wire(handler, attempts=3)
+    poison, good = pod_event("poison"), pod_event("after")
+    async with TestKafkaBroker(broker) as test_broker:
+        await test_broker.publish(_bytes(poison), topic=topics.PODS, key=poison.kafka_key(), headers=JSON)
+        await test_broker.publish(_bytes(good), topic=topics.PODS, key=good.kafka_key(), headers=JSON)
+    assert calls == ["poison", "poison", "poison", "after"]
+    assert len(letters) == 1
+    assert letters[0]["reason"] == ("handler failed 3 time(s): builtins.OverflowError: "
+                                    "Python int too large to convert to C long")
+
+
+async def test_a_handler_that_fails_once_then_succeeds_is_not_dead_lettered():
+    calls = []
+
+    async def handler(event: PodEvent) -> None:
+        calls.append(event.name)
+        if len(calls) == 1:
+            raise RuntimeError("a bug that goes away")
+
+    broker, letters = _wire(handler)
+    good = pod_event("flaky")
+    async with TestKafkaBroker(broker) as test_broker:
+        await test_broker.publish(_bytes(good), topic=topics.PODS, key=good.kafka_key(), headers=JSON)
+    assert calls == ["flaky", "flaky"]
+    assert letters == []
+
+
+async def test_a_transient_error_is_raised_for_redelivery_not_dead_lettered():
+    calls = []
+
+    async def handler(event: PodEvent) -> None:
+        calls.append(event.name)
+        raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 25432)")
+
+    broker, letters = _wire(handler)
+    event = pod_event("waits")
+    async with TestKafkaBroker(broker) as test_broker:
+        with pytest.raises(ConnectionRefusedError):  # the in-memory broker surfaces what NACK would redeliver
+            await test_broker.publish(_bytes(event), topic=topics.PODS, key=event.kafka_key(), headers=JSON)
+    assert calls == ["waits"]  # not retried in process: NACK seeks back and Kafka hands it over again
+    assert letters == []
+
+
+def _wrapped(error: BaseException, wrapper: BaseException) -> BaseException:
+    try:
+        try:
+            raise error
+        except BaseException as inner:
+            raise wrapper from inner
+    except BaseException as outer:
+        return outer
+
+
+def _raised_while_handling(error: BaseException, later: BaseException) -> BaseException:
+    try:
+        try:
+            raise error
+        except BaseException:
+            raise later  # noqa: B904 - an implicit __context__ on purpose
+    except BaseException as outer:
+        return outer
+
+
+def _sqlalchemy(cls: type[sa_exc.DBAPIError], orig: BaseException) -> BaseException:
+    return _wrapped(orig, cls("INSERT INTO pods ...", {}, orig))
+
+
+@pytest.mark.parametrize(("error", "transient"), [
+    (ConnectionRefusedError(111, "refused"), True),
+    (OSError("Multiple exceptions: [Errno 111] Connect call failed"), True),  # asyncpg, several addresses
+    (TimeoutError(), True),
+    (asyncpg.CannotConnectNowError("the database system is starting up"), True),
+    (asyncpg.AdminShutdownError("terminating connection due to administrator command"), True),
+    (asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation"), True),
+    (asyncpg.TooManyConnectionsError("sorry, too many clients already"), True),
+    (asyncpg.DeadlockDetectedError("deadlock detected"), True),
+    (_sqlalchemy(sa_exc.OperationalError, ConnectionResetError()), True),
+    (_sqlalchemy(sa_exc.InterfaceError, asyncpg.InterfaceError("connection is closed")), True),
+    # what a priority of 2**31 raises: asyncpg's client-side DataError, inside SQLAlchemy's InterfaceError
+    (_sqlalchemy(sa_exc.InterfaceError, asyncpg.exceptions._base.DataError(
+        "invalid input for query argument $5: 2147483648 (value out of int32 range)")), False),
+    (_sqlalchemy(sa_exc.DBAPIError, asyncpg.NumericValueOutOfRangeError("integer out of range")), False),
+    (OverflowError("Python int too large to convert to C long"), False),
+    (ValueError("bad"), False),
+    (KeyError("gpu"), False),
+    (FileNotFoundError("/etc/gpuplace/x"), False),
+    (_raised_while_handling(TimeoutError(), ValueError("a bug raised while handling a timeout")), False),
+])
+def test_is_transient_splits_outages_from_poison(error, transient):
+    assert is_transient(error) is transient
