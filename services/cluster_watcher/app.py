@@ -6,6 +6,7 @@ Runs one per cluster (`GPUPLACE_CLUSTER`, `KUBECONFIG`). It only produces, so it
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from faststream import FastStream
 from faststream.specification import AsyncAPI
@@ -16,8 +17,10 @@ from gpuplace.adapters.kube.watcher import NodeGate, pump_nodes, pump_pods, run_
 from gpuplace.bootstrap import cluster_api
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope
-from gpuplace.contracts.events import NodeEvent, PodEvent
+from gpuplace.contracts.events import EventTooLarge, NodeEvent, PodEvent, encode_within
 from gpuplace.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None = None) -> None:
@@ -27,8 +30,13 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
     broker = make_broker(settings.kafka_bootstrap, client_id=f"cluster-watcher-{settings.cluster}")
 
     async def publish(topic: str, event: Envelope) -> None:
-        await broker.publish(event.model_dump_json(by_alias=True).encode(), topic=settings.topic(topic),
-                             key=event.kafka_key(), headers={"content-type": "application/json"})
+        try:  # an oversize pod event goes out as a small one carrying request_error (encode_within)
+            body = encode_within(event, settings.max_event_bytes)
+        except EventTooLarge as exc:  # never crash-loop on one object: say so and go on
+            log.error("not published: %s", exc)
+            return
+        await broker.publish(body, topic=settings.topic(topic), key=event.kafka_key(),
+                             headers={"content-type": "application/json"})
 
     async with cluster_api(path) as api, broker:
         await broker.start()

@@ -29,7 +29,8 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
     if not kubeconfigs:
         raise SystemExit("placement needs KUBECONFIG or GPUPLACE_KUBECONFIGS for the clusters it binds in")
     async with resources(settings, kubeconfigs=kubeconfigs, client_id=NAME) as res:
-        relay = OutboxRelay(res.uow_factory, res.broker)
+        relay = OutboxRelay(res.uow_factory, res.broker, max_event_bytes=settings.max_event_bytes,
+                            deadletter_topic=settings.topic(topics.DEADLETTER))
         decide = decider(settings.policy, latency_margin=settings.latency_margin)
         defrag = None
         if settings.defrag_enabled:

@@ -270,6 +270,31 @@ class DeadLetter(Envelope):
         return f"{self.source_topic}/{self.source_partition}/{self.source_offset}"
 
 
+class EventTooLarge(ValueError):
+    """An event whose JSON is over the producer's size cap (Kafka's default message limit is 1 MB)."""
+
+
+def encode_within(event: Envelope, max_bytes: int) -> bytes:
+    """The event's JSON, never over `max_bytes`. A pod event too large (a huge affinity, a long error) becomes
+    a small event for the same pod that says so in `request_error`: the pod is reported, never guessed, and
+    its resources are still charged. Any other event raises EventTooLarge."""
+    body = event.model_dump_json(by_alias=True).encode()
+    if len(body) <= max_bytes:
+        return body
+    if not isinstance(event, PodEvent):
+        raise EventTooLarge(f"{type(event).__name__} {event.entity()} is {len(body)} bytes, over {max_bytes}")
+    error = f"pod event of {len(body)} bytes exceeds the {max_bytes}-byte event limit; its rules were dropped"
+    keep = {"event_id", "cluster", "region", "occurred_at", "schema_version", "kind", "namespace", "name", "uid",
+            "priority", "cpu_milli", "memory_mib", "gpu", "node_name", "owner", "created_at", "managed"}
+    small = PodEvent.model_validate({**event.model_dump(include=keep), "request_error": error})
+    body = small.model_dump_json(by_alias=True).encode()
+    if len(body) > max_bytes:  # a GPU request with thousands of allowed models, an owner name of megabytes
+        body = small.model_copy(update={"gpu": None, "owner": None}).model_dump_json(by_alias=True).encode()
+    if len(body) > max_bytes:
+        raise EventTooLarge(f"pod {event.entity()}: even its stand-in is {len(body)} bytes, over {max_bytes}")
+    return body
+
+
 TOPIC_MODELS: dict[str, type[Envelope]] = {
     "gpuplace.pods.v1": PodEvent,
     "gpuplace.nodes.v1": NodeEvent,
@@ -282,5 +307,5 @@ TOPIC_MODELS: dict[str, type[Envelope]] = {
 __all__ = [
     "GpuRequest", "Requirement", "SelectorTerm", "PreferredTerm", "Toleration", "HostPort", "PodEvent", "NodeEvent",
     "GpuTelemetry", "LatencyWindow", "GpuAssignment",
-    "PlacementKind", "PlacementEvent", "DeadLetter", "TOPIC_MODELS",
+    "PlacementKind", "PlacementEvent", "DeadLetter", "TOPIC_MODELS", "EventTooLarge", "encode_within",
 ]

@@ -81,3 +81,27 @@ def test_a_dead_letter_of_a_900_kb_record_keeps_256_kib_with_the_full_length_and
 def test_a_dead_letter_without_the_new_fields_still_reads():  # additive: v1 readers and writers agree
     old = {"cluster": "east", "source_topic": "t", "consumer": "c", "reason": "r", "original_value_b64": ""}
     assert DeadLetter.model_validate(old).original_size is None
+
+
+def test_an_oversize_pod_event_becomes_a_small_one_that_reports_it():
+    from gpuplace.contracts.events import Requirement, SelectorTerm, encode_within
+
+    # a 250 KB affinity value: the event is ~250 KB, over a 100 KB cap
+    huge = SelectorTerm(match_expressions=(Requirement(key="zone", operator="In", values=("a" * 250_000,)),))
+    pod = pod_event("big").model_copy(update={"required_terms": (huge,), "priority": 7})
+    body = encode_within(pod, 100_000)
+    small = PodEvent.model_validate_json(body)
+    assert len(body) < 2_000
+    assert (small.uid, small.name, small.event_id, small.priority, small.gpu) == (pod.uid, pod.name, pod.event_id,
+                                                                                   7, pod.gpu)
+    assert small.required_terms == () and "exceeds the 100000-byte event limit" in small.request_error
+    fine = pod_event("fine")
+    assert encode_within(fine, 100_000) == fine.model_dump_json(by_alias=True).encode()  # under the cap: as is
+
+
+def test_an_oversize_node_event_is_refused_not_sent():
+    from gpuplace.contracts.events import EventTooLarge, encode_within
+
+    node = node_event("n").model_copy(update={"labels": {"big": "x" * 200_000}})
+    with pytest.raises(EventTooLarge, match="NodeEvent n is"):
+        encode_within(node, 100_000)

@@ -3,6 +3,10 @@
 At-least-once: a row is marked published only after Kafka acknowledged it, so a crash between the two
 publishes it again; subscribers deduplicate by the event's `event_id`. Several relays may run at once
 (SKIP LOCKED hands each a disjoint batch); order within a key is kept because rows go out in id order.
+
+No row goes out over `max_event_bytes` (Kafka's default message limit is 1 MB): one that would is sent to the
+dead-letter topic instead (truncated, with its size and digest) and marked published, so one oversize
+decision never stops the relay.
 """
 
 from __future__ import annotations
@@ -11,22 +15,28 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from faststream.kafka import KafkaBroker
 
 from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWork
+from gpuplace.contracts import topics
+from gpuplace.contracts.events import DeadLetter
 
 log = logging.getLogger(__name__)
 
 
 class OutboxRelay:
     def __init__(self, uow_factory: Callable[[], PostgresUnitOfWork], broker: KafkaBroker, *,
-                 batch_size: int = 500, idle_poll_s: float = 1.0) -> None:
+                 batch_size: int = 500, idle_poll_s: float = 1.0, max_event_bytes: int = 900_000,
+                 deadletter_topic: str = topics.DEADLETTER) -> None:
         self._uow_factory = uow_factory
         self._broker = broker
         self._batch_size = batch_size
         self._idle_poll_s = idle_poll_s
         self._wake = asyncio.Event()
+        self._max_event_bytes = max_event_bytes
+        self._deadletter_topic = deadletter_topic
         self.published = 0
 
     def wake(self) -> None:
@@ -39,17 +49,26 @@ class OutboxRelay:
             rows = await uow.state.take_unpublished(self._batch_size)
             if not rows:
                 return 0
-            sends = [
-                await self._broker.publish(json.dumps(row["payload"]).encode(), topic=row["topic"],
-                                           key=row["key"].encode(), headers={"content-type": "application/json"},
-                                           no_confirm=True)
-                for row in rows
-            ]
+            sends = [await self._send(row) for row in rows]
             await asyncio.gather(*sends)  # wait for every acknowledgement before marking published
             await uow.state.mark_published([row["id"] for row in rows])
             await uow.commit()
         self.published += len(rows)
         return len(rows)
+
+    async def _send(self, row: dict[str, Any]) -> Any:
+        """Start sending one row (FastStream's no_confirm future), or its dead letter when it is oversize."""
+        body, topic, key = json.dumps(row["payload"]).encode(), row["topic"], row["key"].encode()
+        if len(body) > self._max_event_bytes:
+            log.error("outbox row %s for %s is %d bytes, over %d: dead-lettered", row["id"], topic, len(body),
+                      self._max_event_bytes)
+            cluster = str(row["payload"].get("cluster") or "unknown")
+            letter = DeadLetter.of(cluster=cluster, source_topic=topic, consumer="outbox-relay", value=body, key=key,
+                                   reason=f"event of {len(body)} bytes exceeds the {self._max_event_bytes}-byte limit")
+            body, topic, key = (letter.model_dump_json(by_alias=True).encode(), self._deadletter_topic,
+                                letter.kafka_key())
+        return await self._broker.publish(body, topic=topic, key=key, headers={"content-type": "application/json"},
+                                          no_confirm=True)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Relay until `stop` is set; errors are logged and retried after a pause, never fatal."""
