@@ -115,6 +115,7 @@ class PodEvent(Envelope):
     owner: str | None = None  # "<Kind>/<name>" of the controller, for per-owner eviction limits
     created_at: datetime | None = None
     managed: bool = True  # spec.schedulerName names gpuplace; False: another scheduler's pod, only charged
+    nominated_node_name: str | None = None  # another scheduler's pod about to run there (preemption): charged there
     node_selector: dict[str, str] = Field(default_factory=dict)
     required_terms: tuple[SelectorTerm, ...] = ()  # requiredDuringScheduling node affinity (terms ORed)
     preferred_terms: tuple[PreferredTerm, ...] = ()  # preferredDuringScheduling node affinity

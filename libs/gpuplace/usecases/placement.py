@@ -117,22 +117,26 @@ class PlacementService:
                 changed, state.changed_nodes = state.changed_nodes, set()
                 if state.stale:
                     await self._rehydrate(state)
-                view = state.view
-                rows = [view.snapshot.index_of(n) for n in changed if view.has_node(n)] if view.snapshot else []
-                if not rows:
-                    continue
-                await self._retry_waiting(state, only={uid for uid, row in state.waiting.items()
-                                                       if view.allows_any(pod_rules(row), rows)})
+                await self._retry_for_nodes(state, changed)
+
+    async def _retry_for_nodes(self, state: _Cluster, nodes: set[str]) -> None:
+        """Try the waiting pods whose own rules allow one of `nodes` (where room may have appeared)."""
+        view = state.view
+        rows = [view.snapshot.index_of(n) for n in nodes if view.has_node(n)] if view.snapshot else []
+        if rows:
+            await self._retry_waiting(state, only={uid for uid, row in state.waiting.items()
+                                                   if view.allows_any(pod_rules(row), rows)})
 
     async def on_pod(self, event: PodEvent) -> None:
         state = await self._cluster(event.cluster)
         async with state.lock:
             if event.kind == "deleted":
-                await self._forget(state, event)
-                await self._retry_waiting(state)
-            elif event.kind == "bound":
+                freed = await self._forget(state, event)
+                if freed:
+                    await self._retry_for_nodes(state, {freed})
+            elif event.kind == "bound" or not event.managed:
                 await self._confirm_bound(state, event)
-            elif event.managed:
+            else:
                 if state.stale:
                     await self._rehydrate(state)
                 await self._on_pending(state, event)
@@ -406,29 +410,39 @@ class PlacementService:
 
     async def _confirm_bound(self, state: _Cluster, event: PodEvent) -> None:
         """The watcher saw the pod bound: a bind whose outcome we lost (crash) is recorded now; a pod gpuplace
-        never placed (another scheduler's, or created with its node set) is charged where it runs."""
+        never placed (another scheduler's, or created with its node set) is charged where it runs, or where
+        its scheduler nominated it to run, and moves its charge when it lands elsewhere."""
+        where = event.node_name or event.nominated_node_name
         async with self._uow_factory() as uow:
-            if not await uow.state.claim_event(CONSUMER, event.event_id):
+            if not where or not await uow.state.claim_event(CONSUMER, event.event_id):
                 return
             row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
             hold = None
-            if row is None or row["state"] in ("pending", "unschedulable", "invalid"):
-                hold = await self._charge_bound_elsewhere(uow, state, event)
+            moved = row is not None and row["state"] == "bound" and not row.get("managed", True) and \
+                row["node"] != where  # another scheduler's pod, nominated for one node, bound to another
+            if moved:
+                await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
+                                        memory_mib=row["memory_mib"])
+            if row is None or moved or row["state"] in ("pending", "unschedulable", "invalid"):
+                hold = await self._charge_bound_elsewhere(uow, state, event, where)
             elif row["state"] == "reserved" and row["node"] == event.node_name:
                 if event.cluster + event.uid not in self._in_flight():
                     await uow.state.set_pod_state(event.cluster, event.uid, "bound", mark_bound=True)
                     await self._record(uow, row, "bound", node=event.node_name)
             await self._commit(uow)
+        if moved:
+            state.view.refund(event.uid)
         if row is None or row["state"] in ("pending", "unschedulable", "invalid"):
             state.waiting.pop(event.uid, None)
             state.last_reasons.pop(event.uid, None)
         if hold is not None:
             self._charge_view(state, event.uid, hold)
 
-    async def _forget(self, state: _Cluster, event: PodEvent) -> None:
+    async def _forget(self, state: _Cluster, event: PodEvent) -> str | None:
         """A deleted pod gives its resources back, unless a plan in flight reserved it on GPUs victims may
-        still run on: it is marked deleted and the plan releases its hold as it settles (usecases/defrag)."""
-        held = False
+        still run on: it is marked deleted and the plan releases its hold as it settles (usecases/defrag).
+        Returns the node it freed room on, if any."""
+        held, freed = False, None
         async with self._uow_factory() as uow:
             if not await uow.state.claim_event(CONSUMER, event.event_id):
                 return
@@ -436,8 +450,8 @@ class PlacementService:
             if row is not None and row["state"] != "deleted":
                 held = row["state"] == "reserved" and self._plan_holds(row)
                 if not held:
-                    await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
-                                            memory_mib=row["memory_mib"])
+                    freed = await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
+                                                    memory_mib=row["memory_mib"])
                 await uow.state.set_pod_state(event.cluster, event.uid, "deleted",
                                               **({"reason": "deleted mid-plan"} if held else {}))
             await self._commit(uow)
@@ -445,18 +459,20 @@ class PlacementService:
             state.view.refund(event.uid)
         state.waiting.pop(event.uid, None)
         state.last_reasons.pop(event.uid, None)
+        return freed
 
-    async def _charge_bound_elsewhere(self, uow: UnitOfWork, state: _Cluster, event: PodEvent) -> Hold | None:
-        """Inside `uow`: a pod bound without gpuplace takes its CPU, memory, slot and GPUs on its node (the
+    async def _charge_bound_elsewhere(self, uow: UnitOfWork, state: _Cluster, event: PodEvent,
+                                      node: str) -> Hold | None:
+        """Inside `uow`: a pod bound without gpuplace takes its CPU, memory, slot and GPUs on `node` (the
         whole node counts, DESIGN §3); returns what to charge the view after commit. A node gpuplace has not
         heard of yet is charged when it arrives (_charge_awaiting_node)."""
         row = await uow.state.upsert_pod({**_pod_row(event), "state": "bound"})
-        await uow.state.set_pod_state(event.cluster, event.uid, "bound", node=event.node_name, reason=AWAITING_NODE,
+        await uow.state.set_pod_state(event.cluster, event.uid, "bound", node=node, reason=AWAITING_NODE,
                                       mark_bound=True)
-        if not state.view.has_node(event.node_name or ""):
-            state.awaiting_nodes.add(event.node_name or "")
+        if not state.view.has_node(node):
+            state.awaiting_nodes.add(node)
             return None
-        return await self._charge_on_node(uow, state.view, {**row, "node": event.node_name})
+        return await self._charge_on_node(uow, state.view, {**row, "node": node})
 
     def _charge_view(self, state: _Cluster, uid: str, hold: Hold) -> None:
         """What the database charged, charged on the view too; a view that disagrees is read again."""

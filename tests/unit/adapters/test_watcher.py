@@ -11,14 +11,14 @@ from gpuplace.contracts.envelope import Envelope
 
 
 def pod(name: str, *, scheduler: str | None = None, node: str | None = None, namespace: str = "robots",
-        phase: str = "Pending") -> dict[str, Any]:
+        phase: str = "Pending", nominated: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
     if scheduler:
         spec["schedulerName"] = scheduler
     if node:
         spec["nodeName"] = node
-    return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": spec,
-            "status": {"phase": phase}}
+    status = {"phase": phase, **({"nominatedNodeName": nominated} if nominated else {})}
+    return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": spec, "status": status}
 
 
 def node(name: str) -> dict[str, Any]:
@@ -49,12 +49,14 @@ async def test_only_gpuplaces_pending_pods_and_every_bound_pod_are_published():
     await pump_pods(stream(
         ("ADDED", pod("mine", scheduler="gpuplace")),  # gpuplace's, pending: to place
         ("ADDED", pod("theirs-pending")),  # default-scheduler, pending: not ours to place or charge
+        ("ADDED", pod("preemptor", nominated="n1")),  # pending, nominated for n1 after preemption: charged there
         ("ADDED", pod("theirs", node="n1")),  # default-scheduler, bound: charged
         ("MODIFIED", pod("theirs", node="n1", phase="Running")),  # same content: not published again
         ("MODIFIED", pod("theirs", node="n1", phase="Succeeded")),  # finished: gives its resources back
         ("DELETED", pod("theirs-pending")),  # never published: its deletion is not either
     ), sink, topic="pods", cluster="east", region="local", gate=gate)
-    assert sink.pods() == [("mine", "pending", True), ("theirs", "bound", False), ("theirs", "deleted", False)]
+    assert sink.pods() == [("mine", "pending", True), ("preemptor", "pending", False), ("theirs", "bound", False),
+                           ("theirs", "deleted", False)]
 
 
 async def test_a_pod_listed_before_its_node_is_held_until_the_node_is_published():

@@ -125,3 +125,56 @@ async def test_selectors_pod_slots_and_host_ports(uow_factory, api):
     assert api.bound == {("robots", "in-b"): "b", ("robots", "in-a"): "a"}
     assert "didn't have free ports" in " ".join(last_reasons(uow_factory, "port-80").values())
     assert "Too many pods" in " ".join(last_reasons(uow_factory, "in-a-2").values())
+
+
+async def test_a_burst_of_node_events_is_read_once_and_retries_only_pods_the_nodes_could_take(
+        uow_factory, api, monkeypatch):
+    from tests.fakes import FakeStateRepository
+
+    reads = []
+    load_nodes = FakeStateRepository.load_nodes
+
+    async def counted(self, cluster):
+        reads.append(cluster)
+        return await load_nodes(self, cluster)
+
+    monkeypatch.setattr(FakeStateRepository, "load_nodes", counted)
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("small", gpu_memory_mib=8192, labels={"zone": "a"}))
+    await placement.on_pod(pod_event("big-in-a", memory_mib=12000, node_selector={"zone": "a"}))
+    await placement.on_pod(pod_event("big-in-b", memory_mib=12000, node_selector={"zone": "b"}))
+    await placement.drain()
+    before = len(reads)
+    tried = []
+    try_place = PlacementService._try_place
+
+    async def recorded(self, state, row):
+        tried.append(row["name"])
+        await try_place(self, state, row)
+
+    monkeypatch.setattr(PlacementService, "_try_place", recorded)
+    for i in range(40):  # a fleet of zone-b nodes comes up, all at once
+        await placement.on_node(node_event(f"b{i}", labels={"zone": "b"}))
+    await placement.drain()
+    assert len(reads) - before <= 2  # one re-read for the burst (two if the burst straddles the window)
+    assert set(tried) == {"big-in-b"}  # big-in-a may not use a zone-b node: not tried
+    assert api.bound == {("robots", "big-in-b"): "b0"}
+
+
+async def test_a_pod_nominated_by_another_scheduler_is_charged_there_until_it_lands(uow_factory, api):
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=1))
+    await placement.on_node(node_event("n2", gpus=1))
+    await placement.drain()
+    # kube-scheduler preempted for the trainer on n1: it is pending there, nominated, and counts on n1 already
+    trainer = pod_event("trainer", gpu=WHOLE_GPU, managed=False, nominated_node_name="n1")
+    await placement.on_pod(trainer)
+    assert uow_factory.db.gpus[("east", "n1", 0)]["share_assigned_milli"] == 1000
+    # it lands on n2 after all: the charge moves with it
+    await placement.on_pod(pod_event("trainer", uid=trainer.uid, kind="bound", node_name="n2", gpu=WHOLE_GPU,
+                                     managed=False, nominated_node_name="n1"))
+    assert uow_factory.db.gpus[("east", "n1", 0)]["share_assigned_milli"] == 0
+    assert uow_factory.db.gpus[("east", "n2", 0)]["share_assigned_milli"] == 1000
+    await placement.on_pod(pod_event("slam-0"))
+    await placement.drain()
+    assert api.bound == {("robots", "slam-0"): "n1"}

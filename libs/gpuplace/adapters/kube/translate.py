@@ -55,6 +55,7 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
         memory_mib=_pod_request(spec, "memory", lambda v: quantity.memory_mib(v, bare_unit_mib=False)),
         node_name=node_name, owner=_owner(meta), created_at=_time(meta.get("creationTimestamp")),
         managed=(spec.get("schedulerName") or "default-scheduler") == scheduler_name, **rule_fields(spec),
+        nominated_node_name=(pod.get("status") or {}).get("nominatedNodeName") or None,
         **fields,
     )
 

@@ -61,14 +61,14 @@ class NodeGate:
 
     def admit(self, event: PodEvent) -> bool:
         """True to publish now; False when held (node not seen yet)."""
-        node = event.node_name or ""
+        node = event.node_name or event.nominated_node_name or ""
         if node in self.known:
             return True
         self._held.setdefault(node, {})[event.entity()] = event
         return False
 
     def forget(self, event: PodEvent) -> None:
-        self._held.get(event.node_name or "", {}).pop(event.entity(), None)
+        self._held.get(event.node_name or event.nominated_node_name or "", {}).pop(event.entity(), None)
 
     def node_seen(self, name: str, *, deleted: bool) -> list[Envelope]:
         """Record a node; returns the pods held for it (to publish now)."""
@@ -82,8 +82,8 @@ class NodeGate:
 async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str,
                     scheduler_name: str = "gpuplace", namespace: str | None = None,
                     gate: NodeGate | None = None) -> None:
-    """gpuplace's pods (of `namespace`, when set) to place, and every other pod bound to a node of this
-    watcher's, to charge: the whole node counts (DESIGN §3). Other pods still pending are none of its business."""
+    """gpuplace's pods (of `namespace`, when set) to place, and every other pod bound to (or nominated for) a node
+    of this watcher's, to charge: the whole node counts (DESIGN §3). Other pending pods are none of its business."""
     gate = gate or NodeGate()
     changes = gate.pod_changes
     async for kind, obj in stream:
@@ -100,7 +100,7 @@ async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: st
                 gate.forget(event)
                 if not changes.published(event):
                     continue
-            elif event.node_name is None or not gate.admit(event):
+            elif not (event.node_name or event.nominated_node_name) or not gate.admit(event):
                 continue
         if changes.changed(event):
             await publish(topic, event)
