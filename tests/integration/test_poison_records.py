@@ -122,14 +122,12 @@ async def test_bad_json_is_dead_lettered_with_or_without_a_content_type(bus: Bus
 
 
 async def test_a_900_kb_record_is_dead_lettered_truncated_with_its_digest(bus: Bus):
-    value = json.dumps(bus.pod("huge", workload="w" * 900_000)).encode()
+    value = json.dumps(bus.pod("huge", workload="w" * 900_000, priority=2**31)).encode()  # 900 KB and invalid
     await bus.send(value, name="huge", headers=JSON)
     letter = await bus.next_dead_letter()  # the copy had to fit Kafka's 1 MB limit to arrive at all
     assert letter["original_size"] == len(value) and letter["original_sha256"] == hashlib.sha256(value).hexdigest()
     assert len(base64.b64decode(letter["original_value_b64"])) == 256 * 1024
     await bus.assert_not_stalled()
-    # (a 900 KB *valid* pod would be placed; this one has a field over the contract's bounds? No: it is valid,
-    # so it is stored - what matters is that it did not stall; see the assertion on the dead letter above)
 
 
 async def test_a_gpu_memory_annotation_of_1e400_is_reported_as_a_request_error(bus: Bus):
@@ -145,3 +143,14 @@ async def test_a_gpu_memory_annotation_of_1e400_is_reported_as_a_request_error(b
 
 async def _is(state: Any, expected: str) -> bool:
     return (await state) == expected
+
+
+@pytest.mark.xfail(strict=True, reason="translate builds the PodEvent unguarded: a CPU request the apiserver accepts "
+                   "(9223372036854775807) fails the contract bound there, in cluster-watcher, instead of becoming "
+                   "request_error; translate.py belongs to the watcher's side of issue 20")
+def test_translate_reports_a_cpu_request_beyond_the_contract_as_a_request_error():
+    manifest = {"metadata": {"name": "huge-cpu", "namespace": "poison", "uid": uuid.uuid4().hex},
+                "spec": {"schedulerName": "gpuplace", "containers": [
+                    {"name": "c", "resources": {"requests": {"cpu": "9223372036854775807"}}}]}}
+    event = translate_pod(manifest, cluster="east", region="local")
+    assert event.request_error
