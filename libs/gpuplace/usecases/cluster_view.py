@@ -211,7 +211,7 @@ def core_pod(row: Row) -> Pod:
 def pod_rules(row: Row) -> PodRules:
     """The `rules` column (PodEvent's node-rule fields, as JSON) -> the core's PodRules."""
     raw: Mapping[str, Any] | None = row.get("rules")
-    if not raw:
+    if not raw or not any(raw.values()):  # most pods ask for nothing: no parsing on every re-read
         return NO_RULES
     return PodRules(
         node_selector=tuple(sorted((raw.get("node_selector") or {}).items())),
@@ -243,6 +243,8 @@ def _taint(text: str) -> Taint:
 
 def pod_stream(row: Row) -> Stream | None:
     """The frames a stored pod declares (None without a frame rate), with its profiled service time."""
+    if row.get("frame_rate_hz") is None:
+        return None
     return Stream.of(core_pod(row), service_ms=row.get("service_ms"))
 
 

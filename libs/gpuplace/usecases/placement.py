@@ -534,6 +534,7 @@ class PlacementService:
 
     async def _rehydrate(self, state: _Cluster) -> None:
         cluster = state.view.cluster
+        state.stale = False  # what changes from here on marks it again
         async with self._uow_factory() as uow:
             nodes = await uow.state.load_nodes(cluster)
             gpus = await uow.state.load_gpus(cluster)

@@ -159,6 +159,11 @@ async def test_a_burst_of_node_events_is_read_once_and_retries_only_pods_the_nod
     assert len(reads) - before <= 2  # one re-read for the burst (two if the burst straddles the window)
     assert set(tried) == {"big-in-b"}  # big-in-a may not use a zone-b node: not tried
     assert api.bound == {("robots", "big-in-b"): "b0"}
+    settled = len(reads)
+    for i in range(3):  # the view is fresh again: pods are decided on it, not after another re-read each
+        await placement.on_pod(pod_event(f"slam-{i}"))
+    await placement.drain()
+    assert len(reads) == settled
 
 
 async def test_a_pod_nominated_by_another_scheduler_is_charged_there_until_it_lands(uow_factory, api):
