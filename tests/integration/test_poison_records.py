@@ -145,9 +145,6 @@ async def _is(state: Any, expected: str) -> bool:
     return (await state) == expected
 
 
-@pytest.mark.xfail(strict=True, reason="translate builds the PodEvent unguarded: a CPU request the apiserver accepts "
-                   "(9223372036854775807) fails the contract bound there, in cluster-watcher, instead of becoming "
-                   "request_error; translate.py belongs to the watcher's side of issue 20")
 def test_translate_reports_a_cpu_request_beyond_the_contract_as_a_request_error():
     manifest = {"metadata": {"name": "huge-cpu", "namespace": "poison", "uid": uuid.uuid4().hex},
                 "spec": {"schedulerName": "gpuplace", "containers": [

@@ -14,7 +14,7 @@ from typing import Any
 from gpuplace.adapters.kube import quantity
 from gpuplace.adapters.kube.pod_rules import rule_fields
 from gpuplace.adapters.kube.vocabulary import MIG_PREFIX, RequestError, parse_pod_request
-from gpuplace.contracts.events import NodeEvent, PodEvent
+from gpuplace.contracts.events import QUANTITY_MAX, NodeEvent, PodEvent
 
 GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_MEMORY = "nvidia.com/gpu.memory"  # MiB per GPU, as GPU Feature Discovery writes it
@@ -44,6 +44,11 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
                       workload=request.workload, service_ms=request.service_ms, extended=request.extended)
     except RequestError as exc:
         fields["request_error"] = str(exc)
+    cpu_milli = _pod_request(spec, "cpu", quantity.milli)
+    memory_mib = _pod_request(spec, "memory", lambda v: quantity.memory_mib(v, bare_unit_mib=False))
+    for what, value in (("CPU", cpu_milli), ("memory", memory_mib)):
+        if value > QUANTITY_MAX:  # the apiserver takes up to 2^63-1; no node has it: reported, never stored
+            fields.setdefault("request_error", f"{what} request {value} is beyond any node ({QUANTITY_MAX} at most)")
     node_name = spec.get("nodeName")
     gone = deleted or meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
     kind = "deleted" if gone else ("bound" if node_name else "pending")
@@ -51,8 +56,7 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
         cluster=cluster, region=region, kind=kind,
         namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
         priority=int(spec.get("priority") or 0),
-        cpu_milli=_pod_request(spec, "cpu", quantity.milli),
-        memory_mib=_pod_request(spec, "memory", lambda v: quantity.memory_mib(v, bare_unit_mib=False)),
+        cpu_milli=min(cpu_milli, QUANTITY_MAX), memory_mib=min(memory_mib, QUANTITY_MAX),
         node_name=node_name, owner=_owner(meta), created_at=_time(meta.get("creationTimestamp")),
         managed=(spec.get("schedulerName") or "default-scheduler") == scheduler_name, **rule_fields(spec),
         nominated_node_name=(pod.get("status") or {}).get("nominatedNodeName") or None,
