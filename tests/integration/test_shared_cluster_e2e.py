@@ -21,6 +21,7 @@ import pytest
 from gpuplace.adapters.kube import quantity
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
+from gpuplace.bootstrap import database
 from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
@@ -65,6 +66,19 @@ class Scene:
         self.cordoned: set[str] = set()
         self.zone: dict[str, str] = {}
 
+    async def _placement_sees_the_rules(self, run: PipelineRun) -> None:
+        """Until placement has stored every taint, cordon and zone label: pods sent before would be decided on the
+        nodes as they were, as kube-scheduler would decide on a cordon it has not seen yet."""
+        async with database(run.settings) as uow_factory:
+            async def seen() -> bool:
+                async with uow_factory() as uow:
+                    rows = [n for c in run.clusters for n in await uow.state.load_nodes(c)]
+                return all((n["name"] not in self.tainted or n["taints"]) and
+                           (n["name"] not in self.cordoned or n["unschedulable"]) and
+                           (n["name"] not in self.zone or n["labels"].get("zone") == self.zone[n["name"]])
+                           for n in rows)
+            await eventually(seen, timeout_s=60, what="placement to see the taints, cordons and labels")
+
     async def __call__(self, run: PipelineRun) -> None:
         rng = random.Random(11)
         async with _apis(run.config.kubeconfigs) as apis:
@@ -89,6 +103,7 @@ class Scene:
                 await create_all([api.core.create_namespaced_pod(
                     self.others, _default_pod(f"trainer-{i}", run.config.run_id, rng), _preload_content=False)
                     for i in range(DEFAULT_PODS // len(run.clusters))])
+            await self._placement_sees_the_rules(run)
             for name in run.clusters.values():
                 async def settled(api: KubeClusterApi = apis[name]) -> bool:
                     found = await outcomes(api, self.others)
