@@ -13,16 +13,6 @@ from tests.builders import node_event, pod_event
 from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
 
 
-@pytest.fixture
-def uow_factory() -> FakeUnitOfWorkFactory:
-    return FakeUnitOfWorkFactory()
-
-
-@pytest.fixture
-def api() -> FakeClusterApi:
-    return FakeClusterApi()
-
-
 def service(uow_factory: FakeUnitOfWorkFactory, api: FakeClusterApi) -> PlacementService:
     return PlacementService(uow_factory, {"east": api}, decider("bestfit"), policy="bestfit")
 

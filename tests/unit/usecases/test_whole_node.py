@@ -4,29 +4,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from gpuplace.contracts.events import GpuRequest, HostPort, Toleration
-from gpuplace.usecases.decide import decider
 from gpuplace.usecases.placement import AWAITING_NODE, PlacementService
 from tests.builders import node_event, pod_event
-from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
+from tests.fakes import FakeUnitOfWorkFactory
+from tests.unit.usecases.test_placement import service
 
 WHOLE_GPU = GpuRequest(gpu_count=1, share_milli_per_gpu=1000)
-
-
-@pytest.fixture
-def uow_factory() -> FakeUnitOfWorkFactory:
-    return FakeUnitOfWorkFactory()
-
-
-@pytest.fixture
-def api() -> FakeClusterApi:
-    return FakeClusterApi()
-
-
-def service(uow_factory: FakeUnitOfWorkFactory, api: FakeClusterApi) -> PlacementService:
-    return PlacementService(uow_factory, {"east": api}, decider("bestfit"), policy="bestfit")
 
 
 def last_reasons(uow_factory: FakeUnitOfWorkFactory, pod: str) -> dict[str, str]:

@@ -172,20 +172,12 @@ class StateRepository:
                  memory_assigned_mib=nodes.c.memory_assigned_mib + memory_mib).returning(nodes.c.name))
         if node_ok.first() is None:
             return f"node {node}: CPU or memory no longer fits"
-        rows = []
+        taken = []
         for g in grants:
-            ok = await self._conn.execute(update(gpus).where(
-                gpus.c.cluster == cluster, gpus.c.node == node, gpus.c.index == g.index,
-                gpus.c.memory_assigned_mib + g.memory_mib <= gpus.c.memory_total_mib,
-                gpus.c.share_assigned_milli + g.share_milli <= 1000,
-            ).values(memory_assigned_mib=gpus.c.memory_assigned_mib + g.memory_mib,
-                     share_assigned_milli=gpus.c.share_assigned_milli + g.share_milli).returning(gpus.c.index))
-            if ok.first() is None:
+            if not await self._take_gpu(cluster, node, g):
                 return f"node {node} GPU {g.index}: no longer has {g.memory_mib} MiB free"
-            rows.append({"cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index, "node": node,
-                         "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": decision_id})
-        if rows:  # a pod without GPUs takes CPU and memory only
-            await self._conn.execute(insert(allocations).values(rows))
+            taken.append(g)
+        await self._allocate(cluster, pod_uid, node, taken, decision_id)
         return None
 
     async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any],
@@ -195,22 +187,28 @@ class StateRepository:
         await self._conn.execute(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == node).values(
             cpu_assigned_milli=nodes.c.cpu_assigned_milli + cpu_milli,
             memory_assigned_mib=nodes.c.memory_assigned_mib + memory_mib))
-        refused, rows = [], []
+        taken, refused = [], []
         for g in grants:
-            ok = await self._conn.execute(update(gpus).where(
-                gpus.c.cluster == cluster, gpus.c.node == node, gpus.c.index == g.index,
-                gpus.c.memory_assigned_mib + g.memory_mib <= gpus.c.memory_total_mib,
-                gpus.c.share_assigned_milli + g.share_milli <= 1000,
-            ).values(memory_assigned_mib=gpus.c.memory_assigned_mib + g.memory_mib,
-                     share_assigned_milli=gpus.c.share_assigned_milli + g.share_milli).returning(gpus.c.index))
-            if ok.first() is None:
-                refused.append(g.index)
-                continue
-            rows.append({"cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index, "node": node,
-                         "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": decision_id})
-        if rows:
-            await self._conn.execute(insert(allocations).values(rows))
-        return refused
+            (taken if await self._take_gpu(cluster, node, g) else refused).append(g)
+        await self._allocate(cluster, pod_uid, node, taken, decision_id)
+        return [g.index for g in refused]
+
+    async def _take_gpu(self, cluster: str, node: str, grant: Any) -> bool:
+        """Add `grant` to its GPU's assigned share and memory, only where both stay within capacity."""
+        ok = await self._conn.execute(update(gpus).where(
+            gpus.c.cluster == cluster, gpus.c.node == node, gpus.c.index == grant.index,
+            gpus.c.memory_assigned_mib + grant.memory_mib <= gpus.c.memory_total_mib,
+            gpus.c.share_assigned_milli + grant.share_milli <= 1000,
+        ).values(memory_assigned_mib=gpus.c.memory_assigned_mib + grant.memory_mib,
+                 share_assigned_milli=gpus.c.share_assigned_milli + grant.share_milli).returning(gpus.c.index))
+        return ok.first() is not None
+
+    async def _allocate(self, cluster: str, pod_uid: str, node: str, grants: Sequence[Any], decision_id: str) -> None:
+        if grants:  # a pod without GPUs takes CPU and memory only
+            await self._conn.execute(insert(allocations).values([
+                {"cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index, "node": node,
+                 "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": decision_id}
+                for g in grants]))
 
     async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:
         """Give back everything the pod holds; returns the node it held, None if it held nothing.
