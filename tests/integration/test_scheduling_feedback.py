@@ -12,6 +12,7 @@ KubeClusterApi against a real pod with schedulerName gpuplace (nobody else place
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -81,6 +82,9 @@ async def test_a_waiting_pod_then_bound_shows_as_kube_scheduler_shows_it(
 
     assignment = {"node": node, "gpus": [{"index": 3, "memory_mib": 9420, "share_milli": 574}]}
     assert await api.bind(namespace, name, uid, node, assignment) is BindOutcome.BOUND
+    bound = await core.read_namespaced_pod(name, namespace)  # one call: the Binding carried the assignment
+    assert bound.spec.node_name == node
+    assert json.loads(bound.metadata.annotations["gpuplace.io/gpu-assignment"]) == assignment
     await api.report_scheduled(namespace, name, uid, node, "(GPU 3: 9420 MiB)")
 
     (scheduled,) = await _events(kube, namespace, "Scheduled")

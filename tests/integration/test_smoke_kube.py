@@ -232,7 +232,7 @@ RBAC_TABLE = [
     ("watch", "pods", "", "", True),
     ("list", "nodes", "", "", True),
     ("get", "pods", "", "", True),
-    ("patch", "pods", "", "", True),
+    ("patch", "pods", "", "", False),  # the assignment travels in the Binding: no way to edit a running pod
     ("create", "pods", "binding", "", True),
     ("create", "pods", "eviction", "", True),
     ("list", "poddisruptionbudgets", "", "policy", True),

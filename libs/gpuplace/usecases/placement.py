@@ -1,10 +1,10 @@
-"""Place pending pods: decide with the core, reserve in one transaction, then annotate and bind.
+"""Place pending pods: decide with the core, reserve in one transaction, then bind with the GPUs.
 
 The order of effects is what keeps the fleet safe when any process dies at any instant (DESIGN §5):
 1. one transaction claims the event id, records the pod, reserves its GPUs (the database re-checks
    capacity), writes the decision and its `decided` event to the outbox, and commits;
 2. the in-memory view charges the same resources;
-3. the pod is annotated with its GPUs and bound through pods/binding;
+3. the pod is bound through pods/binding, the Binding carrying its GPUs as an annotation (one call);
 4. a second transaction records the outcome (`bound`, or the release after `bind_failed`).
 A crash after 1 leaves a `reserved` pod that hydration finds and binds again; a 409 on bind means the pod
 is bound already, so we reconcile with what the API says instead of retrying.

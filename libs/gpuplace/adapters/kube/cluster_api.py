@@ -126,14 +126,16 @@ class KubeClusterApi:
             raise
 
     async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json) -> BindOutcome:
-        """Write the GPU assignment on the pod (for the device plugin), then bind it to `node`."""
-        patch = {"metadata": {"annotations": {ASSIGNMENT: json.dumps(assignment, separators=(",", ":"))}}}
+        """Bind the pod to `node` with its GPU assignment, in one call.
+
+        The apiserver copies a Binding's annotations onto the pod in the same write that sets its node
+        (k8s.io/kubernetes v1.34 pkg/registry/core/pod/storage/storage.go, BindingREST.setPodNodeAndMetadata), so
+        the device plugin never sees the pod bound without its GPUs, and gpuplace needs no `patch pods`. The uid
+        precondition binds the pod we decided for, not a namesake."""
+        annotations = {ASSIGNMENT: json.dumps(assignment, separators=(",", ":"))}
         try:
-            # The uid precondition makes sure we annotate the pod we decided for, not a namesake.
-            patch["metadata"]["uid"] = uid
-            await _json(await self.core.patch_namespaced_pod(name, namespace, patch, _preload_content=False))
             binding = client.V1Binding(
-                metadata=client.V1ObjectMeta(name=name, uid=uid),
+                metadata=client.V1ObjectMeta(name=name, uid=uid, annotations=annotations),
                 target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
             )
             await _json(await self.core.create_namespaced_pod_binding(name, namespace, binding,
