@@ -94,6 +94,9 @@ class ClusterSnapshot:
     def n_nodes(self) -> int:
         return len(self.node_names)
 
+    def has_node(self, node_name: str) -> bool:
+        return node_name in self._index
+
     def index_of(self, node_name: str) -> int:
         try:
             return self._index[node_name]
@@ -157,7 +160,7 @@ class ClusterSnapshot:
         self.free_memory_mib[node, cols] -= gpu_memory_mib
         if len(cols):
             self.gpu_pods_by_kind[node, kind] += 1
-        self._take_slot(node, rules, slots)
+        self.take_slots(node, rules, slots)
         self.version[node] += 1
 
     def refund(
@@ -181,12 +184,13 @@ class ClusterSnapshot:
         self.free_memory_mib[node, cols] += gpu_memory_mib
         if len(cols):
             self.gpu_pods_by_kind[node, kind] -= 1
-        self._take_slot(node, rules, -slots)
+        self.take_slots(node, rules, -slots)
         self.version[node] += 1
 
-    def _take_slot(self, node: int, rules: PodRules | None, slots: int) -> None:
+    def take_slots(self, node: int, rules: PodRules | None, slots: int) -> None:
         """A pod's slots, host ports and countables: taken (slots > 0) or given back (< 0). These are what
-        another scheduler may have over-committed, so they are counted, never refused."""
+        another scheduler may have over-committed, so they are counted, never refused; charge and refund call
+        it, and so does whoever builds a snapshot from pods already running (CPU and memory come net)."""
         self.pods_free[node] -= slots
         sign = (slots > 0) - (slots < 0)
         if rules is None or sign == 0:

@@ -108,20 +108,15 @@ class ClusterView:
             if n.get("max_pods") is not None:
                 snapshot.pods_free[row] = n["max_pods"]
         for hold in self.holds.values():
-            if hold.node in snapshot.node_names:
-                row = snapshot.index_of(hold.node)
-                snapshot.pods_free[row] -= 1
-                snapshot.host_ports_used[row].extend(hold.rules.host_ports)
-                for name, amount in hold.rules.extended:
-                    if name in snapshot.extended_free:
-                        snapshot.extended_free[name][row] -= amount
+            if self.has_node(hold.node):
+                snapshot.take_slots(snapshot.index_of(hold.node), hold.rules, 1)
 
     def _count_kinds(self) -> None:
         """Per-node counts of request kinds (GpuClustering's input) and the streams on each GPU (latency),
         which rows alone do not carry."""
         assert self.snapshot is not None and self.gpu_load is not None
         for uid, hold in self.holds.items():
-            if hold.node in self.snapshot.node_names and hold.gpu_indices:
+            if hold.gpu_indices and self.has_node(hold.node):
                 row = self.snapshot.index_of(hold.node)
                 self.snapshot.gpu_pods_by_kind[row, kind_of(len(hold.gpu_indices), hold.share_milli)] += 1
                 if hold.stream is not None:
@@ -155,7 +150,7 @@ class ClusterView:
         return mask is None or bool(mask[list(rows)].any())
 
     def has_node(self, name: str) -> bool:
-        return self.snapshot is not None and name in self.snapshot.node_names
+        return self.snapshot is not None and self.snapshot.has_node(name)
 
     def charge(self, uid: str, hold: Hold) -> None:
         if self.has_node(hold.node):
