@@ -15,13 +15,13 @@ Rules of this module:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpuplace.core.model import MILLI_PER_GPU, Node
-from gpuplace.core.node_rules import HostPort, NodeFacts, PodRules, static_mask
+from gpuplace.core.node_rules import HostPort, NodeFacts, PodRules, preference, static_mask
 
 _SNAPSHOT_IDS = itertools.count(1)
 UNLIMITED_PODS = 1 << 40
@@ -84,7 +84,7 @@ class ClusterSnapshot:
             name: np.array([f.extended.get(name, 0) for f in facts], dtype=np.int64)  # (n_nodes,)
             for name in sorted({k for f in facts or () for k in f.extended})
         }
-        self._static_masks: dict[PodRules, np.ndarray] = {}
+        self._rule_arrays: dict[tuple[str, PodRules], np.ndarray | None] = {}  # see static_mask, preference
         self.uid = next(_SNAPSHOT_IDS)
         self._check_free()
 
@@ -120,15 +120,25 @@ class ClusterSnapshot:
         return self.free_share_milli.sum(axis=1)
 
     def static_mask(self, rules: PodRules) -> np.ndarray | None:
-        """Rows whose labels, taints and cordon allow `rules` (None: a bare cluster, all rows), (n_nodes,).
-
-        Facts never change within a snapshot, so the mask is computed once per distinct rules and kept."""
+        """Rows whose labels, taints and cordon allow `rules` (None: a bare cluster, all rows), (n_nodes,)."""
         if self.facts is None:
             return None
-        mask = self._static_masks.get(rules)
-        if mask is None:
-            mask = self._static_masks[rules] = static_mask(self.facts, rules)
-        return mask
+        return self._per_rules("static", rules, static_mask)
+
+    def preference(self, rules: PodRules) -> np.ndarray | None:
+        """Preferred-affinity weight per row (None: a bare cluster, or a pod that prefers nothing), (n_nodes,)."""
+        if self.facts is None:
+            return None
+        return self._per_rules("preference", rules, preference)
+
+    def _per_rules(self, what: str, rules: PodRules,
+                   compute: Callable[[Sequence[NodeFacts], PodRules], np.ndarray | None]) -> np.ndarray | None:
+        """Facts never change within a snapshot: each array is computed once per distinct rules and kept."""
+        assert self.facts is not None
+        key = (what, rules)
+        if key not in self._rule_arrays:
+            self._rule_arrays[key] = compute(self.facts, rules)
+        return self._rule_arrays[key]
 
     # -- changing ------------------------------------------------------------------------------
 
@@ -228,7 +238,7 @@ class ClusterSnapshot:
         other.facts = tuple(self.facts[i] for i in perm) if self.facts is not None else None
         other.host_ports_used = [list(self.host_ports_used[i]) for i in perm]
         other.extended_free = {name: free[perm].copy() for name, free in self.extended_free.items()}
-        other._static_masks = {}
+        other._rule_arrays = {}
         return other
 
     def _check_free(self) -> None:

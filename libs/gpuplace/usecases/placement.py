@@ -418,12 +418,13 @@ class PlacementService:
                 return
             row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
             hold = None
+            unplaced = row is None or row["state"] in ("pending", "unschedulable", "invalid")
             moved = row is not None and row["state"] == "bound" and not row.get("managed", True) and \
                 row["node"] != where  # another scheduler's pod, nominated for one node, bound to another
             if moved:
                 await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
                                         memory_mib=row["memory_mib"])
-            if row is None or moved or row["state"] in ("pending", "unschedulable", "invalid"):
+            if unplaced or moved:
                 hold = await self._charge_bound_elsewhere(uow, state, event, where)
             elif row["state"] == "reserved" and row["node"] == event.node_name:
                 if event.cluster + event.uid not in self._in_flight():
@@ -432,7 +433,7 @@ class PlacementService:
             await self._commit(uow)
         if moved:
             state.view.refund(event.uid)
-        if row is None or row["state"] in ("pending", "unschedulable", "invalid"):
+        if unplaced:
             state.waiting.pop(event.uid, None)
             state.last_reasons.pop(event.uid, None)
         if hold is not None:
@@ -467,12 +468,12 @@ class PlacementService:
         whole node counts, DESIGN §3); returns what to charge the view after commit. A node gpuplace has not
         heard of yet is charged when it arrives (_charge_awaiting_node)."""
         row = await uow.state.upsert_pod({**_pod_row(event), "state": "bound"})
-        await uow.state.set_pod_state(event.cluster, event.uid, "bound", node=node, reason=AWAITING_NODE,
-                                      mark_bound=True)
         if not state.view.has_node(node):
+            await uow.state.set_pod_state(event.cluster, event.uid, "bound", node=node, reason=AWAITING_NODE,
+                                          mark_bound=True)
             state.awaiting_nodes.add(node)
             return None
-        return await self._charge_on_node(uow, state.view, {**row, "node": node})
+        return await self._charge_on_node(uow, state.view, {**row, "node": node}, mark_bound=True)
 
     def _charge_view(self, state: _Cluster, uid: str, hold: Hold) -> None:
         """What the database charged, charged on the view too; a view that disagrees is read again."""
@@ -503,7 +504,9 @@ class PlacementService:
                     await self._charge_on_node(uow, state.view, current)
             await self._commit(uow)
 
-    async def _charge_on_node(self, uow: UnitOfWork, view: ClusterView, row: Row) -> Hold:
+    async def _charge_on_node(self, uow: UnitOfWork, view: ClusterView, row: Row, *, mark_bound: bool = False
+                              ) -> Hold:
+        """Inside `uow`: charge a pod bound without gpuplace on the node its row names (see gpus_for_bound_pod)."""
         pod = core_pod(row)
         gpu_indices, share, memory = view.gpus_for_bound_pod(row["node"], pod)
         refused = await uow.state.charge_bound(
@@ -514,7 +517,8 @@ class PlacementService:
         if refused:
             log.warning("pod %s/%s bound to %s by another scheduler: %s", row["namespace"], row["name"], row["node"],
                         reason)
-        await uow.state.set_pod_state(row["cluster"], row["uid"], "bound", reason=reason)
+        await uow.state.set_pod_state(row["cluster"], row["uid"], "bound", node=row["node"], reason=reason,
+                                      mark_bound=mark_bound)
         kept = tuple(i for i in gpu_indices if i not in refused)
         return Hold(row["node"], kept, share if kept else 0, memory if kept else 0, row["cpu_milli"],
                     row["memory_mib"], pod_stream(row), pod.rules)

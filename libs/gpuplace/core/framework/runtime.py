@@ -16,7 +16,6 @@ import numpy as np
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.framework.interface import Code, Policy, Status
 from gpuplace.core.model import Assignment, Pod
-from gpuplace.core.node_rules import preference
 from gpuplace.core.snapshot import ClusterSnapshot
 
 
@@ -60,7 +59,7 @@ def _pick(snapshot: ClusterSnapshot, demand: Demand, feasible: np.ndarray, score
     """The first maximum score; among equal scores the node the pod's preferred affinity weighs most, then
     the first in node order (preferred affinity breaks ties only: the policy's score comes first)."""
     best = int(np.argmax(scores))
-    preferred = preference(snapshot.facts, demand.rules) if snapshot.facts is not None else None
+    preferred = snapshot.preference(demand.rules)
     if preferred is None:
         return best
     tied = np.flatnonzero(scores == scores[best])
