@@ -10,6 +10,9 @@ import asyncio
 import inspect
 from typing import Any
 
+import pytest
+
+from gpuplace.contracts.rejected import Rejected
 from gpuplace.usecases.ports import GpuGrant
 
 CLUSTER = "contract"
@@ -59,6 +62,17 @@ class UnitOfWorkContract:
             assert not await uow.state.claim_event("placement", "e1")
             assert await uow.state.claim_event("ingest", "e1")  # per consumer
             await uow.commit()
+
+    async def test_an_event_id_reused_for_other_content_is_refused(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            assert await uow.state.claim_event("placement", "e3", "digest-a")
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert not await uow.state.claim_event("placement", "e3", "digest-a")  # a redelivery: skipped
+            assert not await uow.state.claim_event("placement", "e3")  # no digest to compare: skipped
+            with pytest.raises(Rejected, match="reused id"):
+                await uow.state.claim_event("placement", "e3", "digest-b")
 
     async def test_without_commit_nothing_is_kept(self) -> None:
         uow_factory = await self._seeded()

@@ -19,8 +19,12 @@ No record stalls its partition. What can go wrong with a record, and what happen
     record bytes (never decoded by FastStream: the subscriber's decoder hands over the raw body)
     ├── not JSON, not the topic's schema, out of bounds, an unknown `schema` version
     │       -> dead-lettered at once with pydantic's reason; offset committed
+    ├── valid, but on a partition its cluster does not hash to (when the subscriber knows the count)
+    │       -> dead-lettered at once: the worker owning that partition does not own the cluster
     └── valid: the handler runs, up to `attempts` times in process, with a short backoff
         ├── returns                                  -> offset committed
+        ├── raises contracts.Rejected                -> dead-lettered at once with its reason (a forged
+        │       deletion, an event id reused for other content: retrying cannot make it true)
         ├── raises a transient infrastructure error  -> re-raised after a growing pause (0.5 s doubling to
         │       10 s): NACK seeks back and the record is read again, for as long as the outage lasts,
         │       because nothing is wrong with the record
@@ -62,6 +66,7 @@ from sqlalchemy import exc as sa_exc
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import DeadLetter
+from gpuplace.contracts.rejected import Rejected
 
 log = logging.getLogger(__name__)
 _CLUSTER_KEY = re.compile(rb"^([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)/")
@@ -180,12 +185,17 @@ async def _raw_body(msg: StreamMessage[Any]) -> bytes:
 
 def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, consumer: str, suffix: str = "",
               listener: ConsumerRebalanceListener | None = None, attempts: int = 3,
-              backoff_s: float = 0.2) -> None:
+              backoff_s: float = 0.2, partitions: int | None = None) -> None:
     """One consumer in `group_id` for every route's topic: typed events to its handler, malformed records to
     the dead-letter topic. `listener` hears which partitions this member gains and loses. A handler that
     raises is tried `attempts` times (pausing `backoff_s`, doubling) before its record is dead-lettered,
-    unless the error is transient (is_transient): then the record is read again after a pause."""
+    unless the error is transient (is_transient): then the record is read again after a pause.
+
+    With `partitions` (the topics' count, for topics keyed by cluster) a record on another partition than its
+    cluster's is refused: written there by hand or by a wrong partitioner, it would reach a worker that does
+    not own the cluster, and two workers would write one cluster's state."""
     by_topic = {route.topic + suffix: route for route in routes}
+    home: dict[str, int] = {}  # cluster -> its partition, memoised (murmur2 in Python)
     outage = {"failures": 0}  # consecutive transient failures, for the pause before the next read
 
     @broker.subscriber(*by_topic, group_id=group_id, ack_policy=AckPolicy.NACK_ON_ERROR,
@@ -208,9 +218,20 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
         except ValidationError as exc:
             await reject(validation_reason(exc))
             return
+        partition = getattr(record, "partition", None)
+        if partitions and partition is not None:
+            cluster = event.cluster  # type: ignore[attr-defined]
+            expected = home.setdefault(cluster, partition_of(cluster, partitions))
+            if partition != expected:
+                await reject(f"cluster {cluster!r} belongs to partition {expected} of {partitions}; "
+                             f"this record came on partition {partition}")
+                return
         for attempt in range(1, attempts + 1):
             try:
                 await route.handler(event)
+            except Rejected as exc:
+                await reject(f"rejected: {exc}")
+                return
             except Exception as exc:  # noqa: BLE001 - sorted below: transient errors re-raise, others are bounded
                 if is_transient(exc):
                     outage["failures"] += 1

@@ -14,8 +14,9 @@ from gpuplace.contracts.events import (
     PlacementKind,
     PodEvent,
 )
+from gpuplace.contracts.rejected import Rejected
 
 __all__ = [
     "topics", "Envelope", "kafka_key", "TOPIC_MODELS", "DeadLetter", "GpuAssignment", "GpuRequest",
-    "GpuTelemetry", "LatencyWindow", "NodeEvent", "PlacementEvent", "PlacementKind", "PodEvent",
+    "GpuTelemetry", "LatencyWindow", "NodeEvent", "PlacementEvent", "PlacementKind", "PodEvent", "Rejected",
 ]

@@ -12,6 +12,7 @@ the schema accepts can always be stored (the bounds below).
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import UTC, datetime
 
@@ -57,6 +58,11 @@ class Envelope(BaseModel):
 
     def kafka_key(self) -> bytes:
         return kafka_key(self.cluster, self.entity())
+
+    def digest(self) -> str:
+        """SHA-256 of the event's content: consumers store it with the claimed `event_id`, so a redelivery
+        (same id, same content) is skipped while the same id with other content is refused (contracts.Rejected)."""
+        return hashlib.sha256(self.model_dump_json(by_alias=True).encode()).hexdigest()
 
 
 def kafka_key(cluster: str, entity: str) -> bytes:

@@ -15,7 +15,7 @@ from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
 async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consumer: str) -> bool:
     """Apply a node inventory event; returns False if it was a duplicate."""
     async with uow_factory() as uow:
-        if not await uow.state.claim_event(consumer, event.event_id):
+        if not await uow.state.claim_event(consumer, event.event_id, event.digest()):
             return False
         if event.kind == "deleted":
             await uow.state.delete_node(event.cluster, event.name)
@@ -34,7 +34,7 @@ async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consu
 async def ingest_telemetry(uow_factory: UnitOfWorkFactory, event: GpuTelemetry, *, consumer: str) -> bool:
     """Store what a GPU reports about itself; samples for GPUs not in the inventory are ignored."""
     async with uow_factory() as uow:
-        if not await uow.state.claim_event(consumer, event.event_id):
+        if not await uow.state.claim_event(consumer, event.event_id, event.digest()):
             return False
         await uow.state.record_telemetry(
             event.cluster, event.node, event.gpu_index, uuid=event.gpu_uuid,
@@ -53,7 +53,7 @@ async def ingest_latency(uow_factory: UnitOfWorkFactory, event: LatencyWindow, *
     as the window, and publishes `slo_violation` through the outbox (once per GPU and pod, not per window).
     """
     async with uow_factory() as uow:
-        if not await uow.state.claim_event(consumer, event.event_id):
+        if not await uow.state.claim_event(consumer, event.event_id, event.digest()):
             return False
         await uow.state.add_latency_window({
             "cluster": event.cluster, "namespace": event.namespace, "pod": event.pod, "workload": event.workload,

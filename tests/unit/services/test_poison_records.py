@@ -9,19 +9,20 @@ import pytest
 from faststream.kafka import TestKafkaBroker
 from sqlalchemy import exc as sa_exc
 
-from gpuplace.adapters.kafka import Route, is_transient, make_broker, subscribe
+from gpuplace.adapters.kafka import Route, is_transient, make_broker, partition_of, subscribe
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import PodEvent
+from gpuplace.contracts.rejected import Rejected
 from tests.builders import pod_event
 
 JSON = {"content-type": "application/json"}
 
 
-def _wire(handler, *, attempts: int = 3):
+def _wire(handler, *, attempts: int = 3, partitions: int | None = None):
     broker = make_broker("127.0.0.1:9092")
     letters: list[dict] = []
     subscribe(broker, [Route(topics.PODS, PodEvent, handler)], group_id="g", consumer="placement",
-              attempts=attempts, backoff_s=0.001)
+              attempts=attempts, backoff_s=0.001, partitions=partitions)
 
     @broker.subscriber(topics.DEADLETTER)
     async def collect(body: dict) -> None:
@@ -71,6 +72,41 @@ async def test_a_handler_that_always_raises_is_tried_a_bounded_number_of_times_t
     assert len(letters) == 1
     assert letters[0]["reason"] == ("handler failed 3 time(s): builtins.OverflowError: "
                                     "Python int too large to convert to C long")
+
+
+async def test_a_rejected_event_is_dead_lettered_at_once_with_its_reason():
+    calls = []
+
+    async def handler(event: PodEvent) -> None:
+        calls.append(event.name)
+        if event.name == "forged":
+            raise Rejected("pod robots/forged still runs on the apiserver")
+
+    broker, letters = _wire(handler, attempts=3)
+    forged, good = pod_event("forged", kind="deleted"), pod_event("after")
+    async with TestKafkaBroker(broker) as test_broker:
+        await test_broker.publish(_bytes(forged), topic=topics.PODS, key=forged.kafka_key(), headers=JSON)
+        await test_broker.publish(_bytes(good), topic=topics.PODS, key=good.kafka_key(), headers=JSON)
+    assert calls == ["forged", "after"]  # not retried: retrying cannot make it true
+    assert [letter["reason"] for letter in letters] == ["rejected: pod robots/forged still runs on the apiserver"]
+
+
+async def test_a_record_on_another_partition_than_its_clusters_is_dead_lettered():
+    handled = []
+
+    async def handler(event: PodEvent) -> None:
+        handled.append(event.name)
+
+    broker, letters = _wire(handler, partitions=4)
+    home = partition_of("east", 4)
+    stray, good = pod_event("stray"), pod_event("home")
+    async with TestKafkaBroker(broker) as test_broker:
+        await test_broker.publish(_bytes(stray), topic=topics.PODS, key=stray.kafka_key(), headers=JSON,
+                                  partition=(home + 1) % 4)
+        await test_broker.publish(_bytes(good), topic=topics.PODS, key=good.kafka_key(), headers=JSON,
+                                  partition=home)
+    assert handled == ["home"]
+    assert len(letters) == 1 and f"belongs to partition {home} of 4" in letters[0]["reason"]
 
 
 async def test_a_handler_that_fails_once_then_succeeds_is_not_dead_lettered():

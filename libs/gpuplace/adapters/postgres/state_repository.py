@@ -26,6 +26,7 @@ from gpuplace.adapters.postgres.tables import (
     pods,
     processed_events,
 )
+from gpuplace.contracts.rejected import Rejected, reused_id
 
 Row = Mapping[str, Any]
 
@@ -35,11 +36,19 @@ class StateRepository:
         self._conn = conn
 
     # -- idempotency -----------------------------------------------------------------------------
-    async def claim_event(self, consumer: str, event_id: str) -> bool:
-        """Record `event_id` as processed by `consumer`; False if it already was (skip the event)."""
-        stmt = insert(processed_events).values(consumer=consumer, event_id=event_id)
+    async def claim_event(self, consumer: str, event_id: str, digest: str | None = None) -> bool:
+        """Record `event_id` as processed by `consumer`; False if it already was (skip the event). Raises
+        Rejected when it was, with another content `digest` (Envelope.digest): not a redelivery but a reused id."""
+        stmt = insert(processed_events).values(consumer=consumer, event_id=event_id, digest=digest)
         result = await self._conn.execute(stmt.on_conflict_do_nothing().returning(processed_events.c.event_id))
-        return result.first() is not None
+        if result.first() is not None:
+            return True
+        if digest is not None:
+            stored = (await self._conn.execute(select(processed_events.c.digest).where(
+                processed_events.c.consumer == consumer, processed_events.c.event_id == event_id))).scalar()
+            if stored is not None and stored != digest:
+                raise Rejected(reused_id(event_id, stored, digest))
+        return False
 
     # -- nodes and GPUs --------------------------------------------------------------------------
     async def upsert_node(self, node: Mapping[str, Any]) -> None:

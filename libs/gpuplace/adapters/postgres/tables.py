@@ -152,6 +152,7 @@ processed_events = Table(
     Column("consumer", Text, primary_key=True),
     Column("event_id", Text, primary_key=True),
     Column("processed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("digest", Text),  # Envelope.digest of what was processed: a reused id with other content is refused
 )
 
 latency_windows = Table(
