@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuplace.contracts.rejected import Rejected, reused_id
+
 
 @dataclass
 class FakeDatabase:
@@ -25,7 +27,7 @@ class FakeDatabase:
     allocations: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     outbox: list[dict[str, Any]] = field(default_factory=list)
-    processed: set[tuple[str, str]] = field(default_factory=set)
+    processed: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (consumer, event id) -> digest
     latency: list[dict[str, Any]] = field(default_factory=list)
     latency_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
@@ -44,11 +46,14 @@ class FakeStateRepository:
     def _now(self) -> datetime:
         return datetime.fromtimestamp(next(self._clock), UTC)
 
-    async def claim_event(self, consumer: str, event_id: str) -> bool:
-        if (consumer, event_id) in self.t["processed"]:
-            return False
-        self.t["processed"].add((consumer, event_id))
-        return True
+    async def claim_event(self, consumer: str, event_id: str, digest: str | None = None) -> bool:
+        stored = self.t["processed"].get((consumer, event_id), False)
+        if stored is False:
+            self.t["processed"][(consumer, event_id)] = digest
+            return True
+        if digest is not None and stored is not None and stored != digest:
+            raise Rejected(reused_id(event_id, stored, digest))
+        return False
 
     async def upsert_node(self, node: Mapping[str, Any]) -> None:
         key = (node["cluster"], node["name"])
@@ -305,6 +310,7 @@ class FakeClusterApi:
     refuse_eviction: set[str] = field(default_factory=set)  # names a PodDisruptionBudget protects (429)
     evicted: list[str] = field(default_factory=list)
     reports: list[tuple[str, ...]] = field(default_factory=list)
+    uids: dict[tuple[str, str], str] = field(default_factory=dict)  # of the pods in `bound`, for list()
     bind_calls: int = 0
 
     async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: dict[str, Any]) -> str:
@@ -314,6 +320,7 @@ class FakeClusterApi:
         if name in self.conflicts or (namespace, name) in self.bound:
             return "conflict"
         self.bound[(namespace, name)] = node
+        self.uids[(namespace, name)] = uid
         self.assignments[(namespace, name)] = assignment
         return "bound"
 
@@ -326,10 +333,17 @@ class FakeClusterApi:
         return "evicted"
 
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Every pod not `gone` exists (pending unless bound); its uid is known once bound."""
         if name in self.gone:
             return None
-        node = self.bound.get((namespace, name))
-        return {"metadata": {"name": name, "namespace": namespace}, "spec": {"nodeName": node}}
+        node, uid = self.bound.get((namespace, name)), self.uids.get((namespace, name))
+        return {"metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
+                "spec": {"nodeName": node}, "status": {"phase": "Running" if node else "Pending"}}
+
+    async def list(self, kind: str, **selectors: str) -> tuple[list[dict[str, Any]], str]:
+        """The bound pods (pending ones have no uid here: reconciliation confirms them by read_pod)."""
+        pods = [await self.read_pod(ns, name) for (ns, name) in self.bound if name not in self.gone]
+        return [p for p in pods if p is not None], "1"
 
     async def report_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None:
         self.reports.append(("unschedulable", namespace, name, message))

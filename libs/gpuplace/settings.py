@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     # poison input: a handler that raises (not a transient outage) is tried this often, then its record is
     # dead-lettered; an event over max_event_bytes is never sent (Kafka's default message limit is 1 MB)
     handler_attempts: int = Field(default=3, ge=1, le=100)
+    # placement compares PostgreSQL with each apiserver on taking a cluster and this often (0: never), to
+    # release pods deleted while nothing watched and charge pods bound unseen (usecases/reconcile)
+    reconcile_interval_s: float = Field(default=300.0, ge=0)
     max_event_bytes: int = Field(default=900_000, ge=4096, le=100_000_000)
     # gpu-agent: the node it reports for, and where it reads GPUs (NVML if no DCGM exporter URL is given)
     node_name: str | None = None

@@ -38,7 +38,8 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
                 return Defragmenter(res.uow_factory, res.cluster_apis, host, decide.planner_policy,
                                     settings=DefragSettings(min_priority=settings.defrag_min_priority))
         service = PlacementService(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
-                                   topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag)
+                                   topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag,
+                                   resync_s=settings.reconcile_interval_s or None)
         routes = [Route(topics.NODES, NodeEvent, service.on_node), Route(topics.PODS, PodEvent, service.on_pod),
                   Route(topics.PLACEMENTS, PlacementEvent, service.on_placement)]
         try:
@@ -46,10 +47,10 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         except ValueError as exc:
             raise SystemExit(f"placement: {exc}") from None
         ownership = ClusterOwnership(service, res.cluster_apis, settings.topic(topics.PODS), partitions)
-        wire(res.broker, settings, NAME, routes, listener=ownership)
+        wire(res.broker, settings, NAME, routes, listener=ownership, partitions=partitions)
         async with res.broker:
             await res.broker.start()
-            await relay.run(stop)
+            await asyncio.gather(relay.run(stop), service.resync(stop))
             await service.drain()
             await relay.run_once()
 

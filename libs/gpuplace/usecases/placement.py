@@ -11,11 +11,17 @@ is bound already, so we reconcile with what the API says instead of retrying.
 
 Pods that do not fit wait in a queue (priority, then deadline, then arrival) and are tried again when the
 cluster changes: a node arrives or a pod leaves.
+
+Destructive input is believed only when the apiserver agrees: a `deleted` pod that the apiserver still runs is
+refused (contracts.Rejected, dead-lettered) rather than freeing GPUs another pod would take at once; and what
+the event stream missed is found by comparing the database with the apiserver (usecases/reconcile) when a
+cluster is taken and every `resync_s`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
@@ -24,10 +30,11 @@ from typing import Any, Protocol
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PodEvent
+from gpuplace.contracts.rejected import Rejected
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
-from gpuplace.usecases import feedback, latency_learning
+from gpuplace.usecases import feedback, latency_learning, reconcile
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
@@ -43,6 +50,7 @@ _CONFLICT = object()  # the database refused a reservation our in-memory view al
 class ClusterApi(Protocol):
     async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: dict[str, Any]) -> Any: ...
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def list(self, kind: str, **selectors: str) -> tuple[list[dict[str, Any]], str]: ...
     async def report_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None: ...
     async def report_scheduled(self, namespace: str, name: str, uid: str, node: str, gpus_text: str) -> None: ...
 
@@ -77,7 +85,8 @@ class PlacementService:
     def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], decide: Decide, *,
                  policy: str, topic_suffix: str = "", bind_concurrency: int = 16,
                  outbox_written: Callable[[], None] = lambda: None,
-                 defrag: Callable[[PlacementService], Defragmenter] | None = None) -> None:
+                 defrag: Callable[[PlacementService], Defragmenter] | None = None,
+                 resync_s: float | None = None) -> None:
         self._uow_factory = uow_factory
         self._apis = cluster_apis
         self._decide = decide
@@ -90,9 +99,11 @@ class PlacementService:
         self._defrag = defrag(self) if defrag else None
         self._background: set[asyncio.Task[Any]] = set()  # defragmentation plans, retries after node bursts
         self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
+        self._resync_s = resync_s  # reconcile with the apiserver on taking a cluster and this often; None: never
 
     # -- entry points (one per topic) ---------------------------------------------------------------
     async def on_node(self, event: NodeEvent) -> None:
+        self._served(event.cluster)
         if not await ingest_node(self._uow_factory, event, consumer=CONSUMER):
             return
         state = await self._cluster(event.cluster)
@@ -128,26 +139,83 @@ class PlacementService:
                                                    if view.allows_any(pod_rules(row), rows)})
 
     async def on_pod(self, event: PodEvent) -> None:
+        self._served(event.cluster)
+        if event.kind == "deleted":
+            await self._check_deleted(event)
         state = await self._cluster(event.cluster)
         async with state.lock:
             if event.kind == "deleted":
                 freed = await self._forget(state, event)
                 if freed:
                     await self._retry_for_nodes(state, {freed})
-            elif event.kind == "bound" or not event.managed:
-                await self._confirm_bound(state, event)
             else:
-                if state.stale:
+                if state.stale:  # a node that just arrived must be in the view to charge or place pods on it
                     await self._rehydrate(state)
-                await self._on_pending(state, event)
+                if event.kind == "bound" or not event.managed:
+                    await self._confirm_bound(state, event)
+                else:
+                    await self._on_pending(state, event)
 
     async def on_placement(self, event: PlacementEvent) -> None:
         """An SLO violation closed a GPU in the database: re-read the cluster so no new pod goes there."""
-        if event.kind != "slo_violation":
+        if event.kind != "slo_violation" or event.cluster not in self._apis:
             return
         state = await self._cluster(event.cluster)
         async with state.lock:
             await self._rehydrate(state)
+
+    def _served(self, cluster: str) -> None:
+        """Refuse an event for a cluster this worker has no apiserver for: it could not bind there, nor check
+        a deletion, and rows written for it would be nobody's."""
+        if cluster not in self._apis:
+            raise Rejected(f"cluster {cluster!r} is not one this placement worker serves "
+                           f"(its kubeconfigs name {', '.join(sorted(self._apis)) or 'none'})")
+
+    async def _check_deleted(self, event: PodEvent) -> None:
+        """A deletion frees GPUs the next pod takes at once, so it is applied only when the apiserver agrees the
+        pod holds nothing: a `deleted` event for a pod still running (forged on the broker, or a bug upstream)
+        is refused, never trusted (issue 20: one forged event put 24,576 MiB on a 16,384 MiB GPU)."""
+        if not await reconcile.confirmed_gone(self._apis[event.cluster], event.namespace, event.name, event.uid):
+            raise Rejected(f"pod {event.namespace}/{event.name} (uid {event.uid}) still runs on the apiserver: "
+                           "its deletion is not applied")
+
+    async def reconcile(self, cluster: str) -> reconcile.Drift:
+        """Apply what the event stream missed in `cluster` (usecases/reconcile): pods gone are released as a
+        deletion releases them, pods bound elsewhere are charged where they run."""
+        async with self._uow_factory() as uow:
+            rows = await uow.state.pods_in_state(cluster, reconcile.TRACKED)
+        drift = await reconcile.find_drift(self._apis[cluster], rows)
+        if not drift:
+            return drift
+        log.warning("reconciling %s with its apiserver: %s", cluster, drift.summary())
+        state = await self._cluster(cluster)
+        async with state.lock:
+            if state.stale:
+                await self._rehydrate(state)
+            freed = set()
+            for row in drift.gone:
+                freed.add(await self._forget(state, _event_of(row, "deleted")))
+            for row, node in drift.bound_elsewhere:
+                await self._confirm_bound(state, _event_of(row, "bound", node_name=node))
+            await self._retry_for_nodes(state, freed - {None})
+        return drift
+
+    async def resync(self, stop: asyncio.Event) -> None:
+        """Reconcile every cluster this worker holds each `resync_s`, until `stop`; a failure (the apiserver
+        away) is logged and tried again next round."""
+        if not self._resync_s:
+            return
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self._resync_s)
+            for cluster in [c for c, s in self._clusters.items() if s.loaded and not stop.is_set()]:
+                await self._reconcile_logged(cluster)
+
+    async def _reconcile_logged(self, cluster: str) -> None:
+        try:
+            await self.reconcile(cluster)
+        except Exception:  # noqa: BLE001 - the next round tries again; placement goes on meanwhile
+            log.warning("reconciling %s failed", cluster, exc_info=True)
 
     async def load(self, cluster: str) -> None:
         """Read and resume `cluster` now if it is not loaded, rather than on its next event."""
@@ -208,7 +276,7 @@ class PlacementService:
         adopted = False
         for attempt in range(3):
             async with self._uow_factory() as uow:
-                if not await uow.state.claim_event(CONSUMER, event.event_id):
+                if not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
                     return
                 row = await uow.state.upsert_pod(_pod_row(event))
                 if row["state"] == "pending" and event.request_error:
@@ -414,13 +482,14 @@ class PlacementService:
         its scheduler nominated it to run, and moves its charge when it lands elsewhere."""
         where = event.node_name or event.nominated_node_name
         async with self._uow_factory() as uow:
-            if not where or not await uow.state.claim_event(CONSUMER, event.event_id):
+            if not where or not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
                 return
             row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
             hold = None
             unplaced = row is None or row["state"] in ("pending", "unschedulable", "invalid")
-            moved = row is not None and row["state"] == "bound" and not row.get("managed", True) and \
-                row["node"] != where  # another scheduler's pod, nominated for one node, bound to another
+            # bound where the database does not have it: another scheduler's pod nominated for one node and
+            # bound to another, or a pod whose move reconciliation found (usecases/reconcile)
+            moved = row is not None and row["state"] == "bound" and row["node"] != where
             if moved:
                 await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
                                         memory_mib=row["memory_mib"])
@@ -445,7 +514,7 @@ class PlacementService:
         Returns the node it freed room on, if any."""
         held, freed = False, None
         async with self._uow_factory() as uow:
-            if not await uow.state.claim_event(CONSUMER, event.event_id):
+            if not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
                 return
             row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
             if row is not None and row["state"] != "deleted":
@@ -534,6 +603,8 @@ class PlacementService:
                     await self._rehydrate(state)
                     await self._resume(state)
                     state.loaded = True
+                    if self._resync_s:  # what happened while no worker held the cluster (a restart)
+                        self._spawn_background(self._reconcile_logged(cluster))
         return state
 
     async def _rehydrate(self, state: _Cluster) -> None:
@@ -605,6 +676,14 @@ def _pod_row(event: PodEvent) -> dict[str, Any]:
 
 
 _RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended"}
+
+
+def _event_of(row: Row, kind: str, **changes: Any) -> PodEvent:
+    """The event the watcher would have sent for a tracked pod (what reconciliation found it missed)."""
+    fields = ("cluster", "namespace", "name", "uid", "priority", "cpu_milli", "memory_mib", "deadline_ms",
+              "frame_rate_hz", "workload", "service_ms", "owner", "managed")
+    return PodEvent.model_validate({**{k: row[k] for k in fields}, **(row.get("rules") or {}), "kind": kind,
+                                    "gpu": row["request"], **changes})
 
 
 def _queue_order(row: Row) -> tuple:

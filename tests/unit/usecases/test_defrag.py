@@ -24,12 +24,12 @@ class DyingApi(FakeClusterApi):
     died: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def evict(self, namespace, name, uid=None):
-        if self.die_in == "evict":
+        if self.die_in == "evict" and not self.died.is_set():
             await self._die()
         return await super().evict(namespace, name, uid)
 
     async def read_pod(self, namespace, name):
-        if self.die_in == "read_pod":
+        if self.die_in == "read_pod" and not self.died.is_set():
             await self._die()
         return await super().read_pod(namespace, name)
 
@@ -98,6 +98,7 @@ async def test_a_blocked_high_priority_pod_is_bound_after_a_move():
     assert assigned(uow_factory) == {"n1": 12000, "n2": 9000, "n3": 39000}
 
     # The ReplicaSet's replacement adopts the place promised to its owner.
+    api.gone.add("victim-0")  # gone from the apiserver: its deletion is believed
     await placement.on_pod(pod_event("victim-0", uid=victim.uid, kind="deleted"))
     replacement = pod_event("victim-1", memory_mib=9000, priority=0).model_copy(update={"owner": "ReplicaSet/victim"})
     await placement.on_pod(replacement)
@@ -144,6 +145,7 @@ async def urgent_deleted_mid_eviction(refuse: bool):
     urgent = pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0)
     await placement.on_pod(urgent)
     await api.asked.wait()
+    api.gone.add("urgent")  # gone from the apiserver: its deletion is believed
     await placement.on_pod(pod_event("urgent", uid=urgent.uid, kind="deleted"))
     return uow_factory, api, placement, victim, before
 
@@ -214,6 +216,7 @@ async def restarted_mid_plan(die_in: str, *, urgent_deleted: bool = False):
     await placement.on_pod(urgent)
     await api.died.wait()
     if urgent_deleted:
+        api.gone.add("urgent")  # gone from the apiserver: its deletion is believed
         await placement.on_pod(pod_event("urgent", uid=urgent.uid, kind="deleted"))
     for task in list(placement._background):
         task.cancel()
@@ -258,6 +261,7 @@ async def test_a_restart_after_every_eviction_completes_the_plan_and_binds_once(
     promised = [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
     assert [p["owner"] for p in promised] == ["ReplicaSet/victim"]  # kept for the victim's replacement
 
+    api.gone.add("victim-0")  # gone from the apiserver: its deletion is believed
     await restarted.on_pod(pod_event("victim-0", uid=victim.uid, kind="deleted"))
     replacement = pod_event("victim-1", memory_mib=9000, priority=0).model_copy(update={"owner": "ReplicaSet/victim"})
     await restarted.on_pod(replacement)
@@ -327,6 +331,7 @@ async def test_a_plan_stops_evicting_once_its_beneficiary_is_deleted():
     uow_factory, placement, urgent = await two_victim_fleet(api)
     await placement.on_pod(urgent)
     await api.asked.wait()  # the first eviction is in flight
+    api.gone.add("urgent")  # gone from the apiserver: its deletion is believed
     await placement.on_pod(pod_event("urgent", uid=urgent.uid, kind="deleted"))
     api.answer.set()
     await placement.drain()
@@ -356,6 +361,7 @@ async def test_a_plan_another_worker_settled_is_neither_carried_on_nor_settled_t
     assert not holdings(uow_factory, "urgent")
     # B's abort gave both victims their GPUs back: the one A then evicted is released when it goes
     evicted = pod_named(uow_factory, api.evicted[0])
+    api.gone.add(evicted["name"])  # gone from the apiserver: its deletion is believed
     await placement.on_pod(pod_event(evicted["name"], uid=evicted["uid"], kind="deleted"))
     assert assigned(uow_factory)["n1"] == 5000
 

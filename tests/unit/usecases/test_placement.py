@@ -77,6 +77,7 @@ async def test_a_deleted_pod_frees_its_gpu_for_a_waiting_one(uow_factory, api):
     await placement.drain()
     assert list(api.bound) == [("robots", "first")]
 
+    api.gone.add("first")  # gone from the apiserver: its deletion is believed
     await placement.on_pod(pod_event("first", uid=first.uid, kind="deleted"))
     await placement.drain()
     assert ("robots", "second") in api.bound

@@ -45,6 +45,7 @@ async def test_another_schedulers_pod_that_ends_gives_its_resources_back(uow_fac
     await placement.drain()
     assert api.bound == {}
     # deleted (or finished: the watcher sends a Succeeded pod as deleted): the GPU and its CPU come back
+    api.gone.add("trainer")  # gone from the apiserver: its deletion is believed
     await placement.on_pod(pod_event("trainer", uid=trainer.uid, kind="deleted", node_name="n1", gpu=WHOLE_GPU,
                                      managed=False))
     await placement.drain()
@@ -72,6 +73,7 @@ async def test_a_cpu_only_pod_gives_its_cpu_back_when_deleted(uow_factory, api):
     await placement.on_pod(web)
     await placement.drain()
     assert uow_factory.db.nodes[("east", "n1")]["cpu_assigned_milli"] == 3000
+    api.gone.add("web")  # gone from the apiserver: its deletion is believed
     await placement.on_pod(pod_event("web", uid=web.uid, kind="deleted", memory_mib=None, cpu_milli=3000))
     assert uow_factory.db.nodes[("east", "n1")]["cpu_assigned_milli"] == 0
 
@@ -167,3 +169,14 @@ async def test_a_pod_nominated_by_another_scheduler_is_charged_there_until_it_la
     await placement.on_pod(pod_event("slam-0"))
     await placement.drain()
     assert api.bound == {("robots", "slam-0"): "n1"}
+
+
+async def test_a_pod_bound_just_after_its_node_arrived_is_charged_at_once(uow_factory, api):
+    # The node event marks the view stale and its re-read waits for the burst to end (NODE_BURST_S); a pod bound
+    # to that node meanwhile must still be charged on it, not parked as if the node were unknown.
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=1))
+    await placement.on_pod(pod_event("trainer", kind="bound", node_name="n1", gpu=WHOLE_GPU, managed=False))
+    row = next(p for p in uow_factory.db.pods.values() if p["name"] == "trainer")
+    assert (row["state"], row["reason"]) == ("bound", None)
+    assert uow_factory.db.gpus[("east", "n1", 0)]["share_assigned_milli"] == 1000

@@ -1,0 +1,80 @@
+"""Find where the fleet state in PostgreSQL and an apiserver disagree: what the event stream missed.
+
+Events can be missed. A pod deleted while cluster-watcher is down is never sent as `deleted` (the re-list at
+its restart sends what exists, not what went away), so its GPUs would stay charged for good; a pod bound while
+its `bound` event was lost runs uncharged. Like a controller's periodic resync (client-go's informer
+`resyncPeriod`, kube-scheduler's cache that re-lists on start), placement compares, when it takes a cluster and
+every `GPUPLACE_RECONCILE_INTERVAL_S`, the pods PostgreSQL tracks with the pods the apiserver lists
+(PlacementService.reconcile applies the result):
+
+- gone: a tracked pod the list lacks, or lists finished, *and* that a GET by name confirms gone (absent, a
+  namesake with another uid, or finished). The GET closes the race with a pod created after the list began:
+  it is in the database but not in the list, and the GET finds it;
+- bound elsewhere: a pod the apiserver shows on a node while the database has it waiting, or on another node.
+
+Pods `reserved` are left to their bind, which records its own outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gpuplace.usecases.ports import Row
+
+TRACKED = ("pending", "unschedulable", "reserved", "bound")  # pod states that hold resources or a queue slot
+FINISHED = ("Succeeded", "Failed")  # phases whose pods hold nothing (cluster-watcher sends them as deleted)
+Json = dict[str, Any]
+
+
+class PodReader(Protocol):
+    async def list(self, kind: str, **selectors: str) -> tuple[list[Json], str]: ...
+    async def read_pod(self, namespace: str, name: str) -> Json | None: ...
+
+
+@dataclass(frozen=True)
+class Drift:
+    gone: tuple[Row, ...] = ()
+    bound_elsewhere: tuple[tuple[Row, str], ...] = ()  # (row, the node the apiserver has it on)
+
+    def __bool__(self) -> bool:
+        return bool(self.gone or self.bound_elsewhere)
+
+    def summary(self) -> str:
+        return f"{len(self.gone)} pod(s) gone, {len(self.bound_elsewhere)} bound elsewhere"
+
+
+async def find_drift(api: PodReader, rows: Sequence[Row]) -> Drift:
+    """Compare `rows` (pods the database tracks, TRACKED states) with the apiserver's pods."""
+    items, _ = await api.list("pods")
+    live = {pod["metadata"]["uid"]: pod for pod in items if pod.get("metadata", {}).get("uid")}
+    gone: list[Row] = []
+    moved: list[tuple[Row, str]] = []
+    for row in rows:
+        pod = live.get(row["uid"])
+        if pod is None or _finished(pod):
+            if await confirmed_gone(api, row["namespace"], row["name"], row["uid"]):
+                gone.append(row)
+            continue
+        node = (pod.get("spec") or {}).get("nodeName")
+        waiting = row["state"] in ("pending", "unschedulable")
+        if node and (waiting or (row["state"] == "bound" and row["node"] != node)):
+            moved.append((row, node))
+    return Drift(tuple(gone), tuple(moved))
+
+
+async def confirmed_gone(api: PodReader, namespace: str, name: str, uid: str) -> bool:
+    """Whether the apiserver says pod `uid` holds nothing any more: absent, replaced by a namesake, or finished."""
+    pod = await api.read_pod(namespace, name)
+    if pod is None:
+        return True
+    live_uid = (pod.get("metadata") or {}).get("uid")
+    return (live_uid is not None and live_uid != uid) or _finished(pod)
+
+
+def _finished(pod: Json) -> bool:
+    return (pod.get("status") or {}).get("phase") in FINISHED
+
+
+__all__ = ["Drift", "PodReader", "TRACKED", "find_drift", "confirmed_gone"]
