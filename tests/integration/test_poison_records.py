@@ -20,20 +20,21 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from sqlalchemy import select
 
-from gpuplace.adapters.kafka import ensure_topics
+from gpuplace.adapters.kafka import cluster_partitioner, ensure_topics, partition_of
 from gpuplace.adapters.kube.translate import pod_event as translate_pod
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import pods
 from gpuplace.bootstrap import database
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
-from gpuplace.contracts.events import PodEvent
+from gpuplace.contracts.events import NodeEvent, PodEvent
 from gpuplace.settings import Settings
 from services.placement import app as placement
 from tests.integration.conftest import eventually
 
 pytestmark = pytest.mark.integration
 JSON = [("content-type", b"application/json")]
+PARTITIONS = 4  # ensure_topics' count
 
 
 @dataclass
@@ -46,8 +47,10 @@ class Bus:
     def cluster(self) -> str:
         return self.settings.cluster
 
-    async def send(self, value: bytes, *, name: str, headers: list[tuple[str, bytes]] | None = None) -> None:
-        await self.producer.send_and_wait(self.settings.topic(topics.PODS), value,
+    async def send(self, value: bytes, *, name: str, headers: list[tuple[str, bytes]] | None = None,
+                   topic: str = topics.PODS, partition: int | None = None) -> None:
+        """On the cluster's partition (as gpuplace's producers send), unless `partition` says otherwise."""
+        await self.producer.send_and_wait(self.settings.topic(topic), value, partition=partition,
                                           key=f"{self.cluster}/poison/{name}".encode(), headers=headers or [])
 
     def pod(self, name: str, **changes: Any) -> dict[str, Any]:
@@ -78,10 +81,11 @@ async def bus(kafka_bootstrap: str, database_url: str) -> AsyncIterator[Bus]:
     settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=f"poison-{run}",
                         kubeconfig=kubeconfig, topic_suffix=f".poison-{run}", defrag_enabled=False)
     await migrate.upgrade_async(database_url)
-    await ensure_topics(kafka_bootstrap, [settings.topic(t) for t in topics.ALL_TOPICS])
+    await ensure_topics(kafka_bootstrap, [settings.topic(t) for t in topics.ALL_TOPICS], partitions=PARTITIONS)
     stop = asyncio.Event()
     service = asyncio.create_task(placement.run(settings, stop))
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, max_request_size=2**21)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, max_request_size=2**21,
+                                partitioner=cluster_partitioner)
     dead_letters = AIOKafkaConsumer(settings.topic(topics.DEADLETTER), bootstrap_servers=kafka_bootstrap,
                                     auto_offset_reset="earliest", group_id=None)
     await producer.start()
@@ -151,3 +155,36 @@ def test_translate_reports_a_cpu_request_beyond_the_contract_as_a_request_error(
                     {"name": "c", "resources": {"requests": {"cpu": "9223372036854775807"}}}]}}
     event = translate_pod(manifest, cluster="east", region="local")
     assert event.request_error
+
+
+async def test_a_valid_record_on_another_partition_than_its_clusters_is_dead_lettered(bus: Bus):
+    home = partition_of(bus.cluster, PARTITIONS)
+    stray = bus.pod("stray")
+    await bus.send(json.dumps(stray).encode(), name="stray", headers=JSON, partition=(home + 1) % PARTITIONS)
+    letter = await bus.next_dead_letter()
+    assert f"belongs to partition {home} of {PARTITIONS}" in letter["reason"], letter["reason"]
+    await bus.assert_not_stalled()
+    assert await bus.pod_state(stray["uid"]) is None  # the worker owning that partition does not own the cluster
+
+
+async def test_an_event_id_reused_with_other_content_is_dead_lettered_not_dropped(bus: Bus):
+    first = bus.pod("reused", priority=0)
+    await bus.send(json.dumps(first).encode(), name="reused", headers=JSON)
+    await eventually(lambda: bus.pod_state(first["uid"]), timeout_s=10, what="the first event stored")
+    await bus.send(json.dumps(first).encode(), name="reused", headers=JSON)  # a redelivery: skipped quietly
+    await bus.send(json.dumps({**first, "priority": 1000}).encode(), name="reused", headers=JSON)
+    letter = await bus.next_dead_letter()
+    assert letter["reason"].startswith("rejected: event id") and "reused id" in letter["reason"], letter["reason"]
+    await bus.assert_not_stalled()
+
+
+async def test_events_of_a_cluster_no_worker_here_serves_are_dead_lettered_and_write_nothing(bus: Bus):
+    other = f"{bus.cluster}-elsewhere"
+    node = NodeEvent(cluster=other, kind="upsert", name="n1", cpu_milli=1000, memory_mib=1024, gpu_count=1,
+                     gpu_memory_mib=16384)
+    await bus.producer.send_and_wait(bus.settings.topic(topics.NODES), node.model_dump_json(by_alias=True).encode(),
+                                     key=node.kafka_key(), headers=JSON)
+    letter = await bus.next_dead_letter()
+    assert f"cluster {other!r} is not one this placement worker serves" in letter["reason"], letter["reason"]
+    async with database(bus.settings) as uow_factory, uow_factory() as uow:
+        assert await uow.state.load_nodes(other) == []

@@ -1,0 +1,192 @@
+"""Deletions the event stream misses or invents, on the real stack (issue 20, cases 1 and 5).
+
+- Pods deleted while cluster-watcher is down are never sent as deleted: placement finds them by reconciling
+  PostgreSQL with the apiserver, on restart and periodically, and gives their GPU memory back.
+- A forged `deleted` event for a running pod (the broker is reachable by anyone who can write to it) is refused
+  and dead-lettered: the pod keeps its GPU memory and the next pod cannot over-commit the GPU.
+
+One KWOK node with one 16,384 MiB GPU; each gpuplace pod asks for 6,000 MiB of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from sqlalchemy import select
+
+from gpuplace.adapters.kafka import cluster_partitioner, ensure_topics
+from gpuplace.adapters.kube.cluster_api import KubeClusterApi
+from gpuplace.adapters.postgres import migrate
+from gpuplace.adapters.postgres.tables import gpus, pods
+from gpuplace.bootstrap import cluster_api, database
+from gpuplace.cli.pipeline_run import FLEET_LABEL
+from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.contracts import topics
+from gpuplace.contracts.events import PodEvent
+from gpuplace.settings import Settings
+from services.cluster_watcher import app as cluster_watcher
+from services.placement import app as placement
+from tests.integration.conftest import eventually
+from tests.integration.shared_cluster import create_all, delete_quietly, inventory_seen, node_manifest, outcomes
+
+pytestmark = pytest.mark.integration
+RECONCILE_S = 3.0
+
+
+@dataclass
+class Scene:
+    settings: Settings
+    kubeconfig: str
+    api: KubeClusterApi
+    node: str
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace
+
+    def pod(self, name: str, memory: str = "6000Mi") -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": {
+            "gpuplace.io/gpu-memory": memory}}, "spec": {
+            "schedulerName": "gpuplace", "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "registry.local/perception:1",
+                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}
+
+    async def create(self, *names: str, memory: str = "6000Mi") -> None:
+        await create_all([self.api.core.create_namespaced_pod(self.namespace, self.pod(n, memory),
+                                                              _preload_content=False) for n in names])
+
+    async def bound(self, *names: str) -> dict[str, str]:
+        async def all_bound() -> dict[str, str] | None:
+            found = await outcomes(self.api, self.namespace)
+            nodes = {n: found[n].node for n in names if n in found and found[n].node}
+            return nodes if len(nodes) == len(names) else None
+        return await eventually(all_bound, timeout_s=60, what=f"{names} bound")
+
+    async def delete(self, *names: str) -> None:
+        for name in names:
+            await self.api.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+
+        async def gone() -> bool:
+            return not set(names) & set(await outcomes(self.api, self.namespace))
+        await eventually(gone, timeout_s=30, what=f"{names} gone from the apiserver")
+
+    async def gpu_memory_assigned(self) -> int:
+        async with database(self.settings) as uow_factory, uow_factory.engine.connect() as conn:
+            return (await conn.execute(select(gpus.c.memory_assigned_mib).where(
+                gpus.c.cluster == self.settings.cluster, gpus.c.node == self.node))).scalar_one()
+
+    async def states(self) -> dict[str, str]:
+        async with database(self.settings) as uow_factory, uow_factory.engine.connect() as conn:
+            rows = await conn.execute(select(pods.c.name, pods.c.state).where(
+                pods.c.cluster == self.settings.cluster, pods.c.namespace == self.namespace))
+            return dict(rows.all())
+
+    @contextlib.asynccontextmanager
+    async def running(self, *, watcher: bool = True) -> AsyncIterator[None]:
+        """placement (and cluster-watcher) until the block ends; a service that died fails the test."""
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(placement.run(self.settings, stop))]
+        if watcher:
+            tasks.append(asyncio.create_task(cluster_watcher.run(self.settings, stop, kubeconfig=self.kubeconfig)))
+        try:
+            yield
+            for task in tasks:
+                if task.done() and task.exception():
+                    raise RuntimeError("a gpuplace service stopped") from task.exception()
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.fixture
+async def scene(kafka_bootstrap: str, database_url: str) -> AsyncIterator[Scene]:
+    run = uuid.uuid4().hex[:6]
+    kubeconfig = next(iter(cluster_kubeconfigs().values()))
+    cluster, namespace, node = f"east-{run}", f"gpuplace-trust-{run}", f"trust-{run}"
+    settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
+                        kubeconfigs={cluster: kubeconfig}, topic_suffix=f".trust-{run}", namespace=namespace,
+                        node_label_selector=f"{FLEET_LABEL}={run}", reconcile_interval_s=RECONCILE_S,
+                        defrag_enabled=False)
+    await migrate.upgrade_async(database_url)
+    await ensure_topics(kafka_bootstrap, [settings.topic(t) for t in topics.ALL_TOPICS])
+    async with cluster_api(kubeconfig) as api:
+        await create_all([api.core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False),
+                          api.core.create_node(node_manifest(node, run, gpus=1), _preload_content=False)])
+        try:
+            yield Scene(settings, kubeconfig, api, node)
+        finally:
+            await delete_quietly(api.core.delete_namespace(namespace), api.core.delete_node(node))
+
+
+async def test_pods_deleted_while_cluster_watcher_was_down_are_released_when_placement_restarts(scene: Scene):
+    async with scene.running():
+        await inventory_seen(scene.settings, 1)
+        await scene.create("slam-0", "slam-1")
+        await scene.bound("slam-0", "slam-1")
+        await eventually(lambda: _equals(scene.gpu_memory_assigned(), 12000), timeout_s=20, what="12,000 MiB held")
+    await scene.delete("slam-0", "slam-1")  # nothing watches: no deleted event will ever be sent
+    async with scene.running():
+        await eventually(lambda: _equals(scene.gpu_memory_assigned(), 0), timeout_s=30,
+                         what="the GPU memory of the pods deleted meanwhile given back")
+        assert await scene.states() == {"slam-0": "deleted", "slam-1": "deleted"}
+
+
+async def test_a_pod_deleted_while_only_placement_runs_is_released_by_the_periodic_reconciliation(scene: Scene):
+    async with scene.running():
+        await inventory_seen(scene.settings, 1)
+        await scene.create("slam-0")
+        await scene.bound("slam-0")
+    async with scene.running(watcher=False):
+        await eventually(lambda: _equals(scene.gpu_memory_assigned(), 6000), timeout_s=20, what="6,000 MiB held")
+        await asyncio.sleep(RECONCILE_S)  # the reconciliation on taking the cluster has run: the pod still ran
+        assert await scene.gpu_memory_assigned() == 6000
+        await scene.delete("slam-0")
+        await eventually(lambda: _equals(scene.gpu_memory_assigned(), 0), timeout_s=4 * RECONCILE_S,
+                         what="the periodic reconciliation to give the memory back")
+
+
+async def test_a_forged_deletion_of_a_running_pod_is_dead_lettered_and_its_gpu_stays_taken(scene: Scene):
+    settings = scene.settings
+    letters = AIOKafkaConsumer(settings.topic(topics.DEADLETTER), bootstrap_servers=settings.kafka_bootstrap,
+                               auto_offset_reset="earliest", group_id=None)
+    forger = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, partitioner=cluster_partitioner)
+    await letters.start()
+    await forger.start()
+    try:
+        async with scene.running():
+            await inventory_seen(settings, 1)
+            await scene.create("slam-0")
+            await scene.bound("slam-0")
+            live = await scene.api.read_pod(scene.namespace, "slam-0")
+            forged = PodEvent(cluster=settings.cluster, kind="deleted", namespace=scene.namespace, name="slam-0",
+                              uid=live["metadata"]["uid"])
+            await forger.send_and_wait(settings.topic(topics.PODS), forged.model_dump_json(by_alias=True).encode(),
+                                       key=forged.kafka_key(), headers=[("content-type", b"application/json")])
+            letter = json.loads((await asyncio.wait_for(letters.getone(), 30)).value)
+            assert letter["reason"].startswith(f"rejected: pod {scene.namespace}/slam-0"), letter["reason"]
+            assert "still runs on the apiserver" in letter["reason"]
+            assert await scene.states() == {"slam-0": "bound"} and await scene.gpu_memory_assigned() == 6000
+
+            await scene.create("big", memory="12000Mi")  # 6,000 + 12,000 > 16,384: must wait, not over-commit
+            await eventually(lambda: _state_is(scene, "big", "unschedulable"), timeout_s=30, what="big to wait")
+            assert await scene.gpu_memory_assigned() == 6000
+            assert (await outcomes(scene.api, scene.namespace))["big"].node is None
+    finally:
+        await letters.stop()
+        await forger.stop()
+
+
+async def _equals(value: Any, expected: Any) -> bool:
+    return (await value) == expected
+
+
+async def _state_is(scene: Scene, name: str, state: str) -> bool:
+    return (await scene.states()).get(name) == state
