@@ -19,7 +19,8 @@ def group_id(settings: Settings, service: str) -> str:
 def wire(broker: KafkaBroker, settings: Settings, service: str, routes: list[Route],
          listener: ConsumerRebalanceListener | None = None, partitions: int | None = None) -> None:
     subscribe(broker, routes, group_id=group_id(settings, service), consumer=service, suffix=settings.topic_suffix,
-              listener=listener, attempts=settings.handler_attempts, partitions=partitions)
+              listener=listener, attempts=settings.handler_attempts, partitions=partitions,
+              instance_id=settings.instance_id)
 
 
 async def run_broker(broker: KafkaBroker, stop: asyncio.Event) -> None:

@@ -1,19 +1,53 @@
-"""How every service process runs: logging, a stop event wired to SIGINT/SIGTERM, clean shutdown."""
+"""How every service process runs: logging, a stop event wired to SIGINT/SIGTERM, clean shutdown, and a service
+that outlives an outage of Kafka, PostgreSQL or an apiserver.
+
+A service whose dependencies are away (at start, or long enough mid-run that a client gives up) fails with a
+transient error (adapters.kafka.is_transient). Exiting would leave the restart to the orchestrator's
+CrashLoopBackOff, whose pauses grow to five minutes, and a whole consumer-group rebalance on each restart; so
+`keep_running` starts the service again in process after a growing pause (0.5 s doubling to 30 s, one warning
+line per try). Anything else (bad settings, a bug) still ends the process.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
 
+from gpuplace.adapters.kafka import is_transient
 from gpuplace.settings import Settings
 
 ServiceMain = Callable[[Settings, asyncio.Event], Awaitable[None]]
+log = logging.getLogger(__name__)
+HEALTHY_RUN_S = 60.0  # a run this long before failing starts the pauses over
 
 
 def configure_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+async def keep_running(main: ServiceMain, settings: Settings, stop: asyncio.Event, *,
+                       max_pause_s: float = 30.0) -> None:
+    """Run `main` until `stop`; start it again after a growing pause when it fails with a transient error."""
+    loop = asyncio.get_running_loop()
+    failures = 0
+    name = getattr(main, "__module__", repr(main))
+    while not stop.is_set():
+        started = loop.time()
+        try:
+            await main(settings, stop)
+            return
+        except Exception as exc:
+            if stop.is_set() or not is_transient(exc):
+                raise
+            failures = 1 if loop.time() - started > HEALTHY_RUN_S else failures + 1
+            pause = min(0.5 * 2 ** (failures - 1), max_pause_s)
+            log.warning("%s: a dependency is unreachable (%s: %s); starting again in %.1f s (try %d)", name,
+                        type(exc).__name__, exc, pause, failures + 1)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), pause)
 
 
 async def serve(*mains: ServiceMain, settings: Settings) -> None:
@@ -22,9 +56,9 @@ async def serve(*mains: ServiceMain, settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(main(settings, stop)) for main in mains]
+    tasks = [asyncio.create_task(keep_running(main, settings, stop)) for main in mains]
     stopper = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
     stop.set()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     stopper.cancel()
@@ -33,4 +67,4 @@ async def serve(*mains: ServiceMain, settings: Settings) -> None:
             raise result
 
 
-__all__ = ["configure_logging", "serve", "ServiceMain"]
+__all__ = ["configure_logging", "keep_running", "serve", "ServiceMain"]

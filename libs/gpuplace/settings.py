@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     defrag_enabled: bool = True
     defrag_min_priority: int = 1
     consumer_group_prefix: str = "gpuplace"
+    # static group membership (KIP-345): a worker restarted with the same id (its pod name: the container restarts
+    # in the same pod) takes its partitions back at once, instead of leaving them unread until the dead member's
+    # session times out and the group rebalances. Unique per worker; unset: dynamic membership.
+    instance_id: str | None = Field(default=None, min_length=1, max_length=200)
     topic_suffix: str = ""  # lets tests share one broker without colliding
     log_level: str = "INFO"
     # poison input: a handler that raises (not a transient outage) is tried this often, then its record is

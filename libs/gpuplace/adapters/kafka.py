@@ -185,7 +185,7 @@ async def _raw_body(msg: StreamMessage[Any]) -> bytes:
 
 def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, consumer: str, suffix: str = "",
               listener: ConsumerRebalanceListener | None = None, attempts: int = 3,
-              backoff_s: float = 0.2, partitions: int | None = None) -> None:
+              backoff_s: float = 0.2, partitions: int | None = None, instance_id: str | None = None) -> None:
     """One consumer in `group_id` for every route's topic: typed events to its handler, malformed records to
     the dead-letter topic. `listener` hears which partitions this member gains and loses. A handler that
     raises is tried `attempts` times (pausing `backoff_s`, doubling) before its record is dead-lettered,
@@ -193,14 +193,17 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
 
     With `partitions` (the topics' count, for topics keyed by cluster) a record on another partition than its
     cluster's is refused: written there by hand or by a wrong partitioner, it would reach a worker that does
-    not own the cluster, and two workers would write one cluster's state."""
+    not own the cluster, and two workers would write one cluster's state.
+
+    `instance_id` makes the member static (KIP-345, `group.instance.id`): restarted with the same id, it gets its
+    partitions back without a rebalance and without waiting out the killed member's session."""
     by_topic = {route.topic + suffix: route for route in routes}
     home: dict[str, int] = {}  # cluster -> its partition, memoised (murmur2 in Python)
     outage = {"failures": 0}  # consecutive transient failures, for the pause before the next read
 
     @broker.subscriber(*by_topic, group_id=group_id, ack_policy=AckPolicy.NACK_ON_ERROR,
                        partition_assignment_strategy=(RangePartitionAssignor,), listener=listener,
-                       auto_offset_reset="earliest", decoder=_raw_body,
+                       auto_offset_reset="earliest", decoder=_raw_body, group_instance_id=instance_id,
                        title=f"{consumer}:{'+'.join(r.topic for r in routes)}",
                        description="; ".join(f"{r.topic}: {r.model.__name__}" for r in routes))
     async def _on_record(msg: KafkaMessage) -> None:
