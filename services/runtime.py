@@ -24,8 +24,35 @@ log = logging.getLogger(__name__)
 HEALTHY_RUN_S = 60.0  # a run this long before failing starts the pauses over
 
 
+class RepeatLimiter(logging.Filter):
+    """At most one line per logger and message template every `interval_s` from the client libraries named by
+    `prefixes`: during a Kafka outage aiokafka logs each reconnect attempt (every retry_backoff_ms, per client),
+    tens of lines a second that bury the one line saying why. The next line that passes says how many it hid."""
+
+    def __init__(self, prefixes: tuple[str, ...] = ("aiokafka",), interval_s: float = 10.0) -> None:
+        super().__init__()
+        self._prefixes, self._interval_s = prefixes, interval_s
+        self._last: dict[tuple[str, object], float] = {}
+        self._hidden: dict[tuple[str, object], int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(self._prefixes):
+            return True
+        key = (record.name, record.msg)
+        last = self._last.get(key)
+        if last is not None and record.created - last < self._interval_s:
+            self._hidden[key] = self._hidden.get(key, 0) + 1
+            return False
+        self._last[key] = record.created
+        if hidden := self._hidden.pop(key, 0):
+            record.msg, record.args = f"{record.getMessage()} ({hidden} like it hidden)", None
+        return True
+
+
 def configure_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RepeatLimiter())
 
 
 async def keep_running(main: ServiceMain, settings: Settings, stop: asyncio.Event, *,
@@ -67,4 +94,4 @@ async def serve(*mains: ServiceMain, settings: Settings) -> None:
             raise result
 
 
-__all__ = ["configure_logging", "keep_running", "serve", "ServiceMain"]
+__all__ = ["RepeatLimiter", "configure_logging", "keep_running", "serve", "ServiceMain"]

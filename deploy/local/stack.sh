@@ -7,6 +7,7 @@
 #                               until healthy, write $GPUPLACE_STACK_DIR/env; a second `up` only checks health
 #   stack.sh down               stop every process `up` started (by process group) and delete the runtime dir
 #   stack.sh status             each component up/down (exit status 3 when something is down)
+#   stack.sh restart NAME       stop and start kafka or postgres (fault tests, a changed Kafka configuration)
 #   stack.sh logs [-f] [NAME]   tail the logs (NAME: postgres, kafka, etcd, east, kube-apiserver-west,
 #                               kube-scheduler-east, ...)
 #
@@ -34,11 +35,16 @@ source "$LIB/kube.sh"
 
 write_env() {
   local file=$STACK_DIR/env c
+  umask 077 # it holds the database and Kafka passwords of the local stack
   {
     echo "# Written by deploy/local/stack.sh up. Source it: . $STACK_DIR/env"
     printf 'export GPUPLACE_STACK_DIR=%q\n' "$STACK_DIR"
     printf 'export GPUPLACE_STACK_CLUSTERS=%q\n' "${CLUSTER_LIST[*]}"
     printf 'export GPUPLACE_KAFKA_BOOTSTRAP=%q\n' "127.0.0.1:$KAFKA_PORT"
+    printf 'export GPUPLACE_STACK_KAFKA_SASL_BOOTSTRAP=%q\n' "127.0.0.1:$KAFKA_SASL_PORT"
+    printf 'export GPUPLACE_STACK_KAFKA_SASL_USERNAME=%q\n' "$KAFKA_SASL_USER"
+    printf 'export GPUPLACE_STACK_KAFKA_SASL_PASSWORD=%q\n' "$(kafka_sasl_password)"
+    printf 'export GPUPLACE_STACK_KAFKA_CA_FILE=%q\n' "$PKI_DIR/ca.crt"
     printf 'export GPUPLACE_DATABASE_URL=%q\n' "$(postgres_url)"
     printf 'export KUBECONFIG=%q\n' "$(kubeconfig_of "${CLUSTER_LIST[0]}")"
     for c in "${CLUSTER_LIST[@]}"; do
@@ -130,6 +136,16 @@ cmd_status() {
   return $((down ? 3 : 0))
 }
 
+# cmd_restart NAME: stop one component by its process group and start it as `up` would (fault tests, the
+# chaos bench, a new Kafka listener configuration).
+cmd_restart() {
+  case ${1:-} in
+    kafka) stop_groups kafka && fetch_kafka && start_kafka && wait_kafka ;;
+    postgres) stop_groups postgres && start_postgres && wait_postgres ;;
+    *) die "restart: name kafka or postgres" ;;
+  esac
+}
+
 cmd_logs() {
   local follow=() pattern='' files=()
   [[ ${1:-} == -f ]] && { follow=(-F); shift; }
@@ -145,6 +161,7 @@ case ${1:-} in
   down) cmd_down ;;
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
+  restart) shift; cmd_restart "$@" ;;
   *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     exit 2

@@ -54,7 +54,7 @@ async def resources(settings: Settings, *, kubeconfigs: dict[str, str] | None = 
     """Everything a service needs, opened together and closed in reverse order."""
     async with contextlib.AsyncExitStack() as stack:
         uow_factory = await stack.enter_async_context(database(settings))
-        broker = make_broker(settings.kafka_bootstrap, client_id=client_id)
+        broker = make_broker(settings.kafka, client_id=client_id)
         apis = {}
         for cluster, path in (kubeconfigs or {}).items():
             apis[cluster] = await stack.enter_async_context(cluster_api(path))

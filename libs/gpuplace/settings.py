@@ -1,19 +1,49 @@
 """Configuration as one validated object, read once at start-up from `GPUPLACE_*` variables.
 
-Secrets (the database password inside `GPUPLACE_DATABASE_URL`) come only from the environment or a
-Kubernetes Secret mounted into it, and never appear in `repr()` or logs: `database_url` is a SecretStr.
+Secrets (the database password inside `GPUPLACE_DATABASE_URL`, `GPUPLACE_KAFKA_PASSWORD`) come only from the
+environment or a Kubernetes Secret mounted into it, and never appear in `repr()` or logs: both are SecretStr.
 """
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, SecretStr
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+KafkaProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+@dataclass(frozen=True)
+class KafkaAccess:
+    """Where Kafka is and how to authenticate to it: what every Kafka client gpuplace opens is built from
+    (adapters/kafka.client_options). The password stays a SecretStr until the client is created."""
+
+    bootstrap: str
+    security_protocol: KafkaProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism = "SCRAM-SHA-512"
+    username: str | None = None
+    password: SecretStr | None = None
+    ca_file: str | None = None  # verify the brokers against this CA (default: the system's)
+    cert_file: str | None = None  # mutual TLS: this client's certificate and key
+    key_file: str | None = None
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GPUPLACE_", extra="ignore")
 
     kafka_bootstrap: str = "127.0.0.1:29092"
+    # Kafka TLS and SASL (KafkaAccess): SASL_SSL in production; the password only from the environment or a
+    # mounted Secret, like the database's
+    kafka_security_protocol: KafkaProtocol = "PLAINTEXT"
+    kafka_sasl_mechanism: SaslMechanism = "SCRAM-SHA-512"
+    kafka_username: str | None = None
+    kafka_password: SecretStr | None = None
+    kafka_ca_file: str | None = None
+    kafka_cert_file: str | None = None
+    kafka_key_file: str | None = None
     database_url: SecretStr = SecretStr("postgresql+asyncpg://gpuplace:gpuplace@127.0.0.1:25432/gpuplace")
     kubeconfig: str | None = Field(default=None, validation_alias=AliasChoices("GPUPLACE_KUBECONFIG", "KUBECONFIG"))
     # cluster name -> kubeconfig path, for a placement worker serving several clusters
@@ -50,6 +80,26 @@ class Settings(BaseSettings):
     dcgm_url: str | None = None
     telemetry_interval_s: float = Field(default=5.0, gt=0)
 
+    @model_validator(mode="after")
+    def _kafka_security_complete(self) -> Settings:
+        protocol = self.kafka_security_protocol
+        if protocol.startswith("SASL_") and not (self.kafka_username and self.kafka_password):
+            raise ValueError(f"GPUPLACE_KAFKA_SECURITY_PROTOCOL={protocol} needs GPUPLACE_KAFKA_USERNAME and "
+                             "GPUPLACE_KAFKA_PASSWORD")
+        if bool(self.kafka_cert_file) != bool(self.kafka_key_file):
+            raise ValueError("GPUPLACE_KAFKA_CERT_FILE and GPUPLACE_KAFKA_KEY_FILE go together (mutual TLS)")
+        tls = self.kafka_ca_file or self.kafka_cert_file
+        if tls and not protocol.endswith("SSL"):
+            raise ValueError(f"Kafka TLS files are set but GPUPLACE_KAFKA_SECURITY_PROTOCOL={protocol} does not "
+                             "use TLS (SSL or SASL_SSL)")
+        return self
+
+    @property
+    def kafka(self) -> KafkaAccess:
+        return KafkaAccess(self.kafka_bootstrap, self.kafka_security_protocol, self.kafka_sasl_mechanism,
+                           self.kafka_username, self.kafka_password, self.kafka_ca_file, self.kafka_cert_file,
+                           self.kafka_key_file)
+
     def cluster_kubeconfigs(self) -> dict[str, str]:
         if self.kubeconfigs:
             return dict(self.kubeconfigs)
@@ -63,4 +113,4 @@ def load() -> Settings:
     return Settings()
 
 
-__all__ = ["Settings", "load"]
+__all__ = ["KafkaAccess", "Settings", "load"]

@@ -27,7 +27,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
     path = kubeconfig or settings.kubeconfig
     if not path:
         raise SystemExit("cluster-watcher needs KUBECONFIG (or GPUPLACE_KUBECONFIG) for its cluster")
-    broker = make_broker(settings.kafka_bootstrap, client_id=f"cluster-watcher-{settings.cluster}")
+    broker = make_broker(settings.kafka, client_id=f"cluster-watcher-{settings.cluster}")
 
     async def publish(topic: str, event: Envelope) -> None:
         try:  # an oversize pod event goes out as a small one carrying request_error (encode_within)
@@ -55,7 +55,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
 
 def asyncapi_app(settings: Settings) -> FastStream:
     """The service's AsyncAPI description: what it publishes."""
-    broker = make_broker(settings.kafka_bootstrap)
+    broker = make_broker(settings.kafka)
     broker.publisher(topics.PODS, schema=PodEvent, title="cluster-watcher:pods", description=PodEvent.__doc__)
     broker.publisher(topics.NODES, schema=NodeEvent, title="cluster-watcher:nodes", description=NodeEvent.__doc__)
     return FastStream(broker, specification=AsyncAPI(title="gpuplace cluster-watcher"))

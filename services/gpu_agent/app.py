@@ -35,7 +35,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         raise SystemExit("gpu-agent needs GPUPLACE_NODE_NAME (the node whose GPUs it reports)")
     nvml = None if settings.dcgm_url else NvmlSource()
     dcgm = DcgmSource(settings.dcgm_url, hostname=settings.node_name) if settings.dcgm_url else None
-    broker = make_broker(settings.kafka_bootstrap, client_id=f"{NAME}-{settings.node_name}", by_cluster=False)
+    broker = make_broker(settings.kafka, client_id=f"{NAME}-{settings.node_name}", by_cluster=False)
     try:
         async with broker:
             await broker.start()

@@ -18,7 +18,7 @@ NAME = "latency-ingest"
 
 async def run(settings: Settings, stop: asyncio.Event) -> None:
     async with database(settings) as uow_factory:
-        broker = make_broker(settings.kafka_bootstrap, client_id=NAME)
+        broker = make_broker(settings.kafka, client_id=NAME)
         handler = functools.partial(ingest_latency, uow_factory, consumer=NAME,
                                     placements_topic=settings.topic(topics.PLACEMENTS))
         wire(broker, settings, NAME, [Route(topics.LATENCY, LatencyWindow, handler)])

@@ -43,7 +43,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         routes = [Route(topics.NODES, NodeEvent, service.on_node), Route(topics.PODS, PodEvent, service.on_pod),
                   Route(topics.PLACEMENTS, PlacementEvent, service.on_placement)]
         try:
-            partitions = await check_copartitioned(settings.kafka_bootstrap, [settings.topic(r.topic) for r in routes])
+            partitions = await check_copartitioned(settings.kafka, [settings.topic(r.topic) for r in routes])
         except ValueError as exc:
             raise SystemExit(f"placement: {exc}") from None
         ownership = ClusterOwnership(service, res.cluster_apis, settings.topic(topics.PODS), partitions)

@@ -18,7 +18,7 @@ NAME = "telemetry-ingest"
 
 async def run(settings: Settings, stop: asyncio.Event) -> None:
     async with database(settings) as uow_factory:
-        broker = make_broker(settings.kafka_bootstrap, client_id=NAME)
+        broker = make_broker(settings.kafka, client_id=NAME)
         handler = functools.partial(ingest_telemetry, uow_factory, consumer=NAME)
         wire(broker, settings, NAME, [Route(topics.TELEMETRY, GpuTelemetry, handler)])
         await run_broker(broker, stop)

@@ -2,10 +2,16 @@
 # Apache Kafka of the local stack (sourced by stack.sh): one KRaft node (broker + controller) on
 # 127.0.0.1:$KAFKA_PORT, run by the machine's Java 17+ from the jars build.sh resolved.
 #
+# A second listener, SASL_SSL on 127.0.0.1:$KAFKA_SASL_PORT, is what production looks like: TLS with a
+# certificate the stack's CA signed (PEM, pki.sh) and SASL/PLAIN user `gpuplace` with a password generated once
+# into $KAFKA_DIR/sasl-password (mode 600). The env file names both, for the tests of gpuplace's Kafka security.
+#
 # Settings for tests: topics auto-created (3 partitions), replication factors 1, no initial rebalance delay,
 # a small offsets topic (fast first group join), a small heap.
 
 KAFKA_DIR=$STACK_DIR/kafka
+KAFKA_SASL_PORT=$((KAFKA_PORT + 2))
+KAFKA_SASL_USER=gpuplace
 
 _java() {
   local java=${JAVA_HOME:+$JAVA_HOME/bin/}java major
@@ -15,17 +21,43 @@ _java() {
   echo "$java"
 }
 
+# kafka_sasl_password: the SASL user's password, generated on first use.
+kafka_sasl_password() {
+  if [[ ! -s $KAFKA_DIR/sasl-password ]]; then
+    mkdir -p "$KAFKA_DIR"
+    (umask 077 && head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$KAFKA_DIR/sasl-password")
+  fi
+  cat "$KAFKA_DIR/sasl-password"
+}
+
+# _kafka_tls: the broker's PEM key store (key, then certificate) for the SASL_SSL listener.
+_kafka_tls() {
+  [[ -s $KAFKA_DIR/broker.pem ]] && return
+  [[ -s $PKI_DIR/kafka.crt ]] || _sign kafka "/CN=kafka" \
+    "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment"
+  (umask 077 && cat "$PKI_DIR/kafka.key" "$PKI_DIR/kafka.crt" >"$KAFKA_DIR/broker.pem")
+}
+
 _kafka_write_config() {
   mkdir -p "$KAFKA_DIR/data"
-  cat >"$KAFKA_DIR/server.properties" <<PROPS
+  _kafka_tls
+  local password
+  password=$(kafka_sasl_password)
+  touch "$KAFKA_DIR/server.properties" && chmod 600 "$KAFKA_DIR/server.properties"
+  (cat >"$KAFKA_DIR/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+  username="$KAFKA_SASL_USER" password="$password" user_$KAFKA_SASL_USER="$password";
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$KAFKA_DIR/broker.pem
 log.dirs=$KAFKA_DIR/data
 auto.create.topics.enable=true
 num.partitions=3
@@ -38,6 +70,7 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 PROPS
+  )
   cat >"$KAFKA_DIR/log4j2.properties" <<'PROPS'
 status = warn
 appender.console.type = Console
@@ -59,6 +92,7 @@ start_kafka() {
   already_running kafka _kafka_started && return
   claim_port kafka "$KAFKA_PORT"
   claim_port kafka "$KAFKA_CONTROLLER_PORT"
+  claim_port kafka "$KAFKA_SASL_PORT"
   _kafka_write_config
   local jvm=(-Xms256m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true
     "-Dlog4j2.configurationFile=$KAFKA_DIR/log4j2.properties" -cp "$KAFKA_LIB/*")

@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,17 +58,20 @@ import asyncpg
 from aiokafka import ConsumerRebalanceListener
 from aiokafka import errors as kafka_errors
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.helpers import create_ssl_context
 from aiokafka.partitioner import DefaultPartitioner
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from faststream.message import StreamMessage
+from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLScram512
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import exc as sa_exc
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import DeadLetter
 from gpuplace.contracts.rejected import Rejected
+from gpuplace.settings import KafkaAccess
 
 log = logging.getLogger(__name__)
 _CLUSTER_KEY = re.compile(rb"^([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)/")
@@ -94,13 +99,81 @@ def partition_of(cluster: str, partitions: int) -> int:
     return cluster_partitioner(f"{cluster}/".encode(), list(range(partitions)), [])
 
 
-def make_broker(bootstrap: str, *, client_id: str = "gpuplace", by_cluster: bool = True) -> KafkaBroker:
+Kafka = KafkaAccess | str  # a bare bootstrap list means PLAINTEXT (the local stack, tests)
+
+
+def _access(kafka: Kafka) -> KafkaAccess:
+    return KafkaAccess(kafka) if isinstance(kafka, str) else kafka
+
+
+def _ssl_context(access: KafkaAccess) -> ssl.SSLContext:
+    """Verify the brokers (against `ca_file`, else the system's CAs) and, for mutual TLS, present a certificate."""
+    for path in (access.ca_file, access.cert_file, access.key_file):
+        if path and not os.path.isfile(path):
+            raise ValueError(f"Kafka TLS file {path} does not exist")
+    return create_ssl_context(cafile=access.ca_file, certfile=access.cert_file, keyfile=access.key_file)
+
+
+class _Redact(logging.Filter):
+    """aiokafka logs every request at DEBUG (`aiokafka.conn`), the SASL/PLAIN handshake's included, whose bytes
+    carry the password: with GPUPLACE_LOG_LEVEL=DEBUG it would reach the logs. This filter, on that logger
+    itself (so it holds whatever handlers the process has), writes *** in place of each password in use."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if any(secret in message for secret in self.secrets):
+            for secret in self.secrets:
+                message = message.replace(secret, "***")
+            record.msg, record.args = message, None
+        return True
+
+
+_REDACT = _Redact()
+
+
+def _password(access: KafkaAccess) -> str:
+    """The SASL password, registered for redaction from aiokafka's request logs before any client sends it."""
+    password = access.password.get_secret_value() if access.password else ""
+    if password and password not in _REDACT.secrets:
+        _REDACT.secrets.add(password)
+        logging.getLogger("aiokafka.conn").addFilter(_REDACT)  # adding the same filter twice keeps one
+    return password
+
+
+def client_options(kafka: Kafka) -> dict[str, Any]:
+    """aiokafka keyword arguments (bootstrap, TLS, SASL) for any client: admin, producer, consumer."""
+    access = _access(kafka)
+    options: dict[str, Any] = {"bootstrap_servers": access.bootstrap, "security_protocol": access.security_protocol}
+    if access.security_protocol.endswith("SSL"):
+        options["ssl_context"] = _ssl_context(access)
+    if access.security_protocol.startswith("SASL_"):
+        options.update(sasl_mechanism=access.sasl_mechanism, sasl_plain_username=access.username,
+                       sasl_plain_password=_password(access))
+    return options
+
+
+def _security(access: KafkaAccess) -> BaseSecurity | None:
+    """The same settings in FastStream's terms (https://faststream.ag2.ai/latest/kafka/security/)."""
+    tls = access.security_protocol.endswith("SSL")
+    context = _ssl_context(access) if tls else None
+    if not access.security_protocol.startswith("SASL_"):
+        return BaseSecurity(ssl_context=context, use_ssl=True) if tls else None
+    sasl = {"PLAIN": SASLPlaintext, "SCRAM-SHA-256": SASLScram256, "SCRAM-SHA-512": SASLScram512}
+    return sasl[access.sasl_mechanism](access.username or "", _password(access), ssl_context=context, use_ssl=tls)
+
+
+def make_broker(kafka: Kafka, *, client_id: str = "gpuplace", by_cluster: bool = True) -> KafkaBroker:
     """A broker whose producer sends every record of a cluster to one partition (what placement needs of the
     pods, nodes and placements topics), or with `by_cluster=False` spreads them by the whole key: telemetry,
     read by stateless ingest workers, should not funnel a large cluster's GPUs through one partition."""
+    access = _access(kafka)
     partitioner = cluster_partitioner if by_cluster else _HASH
-    return KafkaBroker(bootstrap, client_id=client_id, enable_idempotence=True, partitioner=partitioner,
-                       logger=log, log_level=logging.DEBUG)
+    return KafkaBroker(access.bootstrap, client_id=client_id, enable_idempotence=True, partitioner=partitioner,
+                       security=_security(access), logger=log, log_level=logging.DEBUG)
 
 
 def validation_reason(exc: ValidationError) -> str:
@@ -253,13 +326,13 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
                 return
 
 
-async def check_copartitioned(bootstrap: str, names: Sequence[str]) -> int | None:
+async def check_copartitioned(kafka: Kafka, names: Sequence[str]) -> int | None:
     """Refuse to consume `names` together unless the existing ones have one partition count: otherwise a
     cluster's pods and nodes land on partitions that two different workers own. Topics not created yet are
     skipped (the broker creates them with its one default count). Returns the count, None if none exists."""
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**client_options(kafka))
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -274,7 +347,7 @@ async def check_copartitioned(bootstrap: str, names: Sequence[str]) -> int | Non
     return next(iter(counts.values()), None)
 
 
-async def ensure_topics(bootstrap: str, names: list[str], *, partitions: int = 4) -> None:
+async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4) -> None:
     """Create missing topics up front (keyed by cluster, so partitions spread clusters over workers).
 
     Brokers may auto-create topics, but a consumer that subscribes first only sees "topic not found"
@@ -282,7 +355,7 @@ async def ensure_topics(bootstrap: str, names: list[str], *, partitions: int = 4
     """
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**client_options(kafka))
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -293,5 +366,5 @@ async def ensure_topics(bootstrap: str, names: list[str], *, partitions: int = 4
         await admin.close()
 
 
-__all__ = ["Route", "cluster_partitioner", "partition_of", "make_broker", "subscribe", "dead_letter",
-           "validation_reason", "is_transient", "check_copartitioned", "ensure_topics"]
+__all__ = ["Kafka", "client_options", "Route", "cluster_partitioner", "partition_of", "make_broker", "subscribe",
+           "dead_letter", "validation_reason", "is_transient", "check_copartitioned", "ensure_topics"]

@@ -159,31 +159,25 @@ class Supervisor:
 
 
 # -- Kafka and PostgreSQL ---------------------------------------------------------------------------------------
-# The stack's own shell functions stop a component by its recorded process group and start it as `stack.sh up`
-# would (deploy/local/lib): the bench never guesses at process names or ports.
-_RESTART = {
-    "kafka": "stop_groups kafka; fetch_kafka; start_kafka; wait_kafka",
-    "postgres": "stop_groups postgres; start_postgres; wait_postgres",
-}
-STACK_LIBS = ("common.sh", "build.sh", "postgres.sh", "kafka.sh")
+# `stack.sh restart NAME` stops a component by its recorded process group and starts it as `stack.sh up` would:
+# the bench never guesses at process names or ports.
 
 
-def stack_lib_dir() -> Path:
-    """deploy/local/lib of the checkout gpuplace runs from (an editable install: libs/gpuplace -> repo root)."""
-    return Path(gpuplace.__file__).resolve().parents[2] / "deploy" / "local" / "lib"
+def stack_script() -> Path:
+    """deploy/local/stack.sh of the checkout gpuplace runs from (an editable install: libs/gpuplace -> repo root)."""
+    return Path(gpuplace.__file__).resolve().parents[2] / "deploy" / "local" / "stack.sh"
 
 
 async def restart_component(name: str, log: Path, timeout_s: float = 240.0) -> float:
     """Stop and start one stack component (kafka, postgres); the seconds it was away. Raises if it failed."""
-    lib = stack_lib_dir()
-    if not (lib / "common.sh").exists():
-        raise FileNotFoundError(f"no local stack scripts at {lib}: Kafka/PostgreSQL restarts need a checkout")
-    script = "set -euo pipefail; " + "; ".join(f"source {lib / f}" for f in STACK_LIBS) + "; " + _RESTART[name]
+    script = stack_script()
+    if not script.exists():
+        raise FileNotFoundError(f"no local stack script at {script}: Kafka/PostgreSQL restarts need a checkout")
     env = {**os.environ, "GPUPLACE_STACK_DIR": str(stack_env.stack_dir())}
     started = time.monotonic()
     with log.open("ab") as out:
-        proc = await asyncio.create_subprocess_exec("bash", "-c", script, stdout=out, stderr=subprocess.STDOUT,
-                                                    stdin=subprocess.DEVNULL, env=env)
+        proc = await asyncio.create_subprocess_exec("bash", str(script), "restart", name, stdout=out,
+                                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         try:
             code = await asyncio.wait_for(proc.wait(), timeout_s)
         except TimeoutError:
@@ -195,4 +189,4 @@ async def restart_component(name: str, log: Path, timeout_s: float = 240.0) -> f
 
 
 __all__ = ["ExitRecord", "ServiceProcess", "Supervisor", "service_argv", "service_env", "restart_component",
-           "stack_lib_dir"]
+           "stack_script"]

@@ -54,6 +54,7 @@ CANARY_NAMESPACE = "chaos-canary"  # canary pods exist only as events: nothing i
 CANARY_ERROR = "chaos canary: a pod event that only proves its partition is read; never placed"
 # Which services a kill picks, by weight: placement holds the state worth corrupting; watchers split their share.
 KILL_WEIGHTS = {"placement": 2.0, "cluster-watcher": 1.0}
+RECONCILE_S = 15.0  # placement's reconciliation interval in the run (GPUPLACE_RECONCILE_INTERVAL_S)
 CONSUMERS = {"placement": (topics.PODS, topics.NODES, topics.PLACEMENTS), "telemetry-ingest": (topics.TELEMETRY,),
              "latency-ingest": (topics.LATENCY,)}
 
@@ -111,6 +112,7 @@ class ChaosResult:
         slow_canary = max(self.canaries["slowest_s_by_cluster"].values(), default=0.0)
         return {
             "no pod lost": self.pods["lost"] == 0,
+            "nothing held for pods gone": self.info["allocations_of_gone_pods"] == 0,
             "no pod bound twice": self.bound_twice == 0 and not self.node_mismatch,
             "no GPU over-committed": not any(self.gpus_overcommitted.values()),
             "every fuzz record dead-lettered": self.fuzz["dead_lettered"] == self.fuzz["sent"],
@@ -188,12 +190,17 @@ class ChaosRun:
             "GPUPLACE_NODE_LABEL_SELECTOR": f"{FLEET_LABEL}={self.config.run_id}",
             "GPUPLACE_CONSUMER_GROUP_PREFIX": "gpuplace-chaos", "GPUPLACE_POLICY": self.layout.policy,
             "GPUPLACE_SCHEDULER_NAME": self.settings.scheduler_name, "GPUPLACE_LOG_LEVEL": "INFO",
+            # deletions a killed cluster-watcher missed are found by placement's reconciliation, on its restart
+            # and this often: the settle phase waits for it
+            "GPUPLACE_RECONCILE_INTERVAL_S": str(RECONCILE_S),
         }
         first = next(iter(self.clusters))
 
         def process(label: str, service: str, **extra: str) -> ServiceProcess:
             log_path = self.run_dir / f"{label.replace(':', '-')}.log"
-            return ServiceProcess(label, service, service_env({**common, **extra}), log_path)
+            # a static group member per process, as a pod name would be: a restart takes its partitions back
+            instance = {"GPUPLACE_INSTANCE_ID": f"{label.replace(':', '-')}-{self.config.run_id}"}
+            return ServiceProcess(label, service, service_env({**common, **instance, **extra}), log_path)
 
         found = [process("placement", "placement", GPUPLACE_CLUSTER=first,
                          GPUPLACE_KUBECONFIGS=json.dumps(kubeconfigs))]
@@ -352,7 +359,8 @@ class ChaosRun:
     async def _progress_state(self, apis: dict[str, Any], uow_factory: Any) -> tuple[int, int, int]:
         api_pods = await self._api_pods(apis)
         db = await self._db_pods(uow_factory)
-        undone = len(_lost(api_pods, db))
+        live = {(c, p["metadata"]["uid"]) for c, items in api_pods.items() for p in items}
+        undone = len(_lost(api_pods, db)) + (await self._accounting(uow_factory, live))["allocations_of_gone_pods"]
         canaries = len(await self._canary_rows(uow_factory))
         letters = sum(1 for sha in self.fuzz_sent if sha in self.tap.copies)
         return undone, canaries, letters

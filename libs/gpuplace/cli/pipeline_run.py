@@ -142,7 +142,7 @@ class PipelineRun:
     async def run(self, *, before_submit: Hook | None = None) -> RunResult:
         """Fleet up, services up, inventory seen, [hook], pods submitted, settled, measured, cleaned up."""
         await migrate.upgrade_async(self.settings.database_url.get_secret_value())
-        await ensure_topics(self.settings.kafka_bootstrap, [t + self.suffix for t in topics.ALL_TOPICS])
+        await ensure_topics(self.settings.kafka, [t + self.suffix for t in topics.ALL_TOPICS])
         stop = asyncio.Event()
         started = time.monotonic()
         tasks: list[asyncio.Task[None]] = []

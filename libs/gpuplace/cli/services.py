@@ -47,7 +47,7 @@ def up() -> None:
     settings = Settings()
     runtime.configure_logging(settings.log_level)
     migrations.upgrade(settings.database_url.get_secret_value())
-    asyncio.run(ensure_topics(settings.kafka_bootstrap, [settings.topic(t) for t in topics.ALL_TOPICS]))
+    asyncio.run(ensure_topics(settings.kafka, [settings.topic(t) for t in topics.ALL_TOPICS]))
     asyncio.run(runtime.serve(*(SERVICES[n] for n in UP), settings=settings))
 
 
@@ -59,7 +59,7 @@ def migrate(revision: str = typer.Argument("head", help="Alembic revision to upg
 
 def asyncapi_document() -> dict:
     """One AsyncAPI 3 document for every topic gpuplace reads or writes, generated from the contracts."""
-    broker = make_broker(Settings().kafka_bootstrap)
+    broker = make_broker(Settings().kafka)
     for topic in topics.ALL_TOPICS:
         model = TOPIC_MODELS[topic]
         broker.publisher(topic, schema=model, title=topic, description=(model.__doc__ or "").strip())

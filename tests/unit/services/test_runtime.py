@@ -1,0 +1,50 @@
+"""The process runtime: client-library log floods are limited, a transient failure restarts the service in
+process, anything else ends it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from aiokafka.errors import KafkaConnectionError
+
+from gpuplace.settings import Settings
+from services import runtime
+
+
+def _record(name: str, msg: str, created: float, *args: object) -> logging.LogRecord:
+    record = logging.LogRecord(name, logging.ERROR, __file__, 1, msg, args, None)
+    record.created = created
+    return record
+
+
+def test_repeated_client_library_lines_pass_once_per_interval_and_say_how_many_were_hidden():
+    limiter = runtime.RepeatLimiter(interval_s=10.0)
+    template = "Unable connect to node with id %s: %s"
+    passed = [limiter.filter(_record("aiokafka", template, t / 10, 1, "refused")) for t in range(200)]
+    assert sum(passed) == 2  # at 0 s and at 10 s, of 200 lines in 20 s
+    late = _record("aiokafka", template, 20.0, 1, "refused")
+    assert limiter.filter(late) and late.getMessage() == "Unable connect to node with id 1: refused (99 like it hidden)"
+    assert all(limiter.filter(_record("gpuplace.placement", "x", t / 10)) for t in range(50))  # ours: untouched
+
+
+async def test_a_transient_failure_starts_the_service_again_and_a_bug_ends_it(monkeypatch):
+    monkeypatch.setattr(runtime, "HEALTHY_RUN_S", 60.0)
+    runs: list[int] = []
+    stop = asyncio.Event()
+
+    async def flaky(settings: Settings, stop_event: asyncio.Event) -> None:
+        runs.append(1)
+        if len(runs) < 3:
+            raise KafkaConnectionError("Unable to bootstrap")
+        stop_event.set()
+
+    await asyncio.wait_for(runtime.keep_running(flaky, Settings(), stop, max_pause_s=0.01), 5)
+    assert len(runs) == 3
+
+    async def broken(settings: Settings, stop_event: asyncio.Event) -> None:
+        raise KeyError("a bug")
+
+    with pytest.raises(KeyError):
+        await runtime.keep_running(broken, Settings(), asyncio.Event())

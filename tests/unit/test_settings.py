@@ -1,0 +1,38 @@
+"""Settings refuse an incomplete Kafka security configuration at start-up, with the variable to set, and keep
+the Kafka password out of repr() like the database's."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from gpuplace.adapters.kafka import client_options
+from gpuplace.settings import Settings
+
+
+def test_sasl_without_credentials_names_the_missing_variables():
+    with pytest.raises(ValidationError, match="needs GPUPLACE_KAFKA_USERNAME and GPUPLACE_KAFKA_PASSWORD"):
+        Settings(kafka_security_protocol="SASL_SSL")
+
+
+def test_tls_files_without_a_tls_protocol_are_refused():
+    with pytest.raises(ValidationError, match="does not use TLS"):
+        Settings(kafka_ca_file="/etc/ssl/ca.crt")
+    with pytest.raises(ValidationError, match="go together"):
+        Settings(kafka_security_protocol="SSL", kafka_cert_file="/etc/ssl/client.crt")
+
+
+def test_the_kafka_password_is_never_in_the_settings_repr_and_reaches_only_the_client():
+    settings = Settings(kafka_security_protocol="SASL_PLAINTEXT", kafka_sasl_mechanism="SCRAM-SHA-256",
+                        kafka_username="gpuplace", kafka_password="s3cret-Kafka")
+    assert "s3cret-Kafka" not in repr(settings) and "s3cret-Kafka" not in repr(settings.kafka)
+    options = client_options(settings.kafka)
+    assert options == {"bootstrap_servers": "127.0.0.1:29092", "security_protocol": "SASL_PLAINTEXT",
+                       "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "gpuplace",
+                       "sasl_plain_password": "s3cret-Kafka"}
+
+
+def test_a_missing_ca_file_is_named():
+    settings = Settings(kafka_security_protocol="SSL", kafka_ca_file="/nonexistent/ca.crt")
+    with pytest.raises(ValueError, match="/nonexistent/ca.crt does not exist"):
+        client_options(settings.kafka)
