@@ -34,11 +34,12 @@ from gpuplace.contracts.rejected import Rejected
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
-from gpuplace.usecases import feedback, latency_learning, reconcile
+from gpuplace.usecases import feedback, latency_learning
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
 from gpuplace.usecases.ports import GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.reconcile import TRACKED, Drift, confirmed_gone, find_drift
 
 log = logging.getLogger(__name__)
 CONSUMER = "placement"
@@ -175,16 +176,16 @@ class PlacementService:
         """A deletion frees GPUs the next pod takes at once, so it is applied only when the apiserver agrees the
         pod holds nothing: a `deleted` event for a pod still running (forged on the broker, or a bug upstream)
         is refused, never trusted (issue 20: one forged event put 24,576 MiB on a 16,384 MiB GPU)."""
-        if not await reconcile.confirmed_gone(self._apis[event.cluster], event.namespace, event.name, event.uid):
+        if not await confirmed_gone(self._apis[event.cluster], event.namespace, event.name, event.uid):
             raise Rejected(f"pod {event.namespace}/{event.name} (uid {event.uid}) still runs on the apiserver: "
                            "its deletion is not applied")
 
-    async def reconcile(self, cluster: str) -> reconcile.Drift:
+    async def reconcile(self, cluster: str) -> Drift:
         """Apply what the event stream missed in `cluster` (usecases/reconcile): pods gone are released as a
         deletion releases them, pods bound elsewhere are charged where they run."""
         async with self._uow_factory() as uow:
-            rows = await uow.state.pods_in_state(cluster, reconcile.TRACKED)
-        drift = await reconcile.find_drift(self._apis[cluster], rows)
+            rows = await uow.state.pods_in_state(cluster, TRACKED)
+        drift = await find_drift(self._apis[cluster], rows)
         if not drift:
             return drift
         log.warning("reconciling %s with its apiserver: %s", cluster, drift.summary())
