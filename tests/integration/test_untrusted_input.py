@@ -1,9 +1,11 @@
-"""Deletions the event stream misses or invents, on the real stack (issue 20, cases 1 and 5).
+"""Input the event stream misses, invents or cannot carry, on the real stack (issue 20, cases 1, 4 and 5).
 
 - Pods deleted while cluster-watcher is down are never sent as deleted: placement finds them by reconciling
   PostgreSQL with the apiserver, on restart and periodically, and gives their GPU memory back.
 - A forged `deleted` event for a running pod (the broker is reachable by anyone who can write to it) is refused
   and dead-lettered: the pod keeps its GPU memory and the next pod cannot over-commit the GPU.
+- A pod whose event would be over Kafka's 1 MB limit (a 200 KB annotation of characters JSON escapes six-fold)
+  is published as a small event saying so, and reported invalid; cluster-watcher goes on (it crash-looped).
 
 One KWOK node with one 16,384 MiB GPU; each gpuplace pod asks for 6,000 MiB of it.
 """
@@ -52,15 +54,15 @@ class Scene:
     def namespace(self) -> str:
         return self.settings.namespace
 
-    def pod(self, name: str, memory: str = "6000Mi") -> dict[str, Any]:
+    def pod(self, name: str, memory: str = "6000Mi", **annotations: str) -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": {
-            "gpuplace.io/gpu-memory": memory}}, "spec": {
+            "gpuplace.io/gpu-memory": memory, **annotations}}, "spec": {
             "schedulerName": "gpuplace", "terminationGracePeriodSeconds": 0,
             "containers": [{"name": "c", "image": "registry.local/perception:1",
                             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}
 
-    async def create(self, *names: str, memory: str = "6000Mi") -> None:
-        await create_all([self.api.core.create_namespaced_pod(self.namespace, self.pod(n, memory),
+    async def create(self, *names: str, memory: str = "6000Mi", **annotations: str) -> None:
+        await create_all([self.api.core.create_namespaced_pod(self.namespace, self.pod(n, memory, **annotations),
                                                               _preload_content=False) for n in names])
 
     async def bound(self, *names: str) -> dict[str, str]:
@@ -190,3 +192,17 @@ async def _equals(value: Any, expected: Any) -> bool:
 
 async def _state_is(scene: Scene, name: str, state: str) -> bool:
     return (await scene.states()).get(name) == state
+
+
+async def test_a_pod_whose_event_is_over_the_size_limit_is_reported_and_the_watcher_goes_on(scene: Scene):
+    async with scene.running():
+        await inventory_seen(scene.settings, 1)
+        # 200,000 control characters: 200 KB in the apiserver (its annotation limit is 256 KiB), 1.2 MB as JSON
+        await scene.create("huge", **{"gpuplace.io/workload": "\x01" * 200_000})
+        await scene.create("after")
+        await scene.bound("after")
+        await eventually(lambda: _state_is(scene, "huge", "invalid"), timeout_s=30, what="huge reported invalid")
+        async with database(scene.settings) as uow_factory, uow_factory.engine.connect() as conn:
+            reason = (await conn.execute(select(pods.c.reason).where(
+                pods.c.cluster == scene.settings.cluster, pods.c.name == "huge"))).scalar_one()
+        assert "exceeds the 900000-byte event limit" in reason, reason
