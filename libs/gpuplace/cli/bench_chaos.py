@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import platform
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from rich.table import Table
 from gpuplace.cli import bench, stack_env
 from gpuplace.cli.chaos_run import ChaosConfig, ChaosResult, ChaosRun
 from gpuplace.cli.demo import settings_from_stack
+from services import runtime
 
 DEFAULT_OUT = Path("bench/results/chaos.md")
 
@@ -48,8 +48,7 @@ def bench_chaos(
     kubeconfigs = stack_env.cluster_kubeconfigs()
     if not kubeconfigs:
         raise typer.BadParameter("no cluster found: run `deploy/local/stack.sh up` first")
-    logging.basicConfig(level=logging.WARNING)
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the restarts it reconnects through are the point
+    runtime.configure_logging("WARNING")  # aiokafka's reconnect lines through the restarts: one per 10 s
     config = ChaosConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, kills=kills, fuzz=fuzz, seed=seed,
                          kafka_restarts=kafka_restarts, postgres_restarts=postgres_restarts,
                          kill_interval_s=kill_interval_s, churn=churn, policy=policy, timeout_s=timeout_s,
