@@ -194,6 +194,18 @@ async def _state_is(scene: Scene, name: str, state: str) -> bool:
     return (await scene.states()).get(name) == state
 
 
+@pytest.mark.parametrize("annotations", [{"gpuplace.io/gpu-memory": "1e400"}, {"gpuplace.io/deadline-ms": "1e400"},
+                                         {"gpuplace.io/gpu-memory": "9223372036854775807Gi"}],
+                         ids=["gpu-memory-1e400", "deadline-1e400", "gpu-memory-beyond-int64"])
+async def test_a_pod_whose_annotation_no_number_holds_is_reported_and_the_cluster_goes_on(scene: Scene, annotations):
+    async with scene.running():
+        await inventory_seen(scene.settings, 1)
+        await scene.create("absurd", **annotations)
+        await scene.create("after")
+        await scene.bound("after")
+        await eventually(lambda: _state_is(scene, "absurd", "invalid"), timeout_s=30, what="absurd reported invalid")
+
+
 async def test_a_pod_whose_event_is_over_the_size_limit_is_reported_and_the_watcher_goes_on(scene: Scene):
     async with scene.running():
         await inventory_seen(scene.settings, 1)

@@ -168,8 +168,10 @@ def markdown(result: ChaosResult) -> str:
         "| partition (consumer group) | longest stall s | max lag |", "|---|---|---|",
         *(f"| {k} | {v['longest_stall_s']} | {v['max_lag']} |" for k, v in result.stalls.items()), "",
         f"Canaries (pod events with a request error, one per cluster per second on the pods partitions): "
-        f"{result.canaries['stored']} of {result.canaries['sent']} stored; slowest send-to-stored by cluster: "
-        f"{result.canaries['slowest_s_by_cluster']}.", "",
+        f"{result.canaries['stored']} of {result.canaries['sent']} stored; slowest acknowledged-to-stored by "
+        f"cluster, less the time Kafka itself was away: {result.canaries['slowest_s_by_cluster']} (with it: "
+        f"{result.canaries.get('slowest_raw_s_by_cluster', {})}). Partition stalls above likewise leave out the "
+        "Kafka restarts' own downtime.", "",
         "## Also worth a look (not invariants)", "",
         *(f"- {k}: {v}" for k, v in result.info.items()),
         *([f"- lost pods: {', '.join(result.lost)}"] if result.lost else []),

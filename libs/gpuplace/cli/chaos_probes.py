@@ -81,6 +81,13 @@ class _PartitionWatch:
     max_lag: int = 0
 
 
+def overlap(start: float, end: float, windows: list[list[float | None]]) -> float:
+    """Seconds of [start, end] inside `windows` ([from, to], `to` None while still open): the time the broker
+    itself was away, which no consumer can be blamed for."""
+    return sum(max(0.0, min(end, w_end if w_end is not None else end) - max(start, w_start))
+               for w_start, w_end in windows)
+
+
 @dataclass
 class LagMonitor:
     """The longest time each watched partition had records waiting and its group's committed offset did not
@@ -97,6 +104,7 @@ class LagMonitor:
     samples: int = 0
     failed_samples: int = 0
     _last_ok: float | None = None  # the last sample that succeeded: before it, every lag was known
+    away: list[list[float | None]] = field(default_factory=list)  # monotonic windows of Kafka restarts
 
     async def run(self, stop: asyncio.Event, interval_s: float = 1.0) -> None:
         while not stop.is_set():
@@ -149,7 +157,7 @@ class LagMonitor:
             watch.since = now
         watch.committed = committed
         if watch.since is not None:
-            watch.longest_s = max(watch.longest_s, now - watch.since)
+            watch.longest_s = max(watch.longest_s, now - watch.since - overlap(watch.since, now, self.away))
 
     def lagging(self) -> int:
         """Partitions with records waiting at the last sample."""
@@ -160,4 +168,4 @@ class LagMonitor:
                 for (group, topic, partition), w in sorted(self.partitions.items())}
 
 
-__all__ = ["DeadLetterTap", "LagMonitor"]
+__all__ = ["DeadLetterTap", "LagMonitor", "overlap"]

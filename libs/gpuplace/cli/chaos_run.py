@@ -40,7 +40,7 @@ from gpuplace.adapters.postgres.tables import allocations, gpus, pods
 from gpuplace.bootstrap import database
 from gpuplace.cli import chaos_fuzz
 from gpuplace.cli.chaos_faults import ServiceProcess, Supervisor, restart_component, service_env
-from gpuplace.cli.chaos_probes import DeadLetterTap, LagMonitor
+from gpuplace.cli.chaos_probes import DeadLetterTap, LagMonitor, overlap
 from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis, _list_json, _pod_manifest
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import PodEvent
@@ -150,6 +150,7 @@ class ChaosRun:
         self.submitted: dict[str, str] = {}  # cluster/name -> cluster
         self.deleted: set[str] = set()
         self.restarts: list[dict[str, Any]] = []
+        self.kafka_away: list[list[float | None]] = []  # wall-clock windows of Kafka restarts, for the canaries
 
     # -- the run ---------------------------------------------------------------------------------------------
     async def run(self) -> ChaosResult:
@@ -325,11 +326,17 @@ class ChaosRun:
         for j, name in enumerate(plan):
             await self._at(started, (j + 0.5) * self.config.phase_s / len(plan))
             at = round(time.monotonic() - self.clock0, 1)
+            # while Kafka itself is away no consumer can read: that time is not counted as a partition's stall
+            away, away_wall = [time.monotonic(), None], [time.time(), None]
+            if name == "kafka":
+                self.lag.away.append(away)
+                self.kafka_away.append(away_wall)
             try:
                 seconds = await restart_component(name, self.run_dir / f"restart-{name}.log")
                 self.restarts.append({"component": name, "at_s": at, "seconds": round(seconds, 1)})
             except Exception as exc:  # noqa: BLE001 - reported; the run goes on and its invariants still count
                 self.restarts.append({"component": name, "at_s": at, "error": str(exc)})
+            away[1], away_wall[1] = time.monotonic(), time.time()
             self.progress("restarts", j + 1, len(plan))
 
     # -- settling ------------------------------------------------------------------------------------------------
@@ -459,15 +466,20 @@ class ChaosRun:
         return [self.tap.letters[sha] for sha in self.tap.copies if sha not in self.fuzz_sent][:20]
 
     async def _canary_summary(self, uow_factory: Any) -> dict[str, Any]:
-        """The slowest canary per cluster (= per pods partition): send to stored in PostgreSQL."""
+        """The slowest canary per cluster (= per pods partition): acknowledged by the broker to stored in
+        PostgreSQL, less the time Kafka itself was away meanwhile; the raw slowest beside it."""
         rows = await _retry(lambda: self._canary_rows(uow_factory))
         slowest: dict[str, float] = {}
+        raw: dict[str, float] = {}
         for row in rows:
             sent = self.canaries_sent.get((row.cluster, row.uid))
             if sent is not None:
-                waited = _epoch(row.first_seen_at) - sent
+                stored = _epoch(row.first_seen_at)
+                waited = stored - sent - overlap(sent, stored, self.kafka_away)
                 slowest[row.cluster] = max(slowest.get(row.cluster, 0.0), round(waited, 2))
-        return {"sent": len(self.canaries_sent), "stored": len(rows), "slowest_s_by_cluster": slowest}
+                raw[row.cluster] = max(raw.get(row.cluster, 0.0), round(stored - sent, 2))
+        return {"sent": len(self.canaries_sent), "stored": len(rows), "slowest_s_by_cluster": slowest,
+                "slowest_raw_s_by_cluster": raw}
 
 
 # -- pure helpers -------------------------------------------------------------------------------------------------
