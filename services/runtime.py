@@ -4,7 +4,7 @@ that outlives an outage of Kafka, PostgreSQL or an apiserver.
 A service whose dependencies are away (at start, or long enough mid-run that a client gives up) fails with a
 transient error (adapters.kafka.is_transient). Exiting would leave the restart to the orchestrator's
 CrashLoopBackOff, whose pauses grow to five minutes, and a whole consumer-group rebalance on each restart; so
-`keep_running` starts the service again in process after a growing pause (0.5 s doubling to 5 s, one warning
+`keep_running` starts the service again in process after a growing pause (0.5 s doubling to 2 s, one warning
 line per try: short, because a worker that waits past its dependency's return leaves its partitions unread).
 Anything else (bad settings, a bug) still ends the process.
 """
@@ -57,7 +57,7 @@ def configure_logging(level: str) -> None:
 
 
 async def keep_running(main: ServiceMain, settings: Settings, stop: asyncio.Event, *,
-                       max_pause_s: float = 5.0) -> None:
+                       max_pause_s: float = 2.0) -> None:
     """Run `main` until `stop`; start it again after a growing pause when it fails with a transient error."""
     loop = asyncio.get_running_loop()
     failures = 0

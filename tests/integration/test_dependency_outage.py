@@ -86,7 +86,7 @@ async def test_cluster_watcher_waits_for_kafka_and_publishes_once_it_is_reachabl
             await asyncio.sleep(AWAY_S)
             assert not watcher.done(), "cluster-watcher exited while Kafka was unreachable"
             tries = _retries(caplog)
-            assert 2 <= len(tries) <= 6, tries  # 0.5, 1, 2, 4 s pauses: a handful of lines, not a flood
+            assert 2 <= len(tries) <= 6, tries  # 0.5, 1, 2, 2 s pauses: a handful of lines, not a flood
             async with relay(port, kafka_bootstrap):
                 nodes = AIOKafkaConsumer(settings.topic(topics.NODES), bootstrap_servers=kafka_bootstrap,
                                          auto_offset_reset="earliest", group_id=None)
