@@ -10,9 +10,12 @@ one consumer with the range assignor, which hands each member the same partition
 placement worker therefore owns whole clusters, their pods, nodes and placements alike (DESIGN §2), as long
 as the topics have the same partition count (check_copartitioned).
 
-Acknowledgement is explicit (FastStream's Kafka default, ACK_FIRST, commits before the handler runs):
-NACK_ON_ERROR commits after the handler returns and seeks back on an exception, so a transient failure
-(the database restarting) redelivers the event instead of losing it.
+Acknowledgement is explicit (FastStream's Kafka default, ACK_FIRST, commits before the handler runs, which
+loses the record a crash interrupts): the offset of a record is committed only after its handler returned or it
+was dead-lettered, and a transient failure seeks back to it, so it is read again instead of lost. Commits are
+batched (OffsetCommits): one per COMMIT_INTERVAL_S of the offsets processed so far, not one per record, which
+halved a worker's throughput; a worker killed meanwhile has its last fraction of a second read again by its
+successor, which the consumers' idempotence by event id makes harmless.
 
 No record stalls its partition. What can go wrong with a record, and what happens:
 
@@ -60,6 +63,7 @@ from aiokafka import errors as kafka_errors
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.helpers import create_ssl_context
 from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.structs import TopicPartition
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
@@ -256,6 +260,51 @@ async def _raw_body(msg: StreamMessage[Any]) -> bytes:
     return bytes(msg.body)
 
 
+COMMIT_INTERVAL_S = 0.25
+
+
+class OffsetCommits:
+    """The offsets a subscriber has finished with, committed at most every COMMIT_INTERVAL_S.
+
+    Only offsets of records whose handling ended are recorded, so a commit at any moment (even while the next
+    record is being handled) never covers a record that may still fail. A commit that fails (Kafka away, the
+    partition reassigned) is dropped: those records are read again, by this worker or the partition's new one."""
+
+    def __init__(self, interval_s: float = COMMIT_INTERVAL_S) -> None:
+        self._interval_s = interval_s
+        self._done: dict[TopicPartition, int] = {}
+        self._last = 0.0
+        self._flush: asyncio.Task[None] | None = None
+        self._consumer: Any = None
+
+    async def done(self, msg: KafkaMessage) -> None:
+        record, consumer = msg.raw_message, getattr(msg, "consumer", None)
+        if consumer is None or getattr(record, "topic", None) is None:  # the in-memory test broker
+            await msg.ack()
+            return
+        self._consumer = consumer
+        self._done[TopicPartition(record.topic, record.partition)] = record.offset + 1
+        wait = self._last + self._interval_s - asyncio.get_running_loop().time()
+        if wait <= 0:
+            await self.commit()
+        elif self._flush is None or self._flush.done():
+            self._flush = asyncio.create_task(self._commit_after(wait))
+
+    async def _commit_after(self, wait_s: float) -> None:
+        await asyncio.sleep(wait_s)
+        await self.commit()
+
+    async def commit(self) -> None:
+        self._last = asyncio.get_running_loop().time()
+        offsets, self._done = self._done, {}
+        if not offsets or self._consumer is None:
+            return
+        try:
+            await self._consumer.commit(offsets)
+        except Exception as exc:  # noqa: BLE001 - the records are read again: idempotent consumers skip them
+            log.warning("committing %d partition offset(s) failed (%s); they are read again", len(offsets), exc)
+
+
 def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, consumer: str, suffix: str = "",
               listener: ConsumerRebalanceListener | None = None, attempts: int = 3,
               backoff_s: float = 0.2, partitions: int | None = None, instance_id: str | None = None) -> None:
@@ -274,12 +323,22 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
     home: dict[str, int] = {}  # cluster -> its partition, memoised (murmur2 in Python)
     outage = {"failures": 0}  # consecutive transient failures, for the pause before the next read
 
-    @broker.subscriber(*by_topic, group_id=group_id, ack_policy=AckPolicy.NACK_ON_ERROR,
+    commits = OffsetCommits()
+
+    @broker.subscriber(*by_topic, group_id=group_id, ack_policy=AckPolicy.MANUAL,
                        partition_assignment_strategy=(RangePartitionAssignor,), listener=listener,
                        auto_offset_reset="earliest", decoder=_raw_body, group_instance_id=instance_id,
                        title=f"{consumer}:{'+'.join(r.topic for r in routes)}",
                        description="; ".join(f"{r.topic}: {r.model.__name__}" for r in routes))
     async def _on_record(msg: KafkaMessage) -> None:
+        try:
+            await _handle(msg)
+        except Exception:
+            await msg.nack()  # seek back to this record: it is read again (a transient failure, logged there)
+            raise
+        await commits.done(msg)
+
+    async def _handle(msg: KafkaMessage) -> None:
         record = msg.raw_message
         topic = getattr(record, "topic", None) or routes[0].topic + suffix  # the in-memory test broker has none
         route, body = by_topic[topic], bytes(msg.body)

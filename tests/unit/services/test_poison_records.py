@@ -188,3 +188,35 @@ def _sqlalchemy(cls: type[sa_exc.DBAPIError], orig: BaseException) -> BaseExcept
 ])
 def test_is_transient_splits_outages_from_poison(error, transient):
     assert is_transient(error) is transient
+
+
+class _Consumer:
+    def __init__(self) -> None:
+        self.commits: list[dict] = []
+
+    async def commit(self, offsets: dict) -> None:
+        self.commits.append(dict(offsets))
+
+
+class _Msg:
+    def __init__(self, consumer: _Consumer, partition: int, offset: int) -> None:
+        self.consumer = consumer
+        self.raw_message = type("Record", (), {"topic": "t", "partition": partition, "offset": offset})()
+
+
+async def test_offsets_are_committed_in_batches_and_only_once_handled():
+    import asyncio
+
+    from aiokafka.structs import TopicPartition
+
+    from gpuplace.adapters.kafka import OffsetCommits
+
+    consumer = _Consumer()
+    commits = OffsetCommits(interval_s=0.05)
+    for offset in range(10):  # ten records in well under the interval: one commit now, one when it has passed
+        await commits.done(_Msg(consumer, 0, offset))
+    await commits.done(_Msg(consumer, 1, 7))
+    assert consumer.commits == [{TopicPartition("t", 0): 1}]
+    await asyncio.sleep(0.1)
+    assert consumer.commits[1] == {TopicPartition("t", 0): 10, TopicPartition("t", 1): 8}  # next to read
+    assert len(consumer.commits) == 2
