@@ -252,7 +252,7 @@ async def _raw_body(msg: StreamMessage[Any]) -> bytes:
 
     FastStream decodes a body before the handler runs (faststream/message/utils.py `decode_message`:
     `json_loads(body)` when the header is application/json), so bad JSON with that header raised before
-    `_on_record` could dead-letter it, and NACK_ON_ERROR redelivered it forever. A subscriber-level decoder
+    `_on_record` could dead-letter it, and the seek back redelivered it forever. A subscriber-level decoder
     replaces that step (FastStream docs, "Custom Decoder": https://faststream.ag2.ai/latest/getting-started/
     serialization/decoder/ - "you can set this custom decoder at the broker or subscriber level"); pydantic
     then parses the bytes once, in `_on_record`, where a failure can be dead-lettered.
