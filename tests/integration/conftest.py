@@ -53,6 +53,11 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout_s: flo
         await asyncio.sleep(0.2)
 
 
+async def equals(value: Awaitable[Any], expected: Any) -> bool:
+    """`eventually(lambda: equals(read(), x))`: a probe that is true once the awaited value is `expected`."""
+    return (await value) == expected
+
+
 def _docker_answers() -> bool:
     try:
         import docker

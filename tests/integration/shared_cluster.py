@@ -22,12 +22,14 @@ HOSTNAME = "kubernetes.io/hostname"
 
 
 @contextlib.asynccontextmanager
-async def gpuplace_running(settings: Settings, kubeconfig: str) -> AsyncIterator[None]:
-    """placement and cluster-watcher for `settings.cluster`, stopped (and checked not to have died) on exit."""
+async def gpuplace_running(settings: Settings, kubeconfig: str, *, watcher: bool = True) -> AsyncIterator[None]:
+    """placement and (unless `watcher` is False) cluster-watcher for `settings.cluster`, stopped (and checked not
+    to have died) on exit."""
     await migrate.upgrade_async(settings.database_url.get_secret_value())
     stop = asyncio.Event()
-    tasks = [asyncio.create_task(placement.run(settings, stop)),
-             asyncio.create_task(cluster_watcher.run(settings, stop, kubeconfig=kubeconfig))]
+    tasks = [asyncio.create_task(placement.run(settings, stop))]
+    if watcher:
+        tasks.append(asyncio.create_task(cluster_watcher.run(settings, stop, kubeconfig=kubeconfig)))
     try:
         yield
         for task in tasks:

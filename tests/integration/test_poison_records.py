@@ -30,7 +30,7 @@ from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PodEvent
 from gpuplace.settings import Settings
 from services.placement import app as placement
-from tests.integration.conftest import eventually
+from tests.integration.conftest import equals, eventually
 
 pytestmark = pytest.mark.integration
 JSON = [("content-type", b"application/json")]
@@ -141,12 +141,8 @@ async def test_a_gpu_memory_annotation_of_1e400_is_reported_as_a_request_error(b
     event = translate_pod(manifest, cluster=bus.cluster, region="local")
     assert event.request_error and "1e400" in event.request_error
     await bus.send(event.model_dump_json(by_alias=True).encode(), name="inf-memory", headers=JSON)
-    assert await eventually(lambda: _is(bus.pod_state(event.uid), "invalid"), timeout_s=10, what="invalid pod")
+    assert await eventually(lambda: equals(bus.pod_state(event.uid), "invalid"), timeout_s=10, what="invalid pod")
     await bus.assert_not_stalled()
-
-
-async def _is(state: Any, expected: str) -> bool:
-    return (await state) == expected
 
 
 def test_translate_reports_a_cpu_request_beyond_the_contract_as_a_request_error():

@@ -34,10 +34,15 @@ from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import PodEvent
 from gpuplace.settings import Settings
-from services.cluster_watcher import app as cluster_watcher
-from services.placement import app as placement
-from tests.integration.conftest import eventually
-from tests.integration.shared_cluster import create_all, delete_quietly, inventory_seen, node_manifest, outcomes
+from tests.integration.conftest import equals, eventually
+from tests.integration.shared_cluster import (
+    create_all,
+    delete_quietly,
+    gpuplace_running,
+    inventory_seen,
+    node_manifest,
+    outcomes,
+)
 
 pytestmark = pytest.mark.integration
 RECONCILE_S = 3.0
@@ -91,21 +96,9 @@ class Scene:
                 pods.c.cluster == self.settings.cluster, pods.c.namespace == self.namespace))
             return dict(rows.all())
 
-    @contextlib.asynccontextmanager
-    async def running(self, *, watcher: bool = True) -> AsyncIterator[None]:
+    def running(self, *, watcher: bool = True) -> contextlib.AbstractAsyncContextManager[None]:
         """placement (and cluster-watcher) until the block ends; a service that died fails the test."""
-        stop = asyncio.Event()
-        tasks = [asyncio.create_task(placement.run(self.settings, stop))]
-        if watcher:
-            tasks.append(asyncio.create_task(cluster_watcher.run(self.settings, stop, kubeconfig=self.kubeconfig)))
-        try:
-            yield
-            for task in tasks:
-                if task.done() and task.exception():
-                    raise RuntimeError("a gpuplace service stopped") from task.exception()
-        finally:
-            stop.set()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return gpuplace_running(self.settings, self.kubeconfig, watcher=watcher)
 
 
 @pytest.fixture
@@ -133,10 +126,10 @@ async def test_pods_deleted_while_cluster_watcher_was_down_are_released_when_pla
         await inventory_seen(scene.settings, 1)
         await scene.create("slam-0", "slam-1")
         await scene.bound("slam-0", "slam-1")
-        await eventually(lambda: _equals(scene.gpu_memory_assigned(), 12000), timeout_s=20, what="12,000 MiB held")
+        await eventually(lambda: equals(scene.gpu_memory_assigned(), 12000), timeout_s=20, what="12,000 MiB held")
     await scene.delete("slam-0", "slam-1")  # nothing watches: no deleted event will ever be sent
     async with scene.running():
-        await eventually(lambda: _equals(scene.gpu_memory_assigned(), 0), timeout_s=30,
+        await eventually(lambda: equals(scene.gpu_memory_assigned(), 0), timeout_s=30,
                          what="the GPU memory of the pods deleted meanwhile given back")
         assert await scene.states() == {"slam-0": "deleted", "slam-1": "deleted"}
 
@@ -147,11 +140,11 @@ async def test_a_pod_deleted_while_only_placement_runs_is_released_by_the_period
         await scene.create("slam-0")
         await scene.bound("slam-0")
     async with scene.running(watcher=False):
-        await eventually(lambda: _equals(scene.gpu_memory_assigned(), 6000), timeout_s=20, what="6,000 MiB held")
+        await eventually(lambda: equals(scene.gpu_memory_assigned(), 6000), timeout_s=20, what="6,000 MiB held")
         await asyncio.sleep(RECONCILE_S)  # the reconciliation on taking the cluster has run: the pod still ran
         assert await scene.gpu_memory_assigned() == 6000
         await scene.delete("slam-0")
-        await eventually(lambda: _equals(scene.gpu_memory_assigned(), 0), timeout_s=4 * RECONCILE_S,
+        await eventually(lambda: equals(scene.gpu_memory_assigned(), 0), timeout_s=4 * RECONCILE_S,
                          what="the periodic reconciliation to give the memory back")
 
 
@@ -184,10 +177,6 @@ async def test_a_forged_deletion_of_a_running_pod_is_dead_lettered_and_its_gpu_s
     finally:
         await letters.stop()
         await forger.stop()
-
-
-async def _equals(value: Any, expected: Any) -> bool:
-    return (await value) == expected
 
 
 async def _state_is(scene: Scene, name: str, state: str) -> bool:
