@@ -19,7 +19,8 @@ import asyncio
 import contextlib
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import aiohttp
@@ -29,7 +30,9 @@ from kubernetes_asyncio import client as kube_client
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.rest import ApiException
 
+from gpuplace.adapters.kafka import delete_topics
 from gpuplace.cli.stack_env import cluster_kubeconfigs, resolve, stack_dir
+from gpuplace.contracts import topics
 
 T = TypeVar("T")
 
@@ -95,9 +98,40 @@ def kafka_bootstrap() -> Iterator[str]:
     error = _tcp_answers(bootstrap)
     if error:
         pytest.fail(f"Kafka at {bootstrap} does not answer ({error}); {START_STACK}")
+    before = _in_thread(broker_topics(bootstrap))
     yield bootstrap
     if container is not None:
         container.stop()
+    else:
+        _in_thread(delete_topics(bootstrap, _left_by_tests(before, _in_thread(broker_topics(bootstrap)))))
+
+
+def _in_thread(work: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to its end from a sync fixture, on a loop of its own that leaves pytest-asyncio's alone."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
+
+
+async def broker_topics(bootstrap: str) -> set[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
+def _left_by_tests(before: set[str], after: set[str]) -> list[str]:
+    """Topics this session created under a suffix (`gpuplace.pods.v1.poison-…`), to delete at its end.
+
+    Each test names its topics uniquely and a full run creates hundreds; a broker keeping them all restarts
+    slowly (minutes once thousands of partitions add up), which the outage tests and the chaos bench then
+    measure. `.run-` topics are a PipelineRun's, which deletes its own: a bench running alongside keeps them.
+    """
+    return sorted(t for t in after - before
+                  if t.startswith(topics.ALL_TOPICS) and t not in topics.ALL_TOPICS and ".run-" not in t)
 
 
 def asyncpg_dsn(url: str) -> str:

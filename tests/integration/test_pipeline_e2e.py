@@ -29,6 +29,8 @@ from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.settings import Settings
 
+from .conftest import broker_topics
+
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 NODES = int(os.environ.get("GPUPLACE_E2E_NODES", "200"))
@@ -115,6 +117,10 @@ async def test_pipeline_places_every_pod_once_across_two_clusters(kafka_bootstra
 
         await _assert_postgres_matches_apiservers(run, settings)
         await _assert_placements_event_per_decision(run, settings, kafka_bootstrap)
+
+        # Cleaning up deletes the run's topics too: left behind, runs add up to a broker that restarts slowly.
+        await run.cleanup()
+        assert not {t for t in await broker_topics(kafka_bootstrap) if t.endswith(run.suffix)}
     finally:
         await run.cleanup()
 

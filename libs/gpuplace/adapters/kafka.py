@@ -53,7 +53,7 @@ import logging
 import os
 import re
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -425,5 +425,25 @@ async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4) 
         await admin.close()
 
 
+async def delete_topics(kafka: Kafka, names: Iterable[str]) -> list[str]:
+    """Delete those of `names` the broker has; return them.
+
+    Runs, benches and tests create topics under a suffix of their own. Left behind, they add up: a broker
+    holding thousands of partitions takes minutes to restart, which is itself an outage for every service.
+    """
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**client_options(kafka))
+    await admin.start()
+    try:
+        present = sorted(set(names) & set(await admin.list_topics()))
+        if present:
+            await admin.delete_topics(present)
+        return present
+    finally:
+        await admin.close()
+
+
 __all__ = ["Kafka", "client_options", "Route", "cluster_partitioner", "partition_of", "make_broker", "subscribe",
-           "dead_letter", "validation_reason", "is_transient", "check_copartitioned", "ensure_topics"]
+           "dead_letter", "validation_reason", "is_transient", "check_copartitioned", "ensure_topics",
+           "delete_topics"]

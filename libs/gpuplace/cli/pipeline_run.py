@@ -20,7 +20,7 @@ import numpy as np
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from gpuplace.adapters.kafka import ensure_topics
+from gpuplace.adapters.kafka import delete_topics, ensure_topics
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.translate import GPU_COUNT, GPU_MEMORY, GPU_PRODUCT
@@ -301,10 +301,11 @@ class PipelineRun:
 
     async def cleanup(self, apis: dict[str, KubeClusterApi] | None = None,
                       fleets: dict[str, list[Node]] | None = None) -> None:
-        """Delete the run's namespace and nodes from the clusters (after `keep=True`, call it yourself)."""
+        """Delete the run's namespace, nodes and topics (after `keep=True`, call it yourself)."""
         if apis is None:
             async with _apis(self.config.kubeconfigs) as opened:
                 return await self.cleanup(opened, fleets)
+        await delete_topics(self.settings.kafka, [t + self.suffix for t in topics.ALL_TOPICS])
         for cluster, nodes in (fleets or self._fleets()).items():
             api = apis[self.clusters[cluster]]
             await _ignore_404(api.core.delete_namespace(self.namespace))
