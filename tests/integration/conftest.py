@@ -124,14 +124,15 @@ async def broker_topics(bootstrap: str) -> set[str]:
 
 
 def _left_by_tests(before: set[str], after: set[str]) -> list[str]:
-    """Topics this session created under a suffix (`gpuplace.pods.v1.poison-…`), to delete at its end.
+    """Topics this session created (`gpuplace.pods.v1.poison-…`, `smoke.kafka-…`), to delete at its end.
 
     Each test names its topics uniquely and a full run creates hundreds; a broker keeping them all restarts
     slowly (minutes once thousands of partitions add up), which the outage tests and the chaos bench then
-    measure. `.run-` topics are a PipelineRun's, which deletes its own: a bench running alongside keeps them.
+    measure. Kept: Kafka's own (`__…`), gpuplace's unsuffixed topics, and `.run-` topics, a PipelineRun's,
+    which deletes its own (a bench running alongside keeps them).
     """
     return sorted(t for t in after - before
-                  if t.startswith(topics.ALL_TOPICS) and t not in topics.ALL_TOPICS and ".run-" not in t)
+                  if not t.startswith("__") and t not in topics.ALL_TOPICS and ".run-" not in t)
 
 
 def asyncpg_dsn(url: str) -> str:

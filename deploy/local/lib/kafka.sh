@@ -64,6 +64,11 @@ num.partitions=3
 default.replication.factor=1
 offsets.topic.replication.factor=1
 offsets.topic.num.partitions=5
+# Restarts stay quick on a broker that lives for weeks of test runs: committed offsets roll into segments the
+# log cleaner compacts (the default 100 MiB segment never rolls here, so a restart re-reads every commit), and
+# the controller snapshots its metadata often (a restart replays only what came after the last snapshot).
+offsets.topic.segment.bytes=16777216
+metadata.log.max.snapshot.interval.ms=300000
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
@@ -83,6 +88,8 @@ logger.kafka.name = kafka
 logger.kafka.level = INFO
 logger.state.name = state.change.logger
 logger.state.level = WARN
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = WARN
 PROPS
 }
 
@@ -107,10 +114,22 @@ start_kafka() {
   start_bg kafka "$java" "${jvm[@]}" kafka.Kafka "$KAFKA_DIR/server.properties"
 }
 
-# _kafka_started: the broker logged "Kafka Server started" since its last start and accepts connections.
+# _kafka_started: since its last start (the log's last "=== " line) the broker logged "Kafka Server started"
+# and its group coordinator finished loading every __consumer_offsets partition on disk, and it accepts
+# connections. Until the offsets are loaded no consumer group can join or commit: Kafka is not back yet,
+# however long that takes (seconds on a broker with millions of commits behind it).
 _kafka_started() {
-  port_open "$KAFKA_PORT" &&
-    awk '/^=== /{ok = 0} /Kafka Server started/{ok = 1} END{exit !ok}' "$LOGS_DIR/kafka.log"
+  local offsets
+  offsets=$(compgen -G "$KAFKA_DIR/data/__consumer_offsets-*" | wc -l)
+  port_open "$KAFKA_PORT" || return 1
+  # read backwards to the last start only (the log grows for weeks); tac's SIGPIPE there is expected
+  tac "$LOGS_DIR/kafka.log" | awk -v need="$offsets" '
+    /^=== / { exit }
+    /Kafka Server started/ { ok = 1 }
+    /Scheduling loading of metadata from __consumer_offsets-/ { scheduled++ }
+    /Finished loading of metadata from __consumer_offsets-/ { loaded++ }
+    END { exit !(ok && scheduled >= need && loaded >= scheduled) }'
+  return "${PIPESTATUS[1]}"
 }
 
 wait_kafka() {
