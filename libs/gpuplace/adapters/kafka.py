@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import re
 import ssl
@@ -67,6 +68,7 @@ from aiokafka.structs import TopicPartition
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
+from faststream.kafka.message import FakeConsumer
 from faststream.message import StreamMessage
 from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLScram512
 from pydantic import BaseModel, ValidationError
@@ -261,48 +263,63 @@ async def _raw_body(msg: StreamMessage[Any]) -> bytes:
 
 
 COMMIT_INTERVAL_S = 0.25
+COMMIT_TIMEOUT_S = 10.0
 
 
 class OffsetCommits:
-    """The offsets a subscriber has finished with, committed at most every COMMIT_INTERVAL_S.
+    """The offsets a subscriber has finished with, committed in the background at most every COMMIT_INTERVAL_S.
 
     Only offsets of records whose handling ended are recorded, so a commit at any moment (even while the next
-    record is being handled) never covers a record that may still fail. A commit that fails (Kafka away, the
-    partition reassigned) is dropped: those records are read again, by this worker or the partition's new one."""
+    record is being handled) never covers a record that may still fail. Handling never waits for a commit:
+    after Kafka restarts, a commit can take the coordinator's whole reload, and a handler waiting on it stalls
+    its partitions. One flusher task commits what has been recorded, then what was recorded meanwhile, until
+    nothing is left, so the last records of a burst are committed too (and not only when the next record
+    comes). A commit that fails or takes longer than COMMIT_TIMEOUT_S is tried again with the next one, for the
+    partitions the consumer still holds; those it lost are read again by their new owner."""
 
-    def __init__(self, interval_s: float = COMMIT_INTERVAL_S) -> None:
+    def __init__(self, interval_s: float = COMMIT_INTERVAL_S, timeout_s: float = COMMIT_TIMEOUT_S) -> None:
         self._interval_s = interval_s
+        self._timeout_s = timeout_s
         self._done: dict[TopicPartition, int] = {}
-        self._last = 0.0
-        self._flush: asyncio.Task[None] | None = None
+        self._last = -math.inf
+        self._flusher: asyncio.Task[None] | None = None
         self._consumer: Any = None
+        self._failing = False
 
     async def done(self, msg: KafkaMessage) -> None:
         record, consumer = msg.raw_message, getattr(msg, "consumer", None)
-        if consumer is None or getattr(record, "topic", None) is None:  # the in-memory test broker
+        if consumer is None or isinstance(consumer, FakeConsumer):  # the in-memory test broker: nothing to commit
             await msg.ack()
             return
         self._consumer = consumer
         self._done[TopicPartition(record.topic, record.partition)] = record.offset + 1
-        wait = self._last + self._interval_s - asyncio.get_running_loop().time()
-        if wait <= 0:
-            await self.commit()
-        elif self._flush is None or self._flush.done():
-            self._flush = asyncio.create_task(self._commit_after(wait))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
 
-    async def _commit_after(self, wait_s: float) -> None:
-        await asyncio.sleep(wait_s)
-        await self.commit()
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._done:
+            await asyncio.sleep(max(0.0, self._last + self._interval_s - loop.time()))
+            self._last = loop.time()
+            offsets, self._done = self._done, {}
+            await self._commit(offsets)
 
-    async def commit(self) -> None:
-        self._last = asyncio.get_running_loop().time()
-        offsets, self._done = self._done, {}
-        if not offsets or self._consumer is None:
-            return
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         try:
-            await self._consumer.commit(offsets)
-        except Exception as exc:  # noqa: BLE001 - the records are read again: idempotent consumers skip them
-            log.warning("committing %d partition offset(s) failed (%s); they are read again", len(offsets), exc)
+            await asyncio.wait_for(self._consumer.commit(offsets), self._timeout_s)
+        except Exception as exc:  # noqa: BLE001 - Kafka away, the group reloading, the partition reassigned
+            held = self._consumer.assignment()
+            for tp, offset in offsets.items():
+                if tp in held:
+                    self._done.setdefault(tp, offset)  # a later offset recorded meanwhile supersedes it
+            if not self._failing:
+                log.warning("committing %d partition offset(s) failed (%r); trying again with the next commit",
+                            len(offsets), exc)
+            self._failing = True
+        else:
+            if self._failing:
+                log.info("offset commits succeed again")
+            self._failing = False
 
 
 def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, consumer: str, suffix: str = "",

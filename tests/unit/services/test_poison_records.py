@@ -1,15 +1,18 @@
 """Poison input on FastStream's in-memory broker: every bad record ends on the dead-letter topic, once, and
 the records after it are still handled (issue 20: nothing stalls a partition)."""
 
+import asyncio
 import base64
 import hashlib
 
 import asyncpg
 import pytest
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
 from faststream.kafka import TestKafkaBroker
 from sqlalchemy import exc as sa_exc
 
-from gpuplace.adapters.kafka import Route, is_transient, make_broker, partition_of, subscribe
+from gpuplace.adapters.kafka import OffsetCommits, Route, is_transient, make_broker, partition_of, subscribe
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import PodEvent
 from gpuplace.contracts.rejected import Rejected
@@ -191,11 +194,21 @@ def test_is_transient_splits_outages_from_poison(error, transient):
 
 
 class _Consumer:
-    def __init__(self) -> None:
+    """An aiokafka consumer's commit and assignment: `delay_s` per commit, the first `failures` commits raise."""
+
+    def __init__(self, *, delay_s: float = 0.0, failures: int = 0, assigned: tuple[int, ...] = (0, 1)) -> None:
         self.commits: list[dict] = []
+        self.delay_s, self.failures, self.assigned = delay_s, failures, assigned
 
     async def commit(self, offsets: dict) -> None:
+        await asyncio.sleep(self.delay_s)
+        if self.failures:
+            self.failures -= 1
+            raise KafkaError("GroupLoadInProgressError")
         self.commits.append(dict(offsets))
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TopicPartition("t", p) for p in self.assigned}
 
 
 class _Msg:
@@ -205,18 +218,48 @@ class _Msg:
 
 
 async def test_offsets_are_committed_in_batches_and_only_once_handled():
-    import asyncio
-
-    from aiokafka.structs import TopicPartition
-
-    from gpuplace.adapters.kafka import OffsetCommits
-
     consumer = _Consumer()
     commits = OffsetCommits(interval_s=0.05)
     for offset in range(10):  # ten records in well under the interval: one commit now, one when it has passed
         await commits.done(_Msg(consumer, 0, offset))
+        await asyncio.sleep(0)
     await commits.done(_Msg(consumer, 1, 7))
-    assert consumer.commits == [{TopicPartition("t", 0): 1}]
+    assert len(consumer.commits) == 1 and consumer.commits[0][TopicPartition("t", 0)] < 10  # the first at once
     await asyncio.sleep(0.1)
     assert consumer.commits[1] == {TopicPartition("t", 0): 10, TopicPartition("t", 1): 8}  # next to read
     assert len(consumer.commits) == 2
+
+
+async def test_the_last_records_of_a_burst_are_committed_while_a_slow_commit_runs():
+    """Records done while a commit is in flight are committed after it, without waiting for another record.
+
+    After Kafka restarts a commit can take seconds; the records handled meanwhile used to stay uncommitted until
+    the partition's next record, and a partition that went quiet looked stalled (the chaos bench's run c22886).
+    """
+    consumer = _Consumer(delay_s=0.1)
+    commits = OffsetCommits(interval_s=0.01)
+    await commits.done(_Msg(consumer, 0, 0))
+    await asyncio.sleep(0.02)  # the first commit is in flight
+    for offset in (1, 2, 3):
+        await commits.done(_Msg(consumer, 0, offset))  # handling does not wait for it
+    await asyncio.sleep(0.3)
+    assert consumer.commits == [{TopicPartition("t", 0): 1}, {TopicPartition("t", 0): 4}]
+
+
+async def test_a_failed_commit_is_tried_again_for_the_partitions_still_held():
+    consumer = _Consumer(failures=1, assigned=(0,))
+    commits = OffsetCommits(interval_s=0.01)
+    await commits.done(_Msg(consumer, 0, 5))
+    await commits.done(_Msg(consumer, 1, 9))  # partition 1 is no longer this consumer's when the commit fails
+    await asyncio.sleep(0.1)
+    assert consumer.commits == [{TopicPartition("t", 0): 6}]
+
+
+async def test_a_commit_that_hangs_gives_up_and_is_tried_again():
+    consumer = _Consumer(delay_s=10.0)
+    commits = OffsetCommits(interval_s=0.01, timeout_s=0.05)
+    await commits.done(_Msg(consumer, 0, 0))
+    await asyncio.sleep(0.08)
+    consumer.delay_s = 0.0
+    await asyncio.sleep(0.1)
+    assert consumer.commits == [{TopicPartition("t", 0): 1}]
