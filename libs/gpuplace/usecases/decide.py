@@ -12,11 +12,12 @@ per-node-class reasons for pods that wait, and kube-scheduler's message for thei
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Mapping
 
 from gpuplace.core.demand import resolve
 from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
 from gpuplace.core.framework import registry, runtime
-from gpuplace.core.framework.interface import Policy, PolicyContext, learns_online
+from gpuplace.core.framework.interface import Policy, PolicyContext, Status, learns_online
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.policies.latency_aware import latency_aware
@@ -110,7 +111,7 @@ def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> Deci
     return Decider(policy_name, latency_margin=latency_margin)
 
 
-def reasons_by_node_class(view: ClusterView, statuses: dict) -> dict[str, str]:
+def reasons_by_node_class(view: ClusterView, statuses: Mapping[str, Status]) -> dict[str, str]:
     """Per GPU product: how many nodes said what (the most common reason first)."""
     assert view.snapshot is not None
     snapshot = view.snapshot

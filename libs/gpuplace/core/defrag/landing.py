@@ -18,12 +18,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, IntArray
 from gpuplace.core.defrag.occupancy import Occupancy
 from gpuplace.core.demand import Demand
 from gpuplace.core.snapshot import ClusterSnapshot
 
 
-def lands_elsewhere(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: np.ndarray) -> np.ndarray:
+def lands_elsewhere(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: IntArray) -> BoolArray:
     """Per slot in `slots`: another node, or other GPUs of its own, could take the pod now, (n_slots,)."""
     if not len(slots):
         return np.zeros(0, dtype=bool)
@@ -34,7 +35,7 @@ def lands_elsewhere(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: np.n
     return other_nodes | _own_node(snapshot, occupancy, slots)
 
 
-def room_for(snapshot: ClusterSnapshot, demands: Sequence[Demand]) -> np.ndarray:
+def room_for(snapshot: ClusterSnapshot, demands: Sequence[Demand]) -> BoolArray:
     """Nodes with room now for each demand, (n_demands, n_nodes); see the module docstring."""
     cpu = np.array([d.cpu_milli for d in demands], dtype=np.int64)[:, None]  # (n_demands, 1)
     host = np.array([d.memory_mib for d in demands], dtype=np.int64)[:, None]
@@ -53,7 +54,7 @@ def room_for(snapshot: ClusterSnapshot, demands: Sequence[Demand]) -> np.ndarray
     return ok & (gpu_ok | (count == 0)[:, None])
 
 
-def _own_node(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: np.ndarray) -> np.ndarray:
+def _own_node(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: IntArray) -> BoolArray:
     """Per slot: its own node has room for a second copy on GPUs it does not hold, (n_slots,).
     Never for a pod without GPUs: on its own node it would not have moved at all."""
     node = occupancy.node[slots]
@@ -74,12 +75,12 @@ def _own_node(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: np.ndarray
     return ok & (kth_share >= share) & (kth_memory >= memory)
 
 
-def _kth(free: np.ndarray) -> np.ndarray:
+def _kth(free: IntArray) -> IntArray:
     """Row-wise k-th largest, k = 1..max_gpus, plus a row no request fits: (max_gpus + 1, n_rows)."""
     return np.vstack([-np.sort(-free, axis=1).T, np.full((1, len(free)), -1)])
 
 
-def _column(count: np.ndarray, max_gpus: int) -> np.ndarray:
+def _column(count: IntArray, max_gpus: int) -> IntArray:
     """Row of _kth() to read for a request of `count` GPUs (the no-fit row when count > max_gpus)."""
     return np.where(count > max_gpus, max_gpus, np.clip(count - 1, 0, max_gpus))
 

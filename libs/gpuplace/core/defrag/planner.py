@@ -27,7 +27,7 @@ from gpuplace.core.defrag.blockers import diagnose
 from gpuplace.core.defrag.chains import rerouter
 from gpuplace.core.defrag.eligibility import Quotas, eligible, quotas
 from gpuplace.core.defrag.landing import lands_elsewhere
-from gpuplace.core.defrag.model import Blocker, Limits, PastMove, Plan, Refusal, RunningPod
+from gpuplace.core.defrag.model import Blocker, Limits, Move, PastMove, Plan, Refusal, RunningPod
 from gpuplace.core.defrag.occupancy import Occupancy
 from gpuplace.core.defrag.options import Option, options
 from gpuplace.core.defrag.targets import Reroute, find_targets
@@ -119,7 +119,7 @@ def _try(snapshot: ClusterSnapshot, beneficiary: Pod, demand: Demand, occupancy:
     return result
 
 
-def _reasons(snapshot: ClusterSnapshot, option: Option, moves: tuple) -> tuple[str, ...]:
+def _reasons(snapshot: ClusterSnapshot, option: Option, moves: tuple[Move, ...]) -> tuple[str, ...]:
     gpus = ",".join(map(str, option.gpu_indices)) or "-"
     head = f"clear node {snapshot.node_names[option.node]} GPU(s) {gpus} by moving {len(moves)} pod(s)"
     return (head, *(f"wave {m.wave}: move {m.uid} {m.from_node}{list(m.from_gpu_indices)} -> "

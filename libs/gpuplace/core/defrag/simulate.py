@@ -28,8 +28,9 @@ from gpuplace.core.defrag.model import Limits, PastMove, Plan, RunningPod
 from gpuplace.core.defrag.occupancy import Occupancy
 from gpuplace.core.defrag.planner import plan
 from gpuplace.core.demand import Demand, resolve
+from gpuplace.core.framework.interface import Policy
 from gpuplace.core.framework.runtime import bind, decide
-from gpuplace.core.model import Node, Pod
+from gpuplace.core.model import GpuRequest, Node, Pod
 from gpuplace.core.node_states import NodeStates
 from gpuplace.core.simulator import SimulationResult, prepare, shape_label
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -100,7 +101,7 @@ def run(nodes: Sequence[Node], pods: Sequence[Pod], policy: str, seed: int, *,
 class _Run:
     """The mutable state of one run: snapshot, running pods, move history and budget."""
 
-    def __init__(self, snapshot: ClusterSnapshot, placer, limits: Limits, max_moves_pct: float,
+    def __init__(self, snapshot: ClusterSnapshot, placer: Policy, limits: Limits, max_moves_pct: float,
                  min_gain_milli_per_move: int) -> None:
         self.snapshot = snapshot
         self.placer = placer
@@ -109,8 +110,8 @@ class _Run:
         self.min_gain = min_gain_milli_per_move
         self.running = Occupancy(snapshot)
         self.history: list[PastMove] = []
-        self.demands: dict[tuple, Demand] = {}
-        self.refused: set[tuple] = set()
+        self.demands: dict[tuple[int, int, GpuRequest], Demand] = {}
+        self.refused: set[tuple[object, ...]] = set()
         self.placed = self.moves = self.plans = 0
 
     def arrive(self, step: int, pod: Pod) -> int | None:

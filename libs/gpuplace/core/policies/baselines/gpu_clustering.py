@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.model import MILLI_PER_GPU
@@ -26,7 +27,7 @@ MAX_GPU_MILLI = 8000
 class GpuClustering(DefaultSteps):
     name = NAME
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> IntArray:
         if not demand.needs_gpu:
             return np.zeros(len(candidates), dtype=np.int64)
         shares = demand.share_on(snapshot)[candidates]  # (n_candidates,)
