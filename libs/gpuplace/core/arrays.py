@@ -16,7 +16,7 @@ import numpy.typing as npt
 IntArray: TypeAlias = npt.NDArray[np.int64]
 FloatArray: TypeAlias = npt.NDArray[np.float64]
 BoolArray: TypeAlias = npt.NDArray[np.bool_]
-ScoreArray: TypeAlias = IntArray | FloatArray
+ScoreArray: TypeAlias = npt.NDArray[np.int64 | np.float64]
 """A policy's scores, one per candidate: integers (FGD, the baselines) or reals (the house policy)."""
 
 __all__ = ["BoolArray", "FloatArray", "IntArray", "ScoreArray"]

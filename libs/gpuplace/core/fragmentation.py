@@ -92,4 +92,5 @@ def _expected_fragmentation(
     # cumsum is sequential, like the reference's loops (shapes within a category, then categories);
     # adding 0.0 for the shapes of other categories changes nothing.
     per_category = np.cumsum(np.where(in_category, terms[None, :, :], 0.0), axis=2)[:, :, -1]
-    return np.cumsum(per_category, axis=0)[-1]
+    total: FloatArray = np.cumsum(per_category, axis=0)[-1]
+    return total

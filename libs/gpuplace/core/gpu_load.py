@@ -89,11 +89,13 @@ class GpuLoad:
 
     def load_fraction(self, model: LatencyModel) -> FloatArray:
         """Sum over each GPU's streams of frame rate x GPU work per frame, (n_nodes, max_gpus)."""
-        return (self.work_gpu_ms(model) * self.frame_rate_hz / 1000.0).sum(axis=2)
+        load: FloatArray = (self.work_gpu_ms(model) * self.frame_rate_hz / 1000.0).sum(axis=2)
+        return load
 
     def min_deadline_ms(self) -> FloatArray:
         """Tightest deadline on each GPU, inf where none, (n_nodes, max_gpus)."""
-        return self.deadline_ms.min(axis=2)
+        tightest: FloatArray = self.deadline_ms.min(axis=2)
+        return tightest
 
     def streams_on(self, node: int, gpu: int) -> list[tuple[str, Stream]]:
         """(pod name, stream) of every pod on one GPU, in slot order."""

@@ -58,12 +58,14 @@ class SimulationResult:
 
     def fragmentation_pct(self) -> FloatArray:
         """Fragmented GPU as % of cluster capacity, per row."""
-        return np.round(self.fragmentation_milli / self.total_gpus / 10, 2)
+        pct: FloatArray = np.round(self.fragmentation_milli / self.total_gpus / 10, 2)
+        return pct
 
     def fragmentation_ratio_pct(self) -> FloatArray:
         """Fragmented GPU as % of the idle GPU, per row."""
         idle = self.total_gpus * 1000.0 - self.allocated_milli
-        return np.round(100.0 * self.fragmentation_milli / np.maximum(idle, 1.0), 2)
+        pct: FloatArray = np.round(100.0 * self.fragmentation_milli / np.maximum(idle, 1.0), 2)
+        return pct
 
 
 @dataclass(frozen=True, eq=False)

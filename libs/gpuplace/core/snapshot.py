@@ -86,7 +86,7 @@ class ClusterSnapshot:
         self.pods_free = np.full(n_nodes, UNLIMITED_PODS, dtype=np.int64)  # pod slots left, (n_nodes,)
         self.host_ports_used: list[list[HostPort]] = [[] for _ in range(n_nodes)]  # per row
         self.extended_free: dict[str, IntArray] = {
-            name: np.array([f.extended.get(name, 0) for f in facts], dtype=np.int64)  # (n_nodes,)
+            name: np.array([f.extended.get(name, 0) for f in facts or ()], dtype=np.int64)  # (n_nodes,)
             for name in sorted({k for f in facts or () for k in f.extended})
         }
         # see static_mask (bool), preference (int64): `what` in the key says which
@@ -123,7 +123,8 @@ class ClusterSnapshot:
 
     def idle_gpu_milli(self) -> IntArray:
         """Free share summed over each node's GPUs, (n_nodes,)."""
-        return self.free_share_milli.sum(axis=1)
+        idle: IntArray = self.free_share_milli.sum(axis=1)
+        return idle
 
     def static_mask(self, rules: PodRules) -> BoolArray | None:
         """Rows whose labels, taints and cordon allow `rules` (None: a bare cluster, all rows), (n_nodes,)."""
@@ -230,7 +231,7 @@ class ClusterSnapshot:
         other.uid = next(_SNAPSHOT_IDS)
         return other
 
-    def reordered(self, order: Sequence[int]) -> ClusterSnapshot:
+    def reordered(self, order: Sequence[int] | IntArray) -> ClusterSnapshot:
         """The same cluster with rows in `order` (a permutation): how the simulator sets node order."""
         perm = np.asarray(order, dtype=np.int64)
         if sorted(perm.tolist()) != list(range(self.n_nodes)):

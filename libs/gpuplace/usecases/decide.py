@@ -21,6 +21,7 @@ from gpuplace.core.framework.interface import Policy, PolicyContext, Status, lea
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.policies.latency_aware import latency_aware
+from gpuplace.core.snapshot import GpuType
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases.cluster_view import ClusterView
 from gpuplace.usecases.feedback import Unschedulable, fit_error_message
@@ -38,7 +39,7 @@ class _ClusterPolicy:
         self.keep = keep
         self.recent: deque[Pod] = deque(maxlen=WINDOW_PODS)
         self.policy: Policy | None = None
-        self.built_for: tuple | None = None
+        self.built_for: tuple[tuple[GpuType, ...], int] | None = None  # (GPU types, snapshot uid)
         self.since_refresh = 0
 
     def policy_for(self, view: ClusterView, pod: Pod, *, learn: bool = True) -> Policy:

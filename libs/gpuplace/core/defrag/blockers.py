@@ -38,7 +38,8 @@ def diagnose(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> tuple
     if not ever.any():
         return Blocker.CONSTRAINT, f"no node could ever take it ({_request_text(demand)})"
     if _standard_filters(snapshot, demand).any():
-        if getattr(policy, "check", None) is not None and policy.check(snapshot, demand) is not None:
+        check = getattr(policy, "check", None)  # latency-aware policies (policies/latency_aware.py)
+        if check is not None and check(snapshot, demand) is not None:
             return Blocker.LATENCY, "room exists, but every place would break a deadline"
         return Blocker.CONSTRAINT, f"policy {policy.name} rejects every node the standard filters accept"
     short = _shortfall(snapshot, demand, ever)

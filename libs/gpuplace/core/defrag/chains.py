@@ -53,7 +53,7 @@ def rerouter(occupancy: Occupancy, eligible: BoolArray, policy: Policy, quotas: 
         mask[slots] = lands_elsewhere(work, occupancy, slots)
         sub_quotas = replace(quotas, victims_left=left)
         for option in options(work, demand, occupancy, mask, sub_quotas, MAX_NODES)[:MAX_ATTEMPTS]:
-            movers = [occupancy.pods[s] for s in option.movers]
+            movers = [occupancy.in_slot(s) for s in option.movers]
             moves = find_targets(work, demand, option.node, option.gpu_indices, movers, policy)
             if moves is None:
                 continue

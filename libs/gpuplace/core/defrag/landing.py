@@ -31,7 +31,7 @@ def lands_elsewhere(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: IntA
     unique, inverse = np.unique(occupancy.request_id[slots], return_inverse=True)
     fits = room_for(snapshot, [occupancy.requests[i] for i in unique])  # (n_unique, n_nodes)
     node = occupancy.node[slots]
-    other_nodes = fits.sum(axis=1)[inverse] - fits[inverse, node] > 0
+    other_nodes: BoolArray = fits.sum(axis=1)[inverse] - fits[inverse, node] > 0
     return other_nodes | _own_node(snapshot, occupancy, slots)
 
 
@@ -39,7 +39,7 @@ def room_for(snapshot: ClusterSnapshot, demands: Sequence[Demand]) -> BoolArray:
     """Nodes with room now for each demand, (n_demands, n_nodes); see the module docstring."""
     cpu = np.array([d.cpu_milli for d in demands], dtype=np.int64)[:, None]  # (n_demands, 1)
     host = np.array([d.memory_mib for d in demands], dtype=np.int64)[:, None]
-    ok = (snapshot.cpu_free_milli >= cpu) & (snapshot.memory_free_mib >= host)  # (n_demands, n_nodes)
+    ok: BoolArray = (snapshot.cpu_free_milli >= cpu) & (snapshot.memory_free_mib >= host)  # (n_demands, n_nodes)
     count = np.array([d.gpu_count if d.needs_gpu else 0 for d in demands], dtype=np.int64)
     if not count.any():
         return ok
@@ -50,8 +50,9 @@ def room_for(snapshot: ClusterSnapshot, demands: Sequence[Demand]) -> BoolArray:
     column = _column(count, snapshot.max_gpus)
     kth_share = _kth(np.where(snapshot.gpu_exists, snapshot.free_share_milli, -1))  # (max_gpus + 1, n_nodes)
     kth_memory = _kth(np.where(snapshot.gpu_exists, snapshot.free_memory_mib, -1))
-    gpu_ok = allowed & (kth_share[column] >= share) & (kth_memory[column] >= memory)
-    return ok & (gpu_ok | (count == 0)[:, None])
+    gpu_ok: BoolArray = allowed & (kth_share[column] >= share) & (kth_memory[column] >= memory)
+    room: BoolArray = ok & (gpu_ok | (count == 0)[:, None])
+    return room
 
 
 def _own_node(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: IntArray) -> BoolArray:

@@ -71,10 +71,21 @@ class Occupancy:
     def slot_of(self, uid: str) -> int | None:
         return self._slots.get(uid)
 
+    def in_slot(self, slot: int) -> RunningPod:
+        """The pod in an occupied slot (one read off this occupancy's arrays, so never vacant)."""
+        running = self.pods[slot]
+        assert running is not None, f"slot {slot} is vacant"
+        return running
+
+    def pod(self, uid: str) -> RunningPod:
+        """The recorded pod `uid` (KeyError if unknown)."""
+        return self.in_slot(self._slots[uid])
+
     def moved_milli(self, slots: IntArray | list[int]) -> IntArray:
         """GPU share each pod holds over all its GPUs: what moving it displaces."""
         index = np.asarray(slots, dtype=np.int64)
-        return self.share_milli[index] * self.gpus[index].sum(axis=1)
+        moved: IntArray = self.share_milli[index] * self.gpus[index].sum(axis=1)
+        return moved
 
     def add(self, running: RunningPod) -> None:
         """Record a running pod (ValueError if its uid is already recorded)."""

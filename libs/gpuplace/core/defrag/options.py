@@ -137,6 +137,7 @@ def _node_options(snapshot: ClusterSnapshot, demand: Demand, held: _Movable, quo
     per_gpu = _per_gpu_clearings(snapshot, demand, quotas, node, here) if k else []
     if len(per_gpu) < k:
         return []
+    choices: list[tuple[tuple[int, ...], tuple[_Pod, ...]]]
     if k == 1:
         choices = [((g,), pods) for _, g, pods in per_gpu]
     elif k:

@@ -142,7 +142,7 @@ class _Run:
         if not isinstance(found, Plan) or not found.moves or gained < self.min_gain * len(found.moves):
             self.refused.add(asked)
             return None
-        by_uid = {m.uid: self.running.pods[self.running.slot_of(m.uid)] for m in found.moves}
+        by_uid = {m.uid: self.running.pod(m.uid) for m in found.moves}
         for moved in apply_plan(self.snapshot, found, pod, by_uid).values():
             self.running.remove(moved.uid)
             self.running.add(moved)

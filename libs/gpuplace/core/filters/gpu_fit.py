@@ -31,7 +31,8 @@ def usable_gpus(snapshot: ClusterSnapshot, demand: Demand, rows: slice = slice(N
 def mask(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
     if not demand.needs_gpu:
         return np.ones(snapshot.n_nodes, dtype=bool)
-    return usable_gpus(snapshot, demand).sum(axis=1) >= demand.gpu_count
+    fits: BoolArray = usable_gpus(snapshot, demand).sum(axis=1) >= demand.gpu_count
+    return fits
 
 
 def status(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:

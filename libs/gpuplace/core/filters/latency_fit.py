@@ -88,7 +88,8 @@ def _pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: 
 
 def mask(check: LatencyCheck) -> BoolArray:
     """Nodes with at least one GPU where the pod and every co-runner keep their budgets, (n_nodes,)."""
-    return check.feasible.any(axis=1)
+    feasible: BoolArray = np.any(check.feasible, axis=1)
+    return feasible
 
 
 def status(check: LatencyCheck, node: int) -> Status:

@@ -101,7 +101,7 @@ def summarise(table: FrameTable, warmup_fraction: float = 0.1) -> list[ConfigSta
 
 def _mix(table: FrameTable, config: str) -> StreamMix:
     rows = table.config == config
-    kinds: dict[tuple[str, float], set] = {}
+    kinds: dict[tuple[str, float], set[int]] = {}
     for cls, fps, worker in zip(table.workload_class[rows].tolist(), table.frame_rate_hz[rows].tolist(),
                                 table.worker[rows].tolist(), strict=True):
         kinds.setdefault((cls, float(fps)), set()).add(worker)

@@ -185,11 +185,14 @@ def from_dict(data: Mapping[str, Any]) -> LatencyModel:
     classes = {str(k): ClassProfile(**v) for k, v in data.get("classes", {}).items()}
     raw = data.get("evidence") or {}
     k = len(raw.get("classes", ()))
+
+    def vector(name: str) -> FloatArray:
+        return np.asarray(raw.get(name, np.zeros(k)), dtype=np.float64).reshape(k)
+
     evidence = WorkEvidence(
         tuple(str(c) for c in raw.get("classes", ())),
         np.asarray(raw.get("gram", np.zeros((k, k))), dtype=np.float64).reshape(k, k),
-        *(np.asarray(raw.get(name, np.zeros(k)), dtype=np.float64).reshape(k)
-          for name in ("moment", "anchor_fraction", "anchor_weight", "scale_ms")),
+        vector("moment"), vector("anchor_fraction"), vector("anchor_weight"), vector("scale_ms"),
         float(raw.get("sum_wy2", 0.0)), float(raw.get("equations", 0.0)),
     )
     return LatencyModel(tails[50], tails[95], tails[99], classes,

@@ -146,7 +146,7 @@ def _safe_fractions(ev: WorkEvidence, z: float) -> FloatArray:
     system = np.diag(ev.anchor_weight * ev.scale_ms**2) + ev.gram  # (K, K)
     rhs = np.diag(ev.anchor_weight * ev.scale_ms**2) @ ev.anchor_fraction + ev.moment  # (K,)
     estimate = _box_solve(system, rhs, _MIN_FRACTION, 1.0)
-    rss = max(ev.sum_wy2 - 2.0 * estimate @ ev.moment + estimate @ ev.gram @ estimate, 0.0)
+    rss = max(float(ev.sum_wy2 - 2.0 * estimate @ ev.moment + estimate @ ev.gram @ estimate), 0.0)
     dof = ev.equations - k
     if dof <= 0:
         return np.maximum(estimate, ev.anchor_fraction)

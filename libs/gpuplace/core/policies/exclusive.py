@@ -24,8 +24,9 @@ NAME = "exclusive"
 
 def idle_gpus(snapshot: ClusterSnapshot, rows: slice = slice(None)) -> BoolArray:
     """GPUs nothing holds: all share and all memory free, (n_rows, max_gpus)."""
-    return (snapshot.gpu_exists[rows] & (snapshot.free_share_milli[rows] == MILLI_PER_GPU)
-            & (snapshot.free_memory_mib[rows] == snapshot.gpu_memory_mib[rows, None]))
+    idle: BoolArray = (snapshot.gpu_exists[rows] & (snapshot.free_share_milli[rows] == MILLI_PER_GPU)
+                       & (snapshot.free_memory_mib[rows] == snapshot.gpu_memory_mib[rows, None]))
+    return idle
 
 
 class Exclusive(DefaultSteps):
@@ -35,14 +36,16 @@ class Exclusive(DefaultSteps):
         feasible = super().filter(snapshot, demand)
         if not demand.needs_gpu:
             return feasible
-        return feasible & ((idle_gpus(snapshot) & usable_gpus(snapshot, demand)).sum(axis=1) >= demand.gpu_count)
+        enough: BoolArray = (idle_gpus(snapshot) & usable_gpus(snapshot, demand)).sum(axis=1) >= demand.gpu_count
+        return feasible & enough
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> FloatArray:
         if not demand.needs_gpu:
             return np.zeros(len(candidates))
         leftover_mib = snapshot.gpu_memory_mib[candidates] - demand.gpu_memory_on(snapshot)[candidates]
         idle = idle_gpus(snapshot)[candidates].sum(axis=1)  # (n_candidates,)
-        return -(leftover_mib.astype(np.float64) + idle / (snapshot.max_gpus + 1.0))
+        scores: FloatArray = -(leftover_mib.astype(np.float64) + idle / (snapshot.max_gpus + 1.0))
+        return scores
 
     def choose_gpus(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]:
         if not demand.needs_gpu:

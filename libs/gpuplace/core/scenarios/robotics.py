@@ -37,7 +37,7 @@ from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.model import DEFAULT_MODEL, ClassProfile, LatencyModel, Stream, WorkEvidence
 from gpuplace.core.latency.predict import predict
 from gpuplace.core.latency.update import LatencyWindow, update
-from gpuplace.core.model import Assignment, GpuRequest
+from gpuplace.core.model import Assignment, GpuRequest, Pod
 from gpuplace.core.policies import exclusive
 from gpuplace.core.policies.latency_aware import SUFFIX, latency_aware
 from gpuplace.core.scenarios.latency_ledger import LatencyLedger
@@ -105,8 +105,7 @@ def _run(name: str, seed: int, sc: RoboticsScenario, model: LatencyModel) -> dic
     snapshot = ClusterSnapshot(robotics.fleet(sc.n_nodes, gpus_per_node=sc.gpus_per_node, seed=seed))
     drawn = robotics.pods(sc.n_pods, seed=seed, memory_step_mib=sc.memory_step_mib)
     pods = [pod for pod, _ in drawn]
-    streams = {pod.name: Stream(pod.frame_rate_hz, pod.workload_class, service, pod.deadline_ms)
-               for pod, service in drawn}
+    streams = {pod.name: _stream(pod, service) for pod, service in drawn}
     truth = truth_model(model)
     belief = replace(model, classes={}, evidence=WorkEvidence()) if sc.learn else truth
     gpu_load = GpuLoad.for_snapshot(snapshot)
@@ -142,7 +141,7 @@ def _run(name: str, seed: int, sc: RoboticsScenario, model: LatencyModel) -> dic
         demand = demands.get(key) or demands.setdefault(key, resolve(pod, snapshot))
         demand = replace(demand, pod_name=pod.name)
         decision = decide(snapshot, demand, policy)
-        if not decision.scheduled:
+        if decision.node is None:  # not scheduled
             continue
         assignment = bind(snapshot, demand, decision)
         gpu_load.charge(pod.name, decision.node, decision.gpu_indices, streams[pod.name])
@@ -158,6 +157,12 @@ def _run(name: str, seed: int, sc: RoboticsScenario, model: LatencyModel) -> dic
         learned = sorted(policy.model.classes.items())
         result["learned_work_fraction"] = {k: round(v.work_fraction, 3) for k, v in learned}
     return result
+
+
+def _stream(pod: Pod, service_ms: float) -> Stream:
+    """A perception pod as the latency model sees it (robotics.pods gives every pod a frame rate)."""
+    assert pod.frame_rate_hz is not None
+    return Stream(pod.frame_rate_hz, pod.workload_class, service_ms, pod.deadline_ms)
 
 
 class _Learner:

@@ -38,4 +38,5 @@ class GpuClustering(DefaultSteps):
         used = MAX_GPU_MILLI - snapshot.free_share_milli[candidates].sum(axis=1)
         fullness = np.sign(used) * (25 * np.abs(used) // MAX_GPU_MILLI)  # Go's truncating division
         tier = np.select([same & (kinds_present == 1), same, kinds_present == 0], [75, 50, 25], default=0)
-        return fullness + tier
+        scores: IntArray = fullness + tier
+        return scores

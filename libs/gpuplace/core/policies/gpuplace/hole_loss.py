@@ -69,7 +69,8 @@ def _mix(shapes: TypicalWorkload, weight: FloatArray, type_id: int) -> tuple[Int
     shared &= weight > 0
     units = -(-share[shared] // GRID_MILLI)
     sizes, inverse = np.unique(units, return_inverse=True)
-    rates = np.bincount(inverse, weights=weight[shared], minlength=len(sizes))
+    # float64 with weights; NumPy's stubs type bincount as integer whatever the weights
+    rates = np.bincount(inverse, weights=weight[shared], minlength=len(sizes)).astype(np.float64, copy=False)
     return sizes.astype(np.int64), rates
 
 

@@ -105,7 +105,8 @@ class NodeWaste:
             fed_by_memory = memory_free_mib / self.memory_mib_per_gpu_milli[gpu_type_id]
         fed = np.nan_to_num(np.minimum(fed_by_cpu, fed_by_memory), nan=np.inf)  # share the node can still feed
         stranded = np.maximum(0.0, total_share_milli - np.maximum(fed, 0.0))
-        return fragmented + stranded
+        waste: FloatArray = fragmented + stranded
+        return waste
 
 
 def shape_weights(workload: ArrivingWorkload, snapshot: ClusterSnapshot) -> FloatArray:

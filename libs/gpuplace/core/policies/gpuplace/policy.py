@@ -128,6 +128,7 @@ class Gpuplace(DefaultSteps):
     def _refresh(self, snapshot: ClusterSnapshot) -> None:
         """Rebuild the measure if the cluster changed, the estimate drifted (checked every DRIFT_CHECK_PODS) or
         the shapes' pools moved (checked every POOL_CHECK_PODS), each by more than DRIFT_TV."""
+        cluster: tuple[object, ...] | None
         if snapshot.uid != self._cluster_uid:
             self._cluster_uid, cluster = snapshot.uid, _cluster_signature(snapshot)
         else:
