@@ -28,9 +28,11 @@ stack-down:
 stack-status:
 	@bash $(STACK) status
 
+# The static checks CI runs before any test: style, types (mypy reads [tool.mypy]), import contracts.
 lint: venv
-	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check libs services tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 unit: venv
 	$(VENV)/bin/pytest tests/unit -q
@@ -38,6 +40,5 @@ unit: venv
 demo: stack-up
 	$(VENV)/bin/gpuplace demo
 
-test: stack-up
-	$(VENV)/bin/lint-imports
+test: lint stack-up
 	$(VENV)/bin/pytest

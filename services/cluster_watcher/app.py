@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from faststream import FastStream
 from faststream.specification import AsyncAPI
@@ -41,7 +42,8 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
     async with cluster_api(path) as api, broker:
         await broker.start()
         # Every pod of every namespace, whatever its scheduler: other pods use the nodes too (pump_pods).
-        node_selector = {"label_selector": settings.node_label_selector} if settings.node_label_selector else {}
+        node_selector: dict[str, Any] = (
+            {"label_selector": settings.node_label_selector} if settings.node_label_selector else {})
         common = {"cluster": settings.cluster, "region": settings.region}
         gate = NodeGate()
         await run_until(

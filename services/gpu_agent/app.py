@@ -41,7 +41,11 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
             await broker.start()
             while not stop.is_set():
                 try:
-                    samples = await dcgm.sample() if dcgm else await asyncio.to_thread(nvml.sample)  # type: ignore[union-attr]
+                    if dcgm is not None:
+                        samples = await dcgm.sample()
+                    else:
+                        assert nvml is not None  # the one source without a DCGM URL
+                        samples = await asyncio.to_thread(nvml.sample)
                 except Exception as exc:  # noqa: BLE001 - a failed scrape is skipped, the agent keeps going
                     log.warning("telemetry sample failed: %s", exc)
                     samples = []

@@ -71,10 +71,11 @@ from faststream.kafka.annotations import KafkaMessage
 from faststream.kafka.message import FakeConsumer
 from faststream.message import StreamMessage
 from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLScram512
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 
 from gpuplace.contracts import topics
+from gpuplace.contracts.envelope import Envelope
 from gpuplace.contracts.events import DeadLetter
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.settings import KafkaAccess
@@ -89,8 +90,8 @@ class Route:
     """Records of `topic` are validated as `model` and handed to `handler`."""
 
     topic: str
-    model: type[BaseModel]
-    handler: Callable[[Any], Awaitable[None]]
+    model: type[Envelope]
+    handler: Callable[[Any], Awaitable[object]]  # what it returns is not read
 
 
 def cluster_partitioner(key: bytes | None, all_partitions: list[int], available: list[int]) -> int:
@@ -217,13 +218,13 @@ def _causes(exc: BaseException) -> list[BaseException]:
     """`exc` and what it wraps (`raise ... from`, SQLAlchemy's `.orig`), each once. Not `__context__`: an error
     raised while handling an unrelated timeout would look transient and retry forever."""
     seen: list[BaseException] = []
-    todo = [exc]
+    todo: list[BaseException | None] = [exc]
     while todo and len(seen) < 16:
         current = todo.pop(0)
         if current is None or any(current is s for s in seen):
             continue
         seen.append(current)
-        todo += [current.__cause__, getattr(current, "orig", None)]  # type: ignore[list-item]
+        todo += [current.__cause__, getattr(current, "orig", None)]
     return seen
 
 
@@ -291,6 +292,7 @@ class OffsetCommits:
         if consumer is None or isinstance(consumer, FakeConsumer):  # the in-memory test broker: nothing to commit
             await msg.ack()
             return
+        assert not isinstance(record, tuple), "subscribers take one record at a time, not batches"
         self._consumer = consumer
         self._done[TopicPartition(record.topic, record.partition)] = record.offset + 1
         if self._flusher is None or self._flusher.done():
@@ -372,7 +374,7 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
             return
         partition = getattr(record, "partition", None)
         if partitions and partition is not None:
-            cluster = event.cluster  # type: ignore[attr-defined]
+            cluster = event.cluster
             expected = home.setdefault(cluster, partition_of(cluster, partitions))
             if partition != expected:
                 await reject(f"cluster {cluster!r} belongs to partition {expected} of {partitions}; "

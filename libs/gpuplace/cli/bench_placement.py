@@ -17,6 +17,7 @@ import json
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +75,7 @@ def bench_placement(
     typer.echo(report)
 
 
-def _pod_source(pods: str):
+def _pod_source(pods: str) -> Callable[[int, int], list[Pod]]:
     """A function (count, seed) -> pods, drawn with replacement from the trace or from core/robotics.py."""
     if pods == "robotics":
         return lambda count, seed: [pod for pod, _ in robotics.pods(count, seed=seed, prefix=f"perception-{seed}")]

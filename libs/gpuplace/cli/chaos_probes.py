@@ -84,8 +84,11 @@ class _PartitionWatch:
 def overlap(start: float, end: float, windows: list[list[float | None]]) -> float:
     """Seconds of [start, end] inside `windows` ([from, to], `to` None while still open): the time the broker
     itself was away, which no consumer can be blamed for."""
-    return sum(max(0.0, min(end, w_end if w_end is not None else end) - max(start, w_start))
-               for w_start, w_end in windows)
+    total = 0.0
+    for w_start, w_end in windows:
+        assert w_start is not None, "a window opens with its start"
+        total += max(0.0, min(end, w_end if w_end is not None else end) - max(start, w_start))
+    return total
 
 
 @dataclass

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -250,7 +251,7 @@ class ChaosRun:
             cluster = names[i % len(names)]
             manifest = _pod_manifest(pod, self.layout.namespace, self.settings.scheduler_name, service_ms)
             api = apis[self.clusters[cluster]]
-            await _retry(lambda api=api, m=manifest: _create_pod(api, self.layout.namespace, m))
+            await _retry(functools.partial(_create_pod, api, self.layout.namespace, manifest))
             key = f"{cluster}/{manifest['metadata']['name']}"
             self.submitted[key] = cluster
             if self.rng.random() < self.config.churn:
@@ -298,8 +299,8 @@ class ChaosRun:
             event = PodEvent(cluster=cluster, kind="pending", namespace=CANARY_NAMESPACE, name=f"canary-{index}",
                              uid=f"canary-{self.config.run_id}-{index}", request_error=CANARY_ERROR)
             body = event.model_dump_json(by_alias=True).encode()
-            await _retry(lambda e=event, b=body: producer.send_and_wait(
-                topics.PODS + self.layout.suffix, b, key=e.kafka_key(), headers=list(chaos_fuzz.JSON_HEADER)))
+            await _retry(functools.partial(producer.send_and_wait, topics.PODS + self.layout.suffix, body,
+                                           key=event.kafka_key(), headers=list(chaos_fuzz.JSON_HEADER)))
             self.canaries_sent[(cluster, event.uid)] = time.time()
 
     async def _kills(self, started: float) -> None:
@@ -515,7 +516,9 @@ def _api_overcommitted(api_pods: dict[str, list[dict[str, Any]]], fleets: dict[s
         for pod in items:
             node = (pod.get("spec") or {}).get("nodeName")
             raw = (pod["metadata"].get("annotations") or {}).get(ASSIGNMENT)
-            for gpu in json.loads(raw)["gpus"] if node and raw else []:
+            if not node or not raw:
+                continue
+            for gpu in json.loads(raw)["gpus"]:
                 assigned[(cluster, node, gpu["index"])] += gpu["memory_mib"]
     capacity = {(c, n.name, g.index): g.memory_mib for c, f in fleets.items() for n in f for g in n.gpus}
     return sum(1 for key, used in assigned.items() if used > capacity.get(key, 0))

@@ -9,7 +9,7 @@ import os
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from gpuplace.cli import stack_env
@@ -46,7 +46,7 @@ def demo(
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=as_json) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(stage: str, done: int, total: int) -> None:
             if stage not in tasks:

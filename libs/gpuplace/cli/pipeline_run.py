@@ -179,7 +179,7 @@ class PipelineRun:
         for cluster, nodes in fleets.items():
             api = apis[self.clusters[cluster]]
             await _ensure_priority_classes(api)
-            await api.core.create_namespace({"metadata": {"name": self.namespace}})
+            await api.core.create_namespace({"metadata": {"name": self.namespace}})  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
             for chunk in _chunks(nodes, 32):
                 await asyncio.gather(*(_create_node(api, _node_manifest(n, self.config.run_id)) for n in chunk))
                 done += len(chunk)
@@ -220,7 +220,7 @@ class PipelineRun:
                 key = f"{cluster}/{pod.name}"
                 self.submitted_at[key] = time.monotonic()
                 await raw_json(await api.core.create_namespaced_pod(
-                    self.namespace, _pod_manifest(pod, self.namespace, self.settings.scheduler_name, service_ms),
+                    self.namespace, _pod_manifest(pod, self.namespace, self.settings.scheduler_name, service_ms),  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
                     _preload_content=False))
                 if len(self.submitted_at) % 50 == 0:
                     self.progress("submitted", len(self.submitted_at), len(pods))
@@ -337,15 +337,16 @@ async def _ensure_priority_classes(api: KubeClusterApi) -> None:
     scheduling = client.SchedulingV1Api(api.api_client)
     for value, name in PRIORITY_CLASSES.items():
         try:
-            await scheduling.create_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                                    "metadata": {"name": name}, "value": value})
+            await scheduling.create_priority_class(
+                {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
+                 "value": value})
         except ApiException as exc:
             if exc.status != 409:
                 raise
 
 
 async def _create_node(api: KubeClusterApi, manifest: dict[str, Any]) -> None:
-    await raw_json(await api.core.create_node(manifest, _preload_content=False))
+    await raw_json(await api.core.create_node(manifest, _preload_content=False))  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
 
 
 async def _list_json(api: KubeClusterApi, namespace: str) -> list[dict[str, Any]]:

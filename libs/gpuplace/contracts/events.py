@@ -18,7 +18,7 @@ from gpuplace.contracts.envelope import INT32_MAX, INT32_MIN, QUANTITY_MAX, Enve
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 # A countable resource (MIG profiles, other extended resources): what an int32 column and int64 sums hold.
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
-FINITE = {"allow_inf_nan": False}  # JSON's 1e400 parses as inf: no float field accepts it
+# Float fields say allow_inf_nan=False: JSON's 1e400 parses as inf, and no float field accepts it.
 
 
 class GpuRequest(BaseModel):
@@ -107,10 +107,11 @@ class PodEvent(Envelope):
     memory_mib: int = Field(default=0, ge=0, le=QUANTITY_MAX)
     gpu: GpuRequest | None = None
     request_error: str | None = None  # the manifest's GPU request could not be parsed: report, never guess
-    deadline_ms: float | None = Field(default=None, gt=0, **FINITE)
-    frame_rate_hz: float | None = Field(default=None, gt=0, **FINITE)
+    deadline_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    frame_rate_hz: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     workload: str | None = None
-    service_ms: float | None = Field(default=None, gt=0, **FINITE)  # per-frame time alone on the reference GPU
+    # per-frame time alone on the reference GPU
+    service_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     node_name: str | None = None
     owner: str | None = None  # "<Kind>/<name>" of the controller, for per-owner eviction limits
     created_at: datetime | None = None
@@ -158,7 +159,7 @@ class GpuTelemetry(Envelope):
     model: str | None = None
     memory_total_mib: int = Field(ge=0, le=INT32_MAX)
     memory_used_mib: int = Field(ge=0, le=INT32_MAX)
-    utilization_pct: float = Field(default=0.0, ge=0, le=100, **FINITE)
+    utilization_pct: float = Field(default=0.0, ge=0, le=100, allow_inf_nan=False)
     healthy: bool = True
 
     @model_validator(mode="after")
@@ -180,12 +181,12 @@ class LatencyWindow(Envelope):
     workload: str = Field(min_length=1)
     node: str | None = None
     gpu_index: int | None = Field(default=None, ge=0, le=INT32_MAX)
-    window_s: float = Field(gt=0, **FINITE)
+    window_s: float = Field(gt=0, allow_inf_nan=False)
     frames: int = Field(ge=1, le=INT32_MAX)
-    p50_ms: float = Field(ge=0, **FINITE)
-    p95_ms: float = Field(ge=0, **FINITE)
-    p99_ms: float = Field(ge=0, **FINITE)
-    deadline_ms: float | None = Field(default=None, gt=0, **FINITE)
+    p50_ms: float = Field(ge=0, allow_inf_nan=False)
+    p95_ms: float = Field(ge=0, allow_inf_nan=False)
+    p99_ms: float = Field(ge=0, allow_inf_nan=False)
+    deadline_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     deadline_misses: int = Field(default=0, ge=0, le=INT32_MAX)
 
     @model_validator(mode="after")

@@ -13,6 +13,7 @@ Public API in one breath:
 """
 
 __all__ = [
+    "arrays",
     "arrivals",
     "demand",
     "filters",

@@ -17,19 +17,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray
+
 
 @dataclass(frozen=True)
 class ArrivalPlan:
-    sequence: np.ndarray
+    sequence: IntArray
     """Index into the name-sorted pods of each arrival, in arrival order, (n_arrivals,)."""
-    node_order: np.ndarray
+    node_order: IntArray
     """Permutation of the name-sorted nodes: row i of the simulated cluster is node_order[i]."""
     n_from_trace: int
     """How many of the arrivals are the shuffled trace itself (the rest were resampled)."""
 
 
 def plan_arrivals(
-    total_milli: np.ndarray, per_gpu_milli: np.ndarray, n_nodes: int, capacity_milli: int,
+    total_milli: IntArray, per_gpu_milli: IntArray, n_nodes: int, capacity_milli: int,
     rng: np.random.Generator, tune_ratio: float = 1.3,
 ) -> ArrivalPlan:
     """Plan arrivals for pods whose requests are given in name order (see the module docstring).
@@ -54,8 +56,8 @@ def plan_arrivals(
     return ArrivalPlan(sequence, rng.permutation(n_nodes), n_from_trace)
 
 
-def _tune_up(sequence: np.ndarray, total: np.ndarray, per_gpu: np.ndarray, requested: int,
-             target: float, rng: np.random.Generator) -> np.ndarray:
+def _tune_up(sequence: IntArray, total: IntArray, per_gpu: IntArray, requested: int,
+             target: float, rng: np.random.Generator) -> IntArray:
     drawn = []
     while True:
         pod = int(rng.integers(len(total)))
@@ -66,8 +68,8 @@ def _tune_up(sequence: np.ndarray, total: np.ndarray, per_gpu: np.ndarray, reque
     return np.concatenate([sequence, np.asarray(drawn, dtype=np.int64)])
 
 
-def _tune_down(sequence: np.ndarray, total: np.ndarray, requested: int, target: float,
-               rng: np.random.Generator) -> tuple[np.ndarray, int]:
+def _tune_down(sequence: IntArray, total: IntArray, requested: int, target: float,
+               rng: np.random.Generator) -> tuple[IntArray, int]:
     kept = list(sequence)
     while float(requested) > target and kept:
         requested -= int(total[kept.pop(int(rng.integers(len(kept))))])

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, IntArray
 from gpuplace.core.model import MILLI_PER_GPU, Pod
 from gpuplace.core.node_rules import NO_RULES, PodRules
 from gpuplace.core.snapshot import ClusterSnapshot, kind_of
+
+RequestKey = tuple[int, int, int, int | None, int | None, tuple[str, ...]]
+"""(cpu milli, memory MiB, GPU count, share milli or None, GPU memory MiB or None, allowed models)."""
 
 UNRESOLVABLE = np.iinfo(np.int64).max // 4
 """Share or memory need on a GPU type where the request cannot be converted (memory unknown)."""
@@ -27,10 +31,10 @@ class Demand:
     cpu_milli: int
     memory_mib: int
     gpu_count: int
-    share_milli_by_type: np.ndarray
-    gpu_memory_mib_by_type: np.ndarray
-    allowed_by_type: np.ndarray
-    request_key: tuple
+    share_milli_by_type: IntArray
+    gpu_memory_mib_by_type: IntArray
+    allowed_by_type: BoolArray
+    request_key: RequestKey
     """Hashable identity of the request (without the pod's name and rules): equal keys, equal scores."""
     rules: PodRules = NO_RULES
     """Which nodes the pod may use at all (filters/node_rules.py); scores never depend on it."""
@@ -40,11 +44,11 @@ class Demand:
         return self.gpu_count > 0 and bool((self.share_milli_by_type > 0).any() or (
             self.gpu_memory_mib_by_type > 0).any())
 
-    def share_on(self, snapshot: ClusterSnapshot) -> np.ndarray:
+    def share_on(self, snapshot: ClusterSnapshot) -> IntArray:
         """Share needed on each GPU of each node, (n_nodes,)."""
         return self.share_milli_by_type[snapshot.gpu_type_id]
 
-    def gpu_memory_on(self, snapshot: ClusterSnapshot) -> np.ndarray:
+    def gpu_memory_on(self, snapshot: ClusterSnapshot) -> IntArray:
         """Memory needed on each GPU of each node, (n_nodes,)."""
         return self.gpu_memory_mib_by_type[snapshot.gpu_type_id]
 
@@ -67,7 +71,7 @@ def resolve(pod: Pod, snapshot: ClusterSnapshot) -> Demand:
             share[t] = UNRESOLVABLE if converted is None else converted
             memory[t] = request.memory_mib_on(gpu_type.memory_mib)
     gpu_count = request.count if request.needs_gpu else 0
-    key = (pod.cpu_milli, pod.memory_mib, gpu_count, request.share_milli, request.memory_mib,
+    key: RequestKey = (pod.cpu_milli, pod.memory_mib, gpu_count, request.share_milli, request.memory_mib,
            request.allowed_models if request.needs_gpu else ())
     return Demand(pod.name, pod.cpu_milli, pod.memory_mib, gpu_count, share, memory, allowed, key, pod.rules)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray, IntArray
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import TypicalWorkload
 
@@ -36,7 +37,7 @@ _CATEGORY = np.array(
 _SATISFIED_CASE = 4 + 2 + 1  # a GPU shape, allowed, fitting GPUs and CPU: only its holes count
 
 
-def fragmentation(snapshot: ClusterSnapshot, workload: TypicalWorkload) -> np.ndarray:
+def fragmentation(snapshot: ClusterSnapshot, workload: TypicalWorkload) -> FloatArray:
     """F_n(M) in milli-GPU for every node of the snapshot, (n_nodes,)."""
     if workload.share_milli_by_type.shape[1] != len(snapshot.gpu_types):
         raise ValueError("workload was resolved against a different set of GPU types")
@@ -46,8 +47,8 @@ def fragmentation(snapshot: ClusterSnapshot, workload: TypicalWorkload) -> np.nd
 
 
 def node_fragmentation(
-    free_share_milli: np.ndarray, cpu_free_milli: np.ndarray, gpu_type_id: np.ndarray, workload: TypicalWorkload
-) -> np.ndarray:
+    free_share_milli: IntArray, cpu_free_milli: IntArray, gpu_type_id: IntArray, workload: TypicalWorkload
+) -> FloatArray:
     """F_n(M) for node states given as arrays: (n_states, max_gpus), (n_states,), (n_states,)."""
     free = np.asarray(free_share_milli, dtype=np.int64)
     cpu = np.asarray(cpu_free_milli, dtype=np.int64)
@@ -60,8 +61,8 @@ def node_fragmentation(
 
 
 def shape_fragmentation(
-    free_share_milli: np.ndarray, cpu_free_milli: np.ndarray, gpu_type_id: np.ndarray, workload: TypicalWorkload
-) -> tuple[np.ndarray, np.ndarray]:
+    free_share_milli: IntArray, cpu_free_milli: IntArray, gpu_type_id: IntArray, workload: TypicalWorkload
+) -> tuple[IntArray, IntArray]:
     """F_n(m) and its category for every state and shape: two (n_states, n_shapes) arrays.
 
     Assumes validated arrays (see node_fragmentation()). For a satisfied shape the amount is the
@@ -82,8 +83,8 @@ def shape_fragmentation(
 
 
 def _expected_fragmentation(
-    free_share_milli: np.ndarray, cpu_free_milli: np.ndarray, gpu_type_id: np.ndarray, workload: TypicalWorkload
-) -> np.ndarray:
+    free_share_milli: IntArray, cpu_free_milli: IntArray, gpu_type_id: IntArray, workload: TypicalWorkload
+) -> FloatArray:
     """Assumes validated arrays. Weng et al., ATC'23, §4: F_n(M) = sum_m p_m F_n(m)."""
     amount, category = shape_fragmentation(free_share_milli, cpu_free_milli, gpu_type_id, workload)
     terms = workload.probability[None, :] * amount.astype(np.float64)  # (n_states, n_shapes)
@@ -91,4 +92,5 @@ def _expected_fragmentation(
     # cumsum is sequential, like the reference's loops (shapes within a category, then categories);
     # adding 0.0 for the shapes of other categories changes nothing.
     per_category = np.cumsum(np.where(in_category, terms[None, :, :], 0.0), axis=2)[:, :, -1]
-    return np.cumsum(per_category, axis=0)[-1]
+    total: FloatArray = np.cumsum(per_category, axis=0)[-1]
+    return total

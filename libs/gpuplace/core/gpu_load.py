@@ -16,14 +16,17 @@ Rules of this module:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.latency.model import LatencyModel, Stream
 from gpuplace.core.latency.speed import relative_speed
 from gpuplace.core.snapshot import ClusterSnapshot
 
 _INITIAL_SLOTS = 8
+_Slots = TypeVar("_Slots", IntArray, FloatArray)
 
 
 class GpuLoad:
@@ -51,18 +54,18 @@ class GpuLoad:
     # -- reading -------------------------------------------------------------------------------
 
     @property
-    def occupied(self) -> np.ndarray:
+    def occupied(self) -> BoolArray:
         return self.frame_rate_hz > 0  # (n_nodes, max_gpus, n_slots)
 
     def pods(self) -> tuple[str, ...]:
         return tuple(self._placed)
 
-    def period_ms(self) -> np.ndarray:
+    def period_ms(self) -> FloatArray:
         """Frame period of each slot, inf when empty, (n_nodes, max_gpus, n_slots)."""
         with np.errstate(divide="ignore"):
             return np.where(self.occupied, 1000.0 / np.where(self.occupied, self.frame_rate_hz, 1.0), np.inf)
 
-    def reference_service_ms(self, model: LatencyModel) -> np.ndarray:
+    def reference_service_ms(self, model: LatencyModel) -> FloatArray:
         """Each slot's service time on the reference GPU, resolved as model.service_ms does."""
         own = self.service_ms
         by_class = np.array([model.classes[c].service_ms if c in model.classes else np.nan for c in self.classes]
@@ -72,25 +75,27 @@ class GpuLoad:
         resolved = np.where(np.isnan(own), np.where(np.isnan(from_class), prior, from_class), own)
         return np.where(self.occupied, resolved, 0.0)
 
-    def work_fraction(self, model: LatencyModel) -> np.ndarray:
+    def work_fraction(self, model: LatencyModel) -> FloatArray:
         fractions = np.array([model.work_fraction(c) for c in self.classes] + [model.prior_work_fraction])
         return np.where(self.occupied, fractions[self.class_id], 0.0)
 
-    def service_gpu_ms(self, model: LatencyModel) -> np.ndarray:
+    def service_gpu_ms(self, model: LatencyModel) -> FloatArray:
         """Service time of each slot on its own GPU, (n_nodes, max_gpus, n_slots)."""
         return self.reference_service_ms(model) / self.speed[:, None, None]
 
-    def work_gpu_ms(self, model: LatencyModel) -> np.ndarray:
+    def work_gpu_ms(self, model: LatencyModel) -> FloatArray:
         """GPU work per frame of each slot on its own GPU, (n_nodes, max_gpus, n_slots)."""
         return self.work_fraction(model) * self.service_gpu_ms(model)
 
-    def load_fraction(self, model: LatencyModel) -> np.ndarray:
+    def load_fraction(self, model: LatencyModel) -> FloatArray:
         """Sum over each GPU's streams of frame rate x GPU work per frame, (n_nodes, max_gpus)."""
-        return (self.work_gpu_ms(model) * self.frame_rate_hz / 1000.0).sum(axis=2)
+        load: FloatArray = (self.work_gpu_ms(model) * self.frame_rate_hz / 1000.0).sum(axis=2)
+        return load
 
-    def min_deadline_ms(self) -> np.ndarray:
+    def min_deadline_ms(self) -> FloatArray:
         """Tightest deadline on each GPU, inf where none, (n_nodes, max_gpus)."""
-        return self.deadline_ms.min(axis=2)
+        tightest: FloatArray = self.deadline_ms.min(axis=2)
+        return tightest
 
     def streams_on(self, node: int, gpu: int) -> list[tuple[str, Stream]]:
         """(pod name, stream) of every pod on one GPU, in slot order."""
@@ -158,7 +163,7 @@ class GpuLoad:
         return slots
 
 
-def _pad(array: np.ndarray, extra: int, fill) -> np.ndarray:
+def _pad(array: _Slots, extra: int, fill: float) -> _Slots:
     pad = np.full((*array.shape[:2], extra), fill, dtype=array.dtype)
     return np.concatenate([array, pad], axis=2)
 

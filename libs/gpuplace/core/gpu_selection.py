@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.snapshot import ClusterSnapshot
 
 
-def usable_on(snapshot: ClusterSnapshot, demand: Demand, node: int) -> np.ndarray:
+def usable_on(snapshot: ClusterSnapshot, demand: Demand, node: int) -> IntArray:
     """Indices of the node's GPUs that could each take one GPU of the request, in index order."""
     usable = np.flatnonzero(usable_gpus(snapshot, demand, slice(node, node + 1))[0])
     if len(usable) < demand.gpu_count:

@@ -13,8 +13,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray, IntArray
 
-def read_at(arrived_milli: np.ndarray, values_pct: np.ndarray, total_gpus: int, arrived_pct: int) -> float:
+
+def read_at(arrived_milli: IntArray, values_pct: FloatArray, total_gpus: int, arrived_pct: int) -> float:
     """Average of `values_pct` over the rows whose arrived demand rounds to `arrived_pct` (NaN if none)."""
     arrived = np.round(np.asarray(arrived_milli, dtype=np.float64) / total_gpus / 10, 0)
     rows = arrived == arrived_pct
@@ -25,17 +27,17 @@ def read_at(arrived_milli: np.ndarray, values_pct: np.ndarray, total_gpus: int, 
     return float(np.round(np.mean(np.asarray(values_pct)[rows]), 2))
 
 
-def allocated_pct(allocated_milli: np.ndarray, total_gpus: int) -> np.ndarray:
+def allocated_pct(allocated_milli: IntArray, total_gpus: int) -> FloatArray:
     return np.round(np.asarray(allocated_milli, dtype=np.float64) / total_gpus / 10, 2)
 
 
-def unallocated_pct_at(arrived_milli: np.ndarray, allocated_milli: np.ndarray, total_gpus: int,
+def unallocated_pct_at(arrived_milli: IntArray, allocated_milli: IntArray, total_gpus: int,
                        arrived_pct: int = 100) -> float:
     """The paper's KPI: 100 - allocated GPU % when arrived demand is `arrived_pct`% of capacity."""
     return 100.0 - read_at(arrived_milli, allocated_pct(allocated_milli, total_gpus), total_gpus, arrived_pct)
 
 
-def curve(arrived_milli: np.ndarray, values_pct: np.ndarray, total_gpus: int,
+def curve(arrived_milli: IntArray, values_pct: FloatArray, total_gpus: int,
           points: Iterable[int] = range(0, 131)) -> dict[int, float]:
     """`values_pct` read at each arrived percentage in `points` (points with no rows are left out)."""
     out = {}

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, IntArray
+
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "PreferNoSchedule", "NoExecute"
@@ -184,12 +186,12 @@ class NodeFacts:
         return (*self.taints, _NOT_READY)
 
 
-def static_mask(facts: Sequence[NodeFacts], rules: PodRules) -> np.ndarray:
+def static_mask(facts: Sequence[NodeFacts], rules: PodRules) -> BoolArray:
     """Nodes whose static facts allow `rules`, (n_nodes,)."""
     return np.fromiter((rules.static_reason(f) is None for f in facts), dtype=bool, count=len(facts))
 
 
-def preference(facts: Sequence[NodeFacts], rules: PodRules) -> np.ndarray | None:
+def preference(facts: Sequence[NodeFacts], rules: PodRules) -> IntArray | None:
     """Preferred-affinity weight per node, (n_nodes,); None when the pod prefers nothing."""
     if not rules.preferred_terms:
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray, IntArray
 from gpuplace.core.fragmentation import node_fragmentation
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.state_ids import INITIAL_CAPACITY, StateIds
@@ -29,7 +30,7 @@ class NodeStates(StateIds):
         self.gpu_type_id = np.zeros(INITIAL_CAPACITY, dtype=np.int64)  # (capacity,)
         self._fragmentation = np.full(INITIAL_CAPACITY, np.nan)  # F_n(M) per state, NaN until computed
 
-    def intern(self, gpu_type_id: int, cpu_free_milli: int, free_share_milli: np.ndarray) -> int:
+    def intern(self, gpu_type_id: int, cpu_free_milli: int, free_share_milli: IntArray) -> int:
         """Id of the state (type, free CPU, free shares in any order), adding it if new."""
         ordered = np.sort(np.asarray(free_share_milli, dtype=np.int64))[::-1]
         padded = np.zeros(self.max_gpus, dtype=np.int64)
@@ -41,7 +42,7 @@ class NodeStates(StateIds):
             self.gpu_type_id[state] = gpu_type_id
         return state
 
-    def fragmentation(self, state_ids: np.ndarray) -> np.ndarray:
+    def fragmentation(self, state_ids: IntArray) -> FloatArray:
         """F_n(M) of the given states, computing the ones not seen before."""
         values = self._fragmentation[state_ids]
         missing = np.isnan(values)

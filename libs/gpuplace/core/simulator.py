@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray, IntArray
 from gpuplace.core.arrivals import plan_arrivals
 from gpuplace.core.demand import Demand, nominal_share_milli, resolve
 from gpuplace.core.framework import registry
-from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.framework.interface import Policy, PolicyContext
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.kpi import allocated_pct, unallocated_pct_at
-from gpuplace.core.model import Node, Pod
+from gpuplace.core.model import GpuRequest, Node, Pod
 from gpuplace.core.node_states import NodeStates
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import TypicalWorkload, typical_workload
@@ -37,9 +37,9 @@ class SimulationResult:
     policy: str
     seed: int
     total_gpus: int
-    arrived_milli: np.ndarray
-    allocated_milli: np.ndarray
-    fragmentation_milli: np.ndarray
+    arrived_milli: IntArray
+    allocated_milli: IntArray
+    fragmentation_milli: FloatArray
     failed_by_shape: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -53,17 +53,19 @@ class SimulationResult:
     def unallocated_pct_at(self, arrived_pct: int = 100) -> float:
         return unallocated_pct_at(self.arrived_milli, self.allocated_milli, self.total_gpus, arrived_pct)
 
-    def allocated_pct(self) -> np.ndarray:
+    def allocated_pct(self) -> FloatArray:
         return allocated_pct(self.allocated_milli, self.total_gpus)
 
-    def fragmentation_pct(self) -> np.ndarray:
+    def fragmentation_pct(self) -> FloatArray:
         """Fragmented GPU as % of cluster capacity, per row."""
-        return np.round(self.fragmentation_milli / self.total_gpus / 10, 2)
+        pct: FloatArray = np.round(self.fragmentation_milli / self.total_gpus / 10, 2)
+        return pct
 
-    def fragmentation_ratio_pct(self) -> np.ndarray:
+    def fragmentation_ratio_pct(self) -> FloatArray:
         """Fragmented GPU as % of the idle GPU, per row."""
         idle = self.total_gpus * 1000.0 - self.allocated_milli
-        return np.round(100.0 * self.fragmentation_milli / np.maximum(idle, 1.0), 2)
+        pct: FloatArray = np.round(100.0 * self.fragmentation_milli / np.maximum(idle, 1.0), 2)
+        return pct
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,9 +75,9 @@ class Prepared:
     snapshot: ClusterSnapshot
     pods: Sequence[Pod]
     workload: TypicalWorkload
-    requested: np.ndarray  # nominal GPU milli of each pod, (n_pods,)
-    sequence: np.ndarray  # pod index of each arrival, (n_arrivals,)
-    placer: Any
+    requested: IntArray  # nominal GPU milli of each pod, (n_pods,)
+    sequence: IntArray  # pod index of each arrival, (n_arrivals,)
+    placer: Policy
 
 
 def prepare(nodes: Sequence[Node], pods: Sequence[Pod], policy: str, seed: int, *, tune_ratio: float = 1.3,
@@ -109,11 +111,11 @@ def run(
 
 
 def _simulate(
-    snapshot: ClusterSnapshot, pods: Sequence[Pod], sequence: np.ndarray, requested: np.ndarray,
-    placer, workload: TypicalWorkload, policy: str, seed: int, on_arrival,
+    snapshot: ClusterSnapshot, pods: Sequence[Pod], sequence: IntArray, requested: IntArray,
+    placer: Policy, workload: TypicalWorkload, policy: str, seed: int, on_arrival: Callable[[int, int], None] | None,
 ) -> SimulationResult:
     """Assumes a planned, validated run (see run())."""
-    demands: dict[tuple, Demand] = {}
+    demands: dict[tuple[int, int, GpuRequest], Demand] = {}
     states = placer.node_states(snapshot) if hasattr(placer, "node_states") else NodeStates(
         workload, snapshot.max_gpus)
     n = len(sequence)
@@ -139,7 +141,7 @@ def _simulate(
     return SimulationResult(policy, seed, snapshot.total_gpus, arrived, allocated, fragmentation, dict(failed))
 
 
-def _demand(pod: Pod, snapshot: ClusterSnapshot, cache: dict[tuple, Demand]) -> Demand:
+def _demand(pod: Pod, snapshot: ClusterSnapshot, cache: dict[tuple[int, int, GpuRequest], Demand]) -> Demand:
     key = (pod.cpu_milli, pod.memory_mib, pod.gpu)
     demand = cache.get(key)
     if demand is None:

@@ -17,15 +17,20 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
+from gpuplace.core.arrays import BoolArray, IntArray
 from gpuplace.core.model import MILLI_PER_GPU, Node
 from gpuplace.core.node_rules import HostPort, NodeFacts, PodRules, preference, static_mask
 
 _SNAPSHOT_IDS = itertools.count(1)
 UNLIMITED_PODS = 1 << 40
 """Pod slots of a node that reports none (kube's allocatable `pods` absent): never the binding limit."""
+
+_RuleArray = TypeVar("_RuleArray", BoolArray, IntArray)
 
 
 @dataclass(frozen=True)
@@ -80,11 +85,12 @@ class ClusterSnapshot:
         self.facts: tuple[NodeFacts, ...] | None = tuple(facts) if facts is not None else None
         self.pods_free = np.full(n_nodes, UNLIMITED_PODS, dtype=np.int64)  # pod slots left, (n_nodes,)
         self.host_ports_used: list[list[HostPort]] = [[] for _ in range(n_nodes)]  # per row
-        self.extended_free: dict[str, np.ndarray] = {
-            name: np.array([f.extended.get(name, 0) for f in facts], dtype=np.int64)  # (n_nodes,)
+        self.extended_free: dict[str, IntArray] = {
+            name: np.array([f.extended.get(name, 0) for f in facts or ()], dtype=np.int64)  # (n_nodes,)
             for name in sorted({k for f in facts or () for k in f.extended})
         }
-        self._rule_arrays: dict[tuple[str, PodRules], np.ndarray | None] = {}  # see static_mask, preference
+        # see static_mask (bool), preference (int64): `what` in the key says which
+        self._rule_arrays: dict[tuple[str, PodRules], npt.NDArray[Any] | None] = {}
         self.uid = next(_SNAPSHOT_IDS)
         self._check_free()
 
@@ -115,24 +121,25 @@ class ClusterSnapshot:
     def allocated_gpu_milli(self) -> int:
         return self.total_gpu_milli - int(self.free_share_milli.sum())
 
-    def idle_gpu_milli(self) -> np.ndarray:
+    def idle_gpu_milli(self) -> IntArray:
         """Free share summed over each node's GPUs, (n_nodes,)."""
-        return self.free_share_milli.sum(axis=1)
+        idle: IntArray = self.free_share_milli.sum(axis=1)
+        return idle
 
-    def static_mask(self, rules: PodRules) -> np.ndarray | None:
+    def static_mask(self, rules: PodRules) -> BoolArray | None:
         """Rows whose labels, taints and cordon allow `rules` (None: a bare cluster, all rows), (n_nodes,)."""
         if self.facts is None:
             return None
         return self._per_rules("static", rules, static_mask)
 
-    def preference(self, rules: PodRules) -> np.ndarray | None:
+    def preference(self, rules: PodRules) -> IntArray | None:
         """Preferred-affinity weight per row (None: a bare cluster, or a pod that prefers nothing), (n_nodes,)."""
         if self.facts is None:
             return None
         return self._per_rules("preference", rules, preference)
 
     def _per_rules(self, what: str, rules: PodRules,
-                   compute: Callable[[Sequence[NodeFacts], PodRules], np.ndarray | None]) -> np.ndarray | None:
+                   compute: Callable[[Sequence[NodeFacts], PodRules], _RuleArray | None]) -> _RuleArray | None:
         """Facts never change within a snapshot: each array is computed once per distinct rules and kept."""
         assert self.facts is not None
         key = (what, rules)
@@ -224,7 +231,7 @@ class ClusterSnapshot:
         other.uid = next(_SNAPSHOT_IDS)
         return other
 
-    def reordered(self, order: Sequence[int]) -> ClusterSnapshot:
+    def reordered(self, order: Sequence[int] | IntArray) -> ClusterSnapshot:
         """The same cluster with rows in `order` (a permutation): how the simulator sets node order."""
         perm = np.asarray(order, dtype=np.int64)
         if sorted(perm.tolist()) != list(range(self.n_nodes)):

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray
 from gpuplace.core.snapshot import ClusterSnapshot
 
 INITIAL_CAPACITY = 1024
@@ -29,7 +30,7 @@ class StateIds(ABC):
 
     def __init__(self, max_gpus: int) -> None:
         self.max_gpus = max_gpus
-        self._ids: dict[tuple, int] = {}
+        self._ids: dict[tuple[object, ...], int] = {}
         self._snapshot_uid: int | None = None
         self._versions = np.zeros(0, dtype=np.int64)
         self._node_ids = np.zeros(0, dtype=np.int64)
@@ -38,7 +39,7 @@ class StateIds(ABC):
     def n_states(self) -> int:
         return len(self._ids)
 
-    def ids(self, snapshot: ClusterSnapshot) -> np.ndarray:
+    def ids(self, snapshot: ClusterSnapshot) -> IntArray:
         """State id of every node of `snapshot`, (n_nodes,). Do not modify the returned array."""
         if snapshot.max_gpus != self.max_gpus:
             raise ValueError(f"snapshot GPU width {snapshot.max_gpus} differs from this cache's {self.max_gpus}")
@@ -56,7 +57,7 @@ class StateIds(ABC):
     def _intern(self, snapshot: ClusterSnapshot, node: int) -> int:
         """Id of the state node `node` of `snapshot` is in (via `_state`, filling the rows of a new one)."""
 
-    def _state(self, key: tuple) -> tuple[int, bool]:
+    def _state(self, key: tuple[object, ...]) -> tuple[int, bool]:
         """Id of the state `key`, and whether it is new: the caller then fills its rows of the arrays."""
         state = self._ids.get(key)
         if state is not None:

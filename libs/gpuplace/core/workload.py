@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.demand import UNRESOLVABLE
 from gpuplace.core.model import Pod
 from gpuplace.core.snapshot import GpuType
@@ -29,11 +30,11 @@ ShapeKey = tuple[int, int, int, str, int]
 class TypicalWorkload:
     """Shapes in rank order; arrays over shapes (n_shapes,) or shapes x GPU types (n_shapes, n_types)."""
 
-    cpu_milli: np.ndarray
-    gpu_count: np.ndarray
-    share_milli_by_type: np.ndarray
-    allowed_by_type: np.ndarray
-    probability: np.ndarray
+    cpu_milli: IntArray
+    gpu_count: IntArray
+    share_milli_by_type: IntArray
+    allowed_by_type: BoolArray
+    probability: FloatArray
     keys: tuple[ShapeKey, ...]
 
     @property
@@ -62,7 +63,9 @@ def typical_workload(
     return _typical_workload(counts, tuple(gpu_types), float(coverage_pct))
 
 
-def _typical_workload(counts: Counter, gpu_types: tuple[GpuType, ...], coverage_pct: float) -> TypicalWorkload:
+def _typical_workload(
+    counts: Counter[ShapeKey], gpu_types: tuple[GpuType, ...], coverage_pct: float
+) -> TypicalWorkload:
     """Assumes validated inputs (see typical_workload())."""
     ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
     total = float(sum(counts.values()))
@@ -86,7 +89,7 @@ def _typical_workload(counts: Counter, gpu_types: tuple[GpuType, ...], coverage_
     )
 
 
-def _resolve_shapes(keys: tuple[ShapeKey, ...], gpu_types: tuple[GpuType, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _resolve_shapes(keys: tuple[ShapeKey, ...], gpu_types: tuple[GpuType, ...]) -> tuple[IntArray, BoolArray]:
     share = np.zeros((len(keys), len(gpu_types)), dtype=np.int64)  # (n_shapes, n_types)
     allowed = np.ones((len(keys), len(gpu_types)), dtype=bool)  # (n_shapes, n_types)
     for m, (_, share_milli, count, models, memory_mib) in enumerate(keys):

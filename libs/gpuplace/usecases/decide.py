@@ -12,14 +12,16 @@ per-node-class reasons for pods that wait, and kube-scheduler's message for thei
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Mapping
 
 from gpuplace.core.demand import resolve
 from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
 from gpuplace.core.framework import registry, runtime
-from gpuplace.core.framework.interface import Policy, PolicyContext, learns_online
+from gpuplace.core.framework.interface import Policy, PolicyContext, Status, learns_online
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.policies.latency_aware import latency_aware
+from gpuplace.core.snapshot import GpuType
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases.cluster_view import ClusterView
 from gpuplace.usecases.feedback import Unschedulable, fit_error_message
@@ -37,7 +39,7 @@ class _ClusterPolicy:
         self.keep = keep
         self.recent: deque[Pod] = deque(maxlen=WINDOW_PODS)
         self.policy: Policy | None = None
-        self.built_for: tuple | None = None
+        self.built_for: tuple[tuple[GpuType, ...], int] | None = None  # (GPU types, snapshot uid)
         self.since_refresh = 0
 
     def policy_for(self, view: ClusterView, pod: Pod, *, learn: bool = True) -> Policy:
@@ -110,7 +112,7 @@ def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> Deci
     return Decider(policy_name, latency_margin=latency_margin)
 
 
-def reasons_by_node_class(view: ClusterView, statuses: dict) -> dict[str, str]:
+def reasons_by_node_class(view: ClusterView, statuses: Mapping[str, Status]) -> dict[str, str]:
     """Per GPU product: how many nodes said what (the most common reason first)."""
     assert view.snapshot is not None
     snapshot = view.snapshot

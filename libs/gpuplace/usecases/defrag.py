@@ -39,6 +39,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from gpuplace.contracts.events import PlacementKind
 from gpuplace.core.defrag import planner
 from gpuplace.core.defrag.model import Limits, PastMove, Plan, Refusal, RunningPod
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
@@ -60,7 +61,7 @@ class EvictingApi(Protocol):
 class PlacementHost(Protocol):
     """What the executor needs from the placement service it runs in."""
 
-    async def record(self, uow: UnitOfWork, row: Row, kind: str, *, hold: Hold | None = None,
+    async def record(self, uow: UnitOfWork, row: Row, kind: PlacementKind, *, hold: Hold | None = None,
                      reasons: dict[str, str] | None = None, node: str | None = None) -> None: ...
     async def commit(self, uow: UnitOfWork) -> None: ...
     async def reread(self, cluster: str) -> ClusterView: ...
@@ -188,6 +189,7 @@ class Defragmenter:
             for i, move in enumerate(plan.moves):
                 victim = running[move.uid]
                 victim_row = await uow.state.get_pod(cluster, move.uid, for_update=True)
+                assert victim_row is not None, f"victim {move.uid} of the plan has no row"
                 await uow.state.release(cluster, move.uid, cpu_milli=victim.pod.cpu_milli,
                                         memory_mib=victim.pod.memory_mib)
                 promise = {**{k: victim_row[k] for k in ("namespace", "priority", "request", "cpu_milli", "memory_mib",
@@ -227,7 +229,8 @@ class Defragmenter:
         """Step 2: evict in the plan's order; stop at the first refusal, or before the next eviction once the
         beneficiary is deleted (moving pods for nobody) or the plan was settled by another placement worker.
         Returns the uids evicted and why it stopped early ("" when every eviction went through)."""
-        api, evicted = self._apis[row["cluster"]], []
+        api = self._apis[row["cluster"]]
+        evicted: list[str] = []
         for move in plan.moves:
             stop = await self._stop_reason(row, plan_id)
             if stop:

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from gpuplace.contracts import topics
-from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PodEvent
+from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PlacementKind, PodEvent
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
@@ -45,7 +46,16 @@ log = logging.getLogger(__name__)
 CONSUMER = "placement"
 AWAITING_NODE = "bound to a node not yet known: charged when it arrives"
 NODE_BURST_S = 0.25  # node events within this long of each other share one re-read and retry
-_CONFLICT = object()  # the database refused a reservation our in-memory view allowed
+_T = TypeVar("_T")
+
+
+class _Conflict(enum.Enum):
+    """The database refused a reservation our in-memory view allowed (an enum: mypy narrows `is` on it)."""
+
+    CONFLICT = enum.auto()
+
+
+_CONFLICT = _Conflict.CONFLICT
 
 
 class ClusterApi(Protocol):
@@ -193,12 +203,12 @@ class PlacementService:
         async with state.lock:
             if state.stale:
                 await self._rehydrate(state)
-            freed = set()
+            freed: set[str | None] = set()
             for row in drift.gone:
                 freed.add(await self._forget(state, _event_of(row, "deleted")))
             for row, node in drift.bound_elsewhere:
                 await self._confirm_bound(state, _event_of(row, "bound", node_name=node))
-            await self._retry_for_nodes(state, freed - {None})
+            await self._retry_for_nodes(state, {node for node in freed if node is not None})
         return drift
 
     async def resync(self, stop: asyncio.Event) -> None:
@@ -235,7 +245,7 @@ class PlacementService:
                                  return_exceptions=True)
 
     # -- what the defragmenter uses (usecases/defrag.PlacementHost) ------------------------------------
-    async def record(self, uow: UnitOfWork, row: Row, kind: str, *, hold: Hold | None = None,
+    async def record(self, uow: UnitOfWork, row: Row, kind: PlacementKind, *, hold: Hold | None = None,
                      reasons: dict[str, str] | None = None, node: str | None = None) -> None:
         await self._record(uow, row, kind, hold=hold, reasons=reasons, node=node)
 
@@ -327,7 +337,7 @@ class PlacementService:
             await self._rehydrate(state)
         state.waiting[row["uid"]] = row  # three lost races in a row: the next cluster change retries it
 
-    def _spawn_background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def _spawn_background(self, work: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background_done)
@@ -336,7 +346,8 @@ class PlacementService:
     def _background_done(self, task: asyncio.Task[Any]) -> None:
         self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("%s failed", task.get_coro().__qualname__, exc_info=task.exception())
+            name = getattr(task.get_coro(), "__qualname__", task.get_name())  # a coroutine's: the function's
+            log.error("%s failed", name, exc_info=task.exception())
 
     def _plan_holds(self, row: Row) -> bool:
         """The pod is a defragmentation plan's beneficiary: the plan binds it once the victims are gone
@@ -359,7 +370,8 @@ class PlacementService:
         await self._record(uow, row, "decided", hold=hold, reasons={"defrag": f"place promised as {promise['uid']}"})
         return True
 
-    async def _decide_and_reserve(self, uow: UnitOfWork, state: _Cluster, row: Row) -> Hold | dict[str, str] | object:
+    async def _decide_and_reserve(self, uow: UnitOfWork, state: _Cluster, row: Row
+                                  ) -> Hold | dict[str, str] | Literal[_Conflict.CONFLICT]:
         """Inside `uow`: decide, then reserve (a Hold) or record why the pod waits (its reasons).
 
         Returns _CONFLICT when the database refused the reservation; the caller must not commit.
@@ -491,12 +503,12 @@ class PlacementService:
             # bound where the database does not have it: another scheduler's pod nominated for one node and
             # bound to another, or a pod whose move reconciliation found (usecases/reconcile)
             moved = row is not None and row["state"] == "bound" and row["node"] != where
-            if moved:
+            if moved and row is not None:  # moved implies a row; said again for the type checker
                 await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
                                         memory_mib=row["memory_mib"])
             if unplaced or moved:
                 hold = await self._charge_bound_elsewhere(uow, state, event, where)
-            elif row["state"] == "reserved" and row["node"] == event.node_name:
+            elif row is not None and row["state"] == "reserved" and row["node"] == event.node_name:
                 if event.cluster + event.uid not in self._in_flight():
                     await uow.state.set_pod_state(event.cluster, event.uid, "bound", mark_bound=True)
                     await self._record(uow, row, "bound", node=event.node_name)
@@ -516,15 +528,15 @@ class PlacementService:
         held, freed = False, None
         async with self._uow_factory() as uow:
             if not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
-                return
+                return None
             row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
             if row is not None and row["state"] != "deleted":
                 held = row["state"] == "reserved" and self._plan_holds(row)
                 if not held:
                     freed = await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
                                                     memory_mib=row["memory_mib"])
-                await uow.state.set_pod_state(event.cluster, event.uid, "deleted",
-                                              **({"reason": "deleted mid-plan"} if held else {}))
+                mid_plan: dict[str, Any] = {"reason": "deleted mid-plan"} if held else {}
+                await uow.state.set_pod_state(event.cluster, event.uid, "deleted", **mid_plan)
             await self._commit(uow)
         if not held:
             state.view.refund(event.uid)
@@ -644,7 +656,7 @@ class PlacementService:
         await uow.commit()
         self._outbox_written()
 
-    async def _record(self, uow: UnitOfWork, row: Row, kind: str, *, hold: Hold | None = None,
+    async def _record(self, uow: UnitOfWork, row: Row, kind: PlacementKind, *, hold: Hold | None = None,
                       reasons: dict[str, str] | None = None, decision_id: str | None = None,
                       node: str | None = None) -> None:
         decision_id = decision_id or uuid.uuid4().hex
@@ -687,7 +699,7 @@ def _event_of(row: Row, kind: str, **changes: Any) -> PodEvent:
                                     "gpu": row["request"], **changes})
 
 
-def _queue_order(row: Row) -> tuple:
+def _queue_order(row: Row) -> tuple[int, float, Any]:
     return queue_key(priority=row["priority"], deadline_ms=row["deadline_ms"], arrival=row["first_seen_at"])
 
 

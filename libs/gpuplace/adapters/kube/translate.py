@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from gpuplace.adapters.kube import quantity
 from gpuplace.adapters.kube.pod_rules import rule_fields
@@ -51,7 +51,7 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
             fields.setdefault("request_error", f"{what} request {value} is beyond any node ({QUANTITY_MAX} at most)")
     node_name = spec.get("nodeName")
     gone = deleted or meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
-    kind = "deleted" if gone else ("bound" if node_name else "pending")
+    kind: Literal["pending", "bound", "deleted"] = "deleted" if gone else ("bound" if node_name else "pending")
     return PodEvent(
         cluster=cluster, region=region, kind=kind,
         namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],

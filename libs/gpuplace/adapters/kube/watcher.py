@@ -130,8 +130,11 @@ async def run_until(stop: asyncio.Event, *pumps: Awaitable[None]) -> None:
     try:
         done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
-            if task is not stopper and task.exception():
-                raise task.exception()  # type: ignore[misc]
+            if task is stopper:
+                continue
+            failure = task.exception()
+            if failure is not None:
+                raise failure
     finally:
         for task in [*tasks, stopper]:
             task.cancel()

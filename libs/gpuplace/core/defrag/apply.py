@@ -71,7 +71,7 @@ def _moves(snapshot: ClusterSnapshot, moves: Sequence[Move], running: Mapping[st
     return moved
 
 
-def _do(step: Callable, inverse: Callable, undo: list[Callable[[], None]], args: _Step) -> None:
+def _do(step: Callable[..., None], inverse: Callable[..., None], undo: list[Callable[[], None]], args: _Step) -> None:
     step(*args)
     undo.append(lambda: inverse(*args))
 

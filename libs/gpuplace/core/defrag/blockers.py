@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray
 from gpuplace.core.defrag.model import Blocker
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.filters import FILTERS
@@ -37,7 +38,8 @@ def diagnose(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> tuple
     if not ever.any():
         return Blocker.CONSTRAINT, f"no node could ever take it ({_request_text(demand)})"
     if _standard_filters(snapshot, demand).any():
-        if getattr(policy, "check", None) is not None and policy.check(snapshot, demand) is not None:
+        check = getattr(policy, "check", None)  # latency-aware policies (policies/latency_aware.py)
+        if check is not None and check(snapshot, demand) is not None:
             return Blocker.LATENCY, "room exists, but every place would break a deadline"
         return Blocker.CONSTRAINT, f"policy {policy.name} rejects every node the standard filters accept"
     short = _shortfall(snapshot, demand, ever)
@@ -48,7 +50,7 @@ def diagnose(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> tuple
         f"{_request_text(demand)}")
 
 
-def could_ever_fit(snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
+def could_ever_fit(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
     """Nodes that could take the pod if they were empty, (n_nodes,)."""
     ok = (snapshot.cpu_capacity_milli >= demand.cpu_milli) & (snapshot.memory_capacity_mib >= demand.memory_mib)
     if not demand.needs_gpu:
@@ -62,14 +64,14 @@ def could_ever_fit(snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
     )
 
 
-def _standard_filters(snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
+def _standard_filters(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
     feasible = FILTERS[0].mask(snapshot, demand)
     for plugin in FILTERS[1:]:
         feasible &= plugin.mask(snapshot, demand)
     return feasible
 
 
-def _shortfall(snapshot: ClusterSnapshot, demand: Demand, ever: np.ndarray) -> str:
+def _shortfall(snapshot: ClusterSnapshot, demand: Demand, ever: BoolArray) -> str:
     """Which resource the usable nodes lack in total ('' when none does)."""
     if snapshot.cpu_free_milli[ever].sum() < demand.cpu_milli:
         return "CPU"

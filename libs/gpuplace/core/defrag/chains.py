@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray
 from gpuplace.core.defrag.apply import apply_moves
 from gpuplace.core.defrag.cost import move_cost_s
 from gpuplace.core.defrag.eligibility import Quotas
@@ -34,7 +35,7 @@ MAX_NODES = 8
 MAX_ATTEMPTS = 3
 
 
-def rerouter(occupancy: Occupancy, eligible: np.ndarray, policy: Policy, quotas: Quotas,
+def rerouter(occupancy: Occupancy, eligible: BoolArray, policy: Policy, quotas: Quotas,
              moving: set[str]) -> Reroute:
     """A Reroute for one plan attempt; `moving` holds the uids the attempt already moves (it grows)."""
 
@@ -52,7 +53,7 @@ def rerouter(occupancy: Occupancy, eligible: np.ndarray, policy: Policy, quotas:
         mask[slots] = lands_elsewhere(work, occupancy, slots)
         sub_quotas = replace(quotas, victims_left=left)
         for option in options(work, demand, occupancy, mask, sub_quotas, MAX_NODES)[:MAX_ATTEMPTS]:
-            movers = [occupancy.pods[s] for s in option.movers]
+            movers = [occupancy.in_slot(s) for s in option.movers]
             moves = find_targets(work, demand, option.node, option.gpu_indices, movers, policy)
             if moves is None:
                 continue

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from gpuplace.core.arrays import BoolArray
 from gpuplace.core.defrag.model import Limits, PastMove
 from gpuplace.core.model import Pod
 
@@ -51,7 +50,7 @@ class Quotas:
 
 
 def eligible(occupancy: Occupancy, beneficiary: Pod, limits: Limits, history: Sequence[PastMove],
-             now_s: float) -> np.ndarray:
+             now_s: float) -> BoolArray:
     """Per occupancy slot: may that pod move for `beneficiary` now (rule, cool-down, per-pod cap)?"""
     n = len(occupancy.pods)
     ok = ((occupancy.node[:n] >= 0) & (occupancy.priority[:n] <= beneficiary.priority)

@@ -18,27 +18,28 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, IntArray
 from gpuplace.core.defrag.occupancy import Occupancy
 from gpuplace.core.demand import Demand
 from gpuplace.core.snapshot import ClusterSnapshot
 
 
-def lands_elsewhere(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: np.ndarray) -> np.ndarray:
+def lands_elsewhere(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: IntArray) -> BoolArray:
     """Per slot in `slots`: another node, or other GPUs of its own, could take the pod now, (n_slots,)."""
     if not len(slots):
         return np.zeros(0, dtype=bool)
     unique, inverse = np.unique(occupancy.request_id[slots], return_inverse=True)
     fits = room_for(snapshot, [occupancy.requests[i] for i in unique])  # (n_unique, n_nodes)
     node = occupancy.node[slots]
-    other_nodes = fits.sum(axis=1)[inverse] - fits[inverse, node] > 0
+    other_nodes: BoolArray = fits.sum(axis=1)[inverse] - fits[inverse, node] > 0
     return other_nodes | _own_node(snapshot, occupancy, slots)
 
 
-def room_for(snapshot: ClusterSnapshot, demands: Sequence[Demand]) -> np.ndarray:
+def room_for(snapshot: ClusterSnapshot, demands: Sequence[Demand]) -> BoolArray:
     """Nodes with room now for each demand, (n_demands, n_nodes); see the module docstring."""
     cpu = np.array([d.cpu_milli for d in demands], dtype=np.int64)[:, None]  # (n_demands, 1)
     host = np.array([d.memory_mib for d in demands], dtype=np.int64)[:, None]
-    ok = (snapshot.cpu_free_milli >= cpu) & (snapshot.memory_free_mib >= host)  # (n_demands, n_nodes)
+    ok: BoolArray = (snapshot.cpu_free_milli >= cpu) & (snapshot.memory_free_mib >= host)  # (n_demands, n_nodes)
     count = np.array([d.gpu_count if d.needs_gpu else 0 for d in demands], dtype=np.int64)
     if not count.any():
         return ok
@@ -49,11 +50,12 @@ def room_for(snapshot: ClusterSnapshot, demands: Sequence[Demand]) -> np.ndarray
     column = _column(count, snapshot.max_gpus)
     kth_share = _kth(np.where(snapshot.gpu_exists, snapshot.free_share_milli, -1))  # (max_gpus + 1, n_nodes)
     kth_memory = _kth(np.where(snapshot.gpu_exists, snapshot.free_memory_mib, -1))
-    gpu_ok = allowed & (kth_share[column] >= share) & (kth_memory[column] >= memory)
-    return ok & (gpu_ok | (count == 0)[:, None])
+    gpu_ok: BoolArray = allowed & (kth_share[column] >= share) & (kth_memory[column] >= memory)
+    room: BoolArray = ok & (gpu_ok | (count == 0)[:, None])
+    return room
 
 
-def _own_node(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: np.ndarray) -> np.ndarray:
+def _own_node(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: IntArray) -> BoolArray:
     """Per slot: its own node has room for a second copy on GPUs it does not hold, (n_slots,).
     Never for a pod without GPUs: on its own node it would not have moved at all."""
     node = occupancy.node[slots]
@@ -74,12 +76,12 @@ def _own_node(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: np.ndarray
     return ok & (kth_share >= share) & (kth_memory >= memory)
 
 
-def _kth(free: np.ndarray) -> np.ndarray:
+def _kth(free: IntArray) -> IntArray:
     """Row-wise k-th largest, k = 1..max_gpus, plus a row no request fits: (max_gpus + 1, n_rows)."""
     return np.vstack([-np.sort(-free, axis=1).T, np.full((1, len(free)), -1)])
 
 
-def _column(count: np.ndarray, max_gpus: int) -> np.ndarray:
+def _column(count: IntArray, max_gpus: int) -> IntArray:
     """Row of _kth() to read for a request of `count` GPUs (the no-fit row when count > max_gpus)."""
     return np.where(count > max_gpus, max_gpus, np.clip(count - 1, 0, max_gpus))
 

@@ -15,10 +15,12 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray
 from gpuplace.core.defrag.cost import move_cost_s
 from gpuplace.core.defrag.eligibility import slack_ms
 from gpuplace.core.defrag.model import RunningPod
 from gpuplace.core.demand import Demand, resolve
+from gpuplace.core.model import GpuRequest
 from gpuplace.core.snapshot import ClusterSnapshot
 
 _INITIAL_SLOTS = 1024
@@ -32,7 +34,7 @@ class Occupancy:
         self.gpu_types = snapshot.gpu_types
         self._snapshot = snapshot
         self.requests: list[Demand] = []
-        self._request_ids: dict[tuple, int] = {}
+        self._request_ids: dict[tuple[int, int, GpuRequest], int] = {}
         n_types = len(snapshot.gpu_types)
         self.request_count = np.zeros(0, dtype=np.int64)  # GPUs per request (0: none), (n_requests,)
         self.request_share_milli = np.zeros((0, n_types), dtype=np.int64)  # (n_requests, n_types)
@@ -69,10 +71,21 @@ class Occupancy:
     def slot_of(self, uid: str) -> int | None:
         return self._slots.get(uid)
 
-    def moved_milli(self, slots: np.ndarray | list[int]) -> np.ndarray:
+    def in_slot(self, slot: int) -> RunningPod:
+        """The pod in an occupied slot (one read off this occupancy's arrays, so never vacant)."""
+        running = self.pods[slot]
+        assert running is not None, f"slot {slot} is vacant"
+        return running
+
+    def pod(self, uid: str) -> RunningPod:
+        """The recorded pod `uid` (KeyError if unknown)."""
+        return self.in_slot(self._slots[uid])
+
+    def moved_milli(self, slots: IntArray | list[int]) -> IntArray:
         """GPU share each pod holds over all its GPUs: what moving it displaces."""
         index = np.asarray(slots, dtype=np.int64)
-        return self.share_milli[index] * self.gpus[index].sum(axis=1)
+        moved: IntArray = self.share_milli[index] * self.gpus[index].sum(axis=1)
+        return moved
 
     def add(self, running: RunningPod) -> None:
         """Record a running pod (ValueError if its uid is already recorded)."""

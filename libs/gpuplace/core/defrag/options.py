@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, IntArray
 from gpuplace.core.defrag.blockers import could_ever_fit
 from gpuplace.core.defrag.eligibility import Quotas
 from gpuplace.core.defrag.occupancy import Occupancy
@@ -45,8 +46,12 @@ class Option:
     moved_milli: int
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[float, int, int, tuple[int, ...]]:
         return (self.cost_s, self.moved_milli, self.node, self.gpu_indices)
+
+
+_CoverKey = tuple[float, int, tuple[str, ...]]
+"""How a set of pods to move ranks: (restart cost, displaced share, uids), cheapest first."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,14 +59,14 @@ class _Movable:
     """The pods that may move (occupancy slots) and what they hold per node and GPU."""
 
     occupancy: Occupancy
-    slots: np.ndarray  # (n_movable,)
-    held_share_milli: np.ndarray  # (n_nodes, max_gpus)
-    held_memory_mib: np.ndarray  # GPU memory, (n_nodes, max_gpus)
-    held_cpu_milli: np.ndarray  # (n_nodes,)
-    held_host_memory_mib: np.ndarray  # (n_nodes,)
+    slots: IntArray  # (n_movable,)
+    held_share_milli: IntArray  # (n_nodes, max_gpus)
+    held_memory_mib: IntArray  # GPU memory, (n_nodes, max_gpus)
+    held_cpu_milli: IntArray  # (n_nodes,)
+    held_host_memory_mib: IntArray  # (n_nodes,)
 
 
-def options(snapshot: ClusterSnapshot, demand: Demand, occupancy: Occupancy, movable: np.ndarray, quotas: Quotas,
+def options(snapshot: ClusterSnapshot, demand: Demand, occupancy: Occupancy, movable: BoolArray, quotas: Quotas,
             max_nodes: int = MAX_NODES) -> list[Option]:
     """Candidate clearings, cheapest first; `movable` flags the occupancy slots that may move."""
     if quotas.victims_left <= 0:
@@ -73,7 +78,7 @@ def options(snapshot: ClusterSnapshot, demand: Demand, occupancy: Occupancy, mov
     return sorted(found, key=lambda o: o.key)
 
 
-def _held(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: np.ndarray) -> _Movable:
+def _held(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: IntArray) -> _Movable:
     n_nodes, max_gpus = snapshot.gpu_exists.shape
     rows = occupancy.node[slots]
     share = np.zeros((n_nodes, max_gpus), dtype=np.int64)
@@ -86,7 +91,7 @@ def _held(snapshot: ClusterSnapshot, occupancy: Occupancy, slots: np.ndarray) ->
     return _Movable(occupancy, slots, share, memory, cpu, host)
 
 
-def _promising_nodes(snapshot: ClusterSnapshot, demand: Demand, held: _Movable, max_nodes: int) -> np.ndarray:
+def _promising_nodes(snapshot: ClusterSnapshot, demand: Demand, held: _Movable, max_nodes: int) -> IntArray:
     """Rows that moving pods could open for the pod, most promising first, (<= max_nodes,)."""
     ok = could_ever_fit(snapshot, demand)  # (n_nodes,)
     ok &= snapshot.cpu_free_milli + held.held_cpu_milli >= demand.cpu_milli
@@ -132,6 +137,7 @@ def _node_options(snapshot: ClusterSnapshot, demand: Demand, held: _Movable, quo
     per_gpu = _per_gpu_clearings(snapshot, demand, quotas, node, here) if k else []
     if len(per_gpu) < k:
         return []
+    choices: list[tuple[tuple[int, ...], tuple[_Pod, ...]]]
     if k == 1:
         choices = [((g,), pods) for _, g, pods in per_gpu]
     elif k:
@@ -163,7 +169,7 @@ def _pods_on(held: _Movable, node: int) -> list[_Pod]:
 
 
 def _per_gpu_clearings(snapshot: ClusterSnapshot, demand: Demand, quotas: Quotas, node: int,
-                       here: list[_Pod]) -> list[tuple[tuple, int, tuple[_Pod, ...]]]:
+                       here: list[_Pod]) -> list[tuple[tuple[float, int, tuple[str, ...], int], int, tuple[_Pod, ...]]]:
     """(sort key, GPU, pods to move) for each GPU of `node` that can be cleared, cheapest first."""
     type_id = snapshot.gpu_type_id[node]
     share = int(demand.share_milli_by_type[type_id])
@@ -180,7 +186,7 @@ def _per_gpu_clearings(snapshot: ClusterSnapshot, demand: Demand, quotas: Quotas
 
 
 def _cheapest_cover(on_gpu: list[_Pod], need_share: int, need_memory: int,
-                    max_size: int) -> tuple[tuple, tuple[_Pod, ...]] | None:
+                    max_size: int) -> tuple[_CoverKey, tuple[_Pod, ...]] | None:
     """The cheapest subset of `on_gpu` freeing `need_share` and `need_memory` on one GPU, by
     (cost, displaced share, uids); () when nothing is needed, None when no subset does it."""
     if need_share <= 0 and need_memory <= 0:
@@ -189,7 +195,7 @@ def _cheapest_cover(on_gpu: list[_Pod], need_share: int, need_memory: int,
     if sum(p.share_milli for p in pods) < need_share or sum(p.memory_mib for p in pods) < need_memory:
         return None
     cheapest = min(p.cost_s for p in pods)
-    best: tuple[tuple, tuple[_Pod, ...]] | None = None
+    best: tuple[_CoverKey, tuple[_Pod, ...]] | None = None
     for size in range(1, min(max_size, len(pods)) + 1):
         if best is not None and size * cheapest > best[0][0]:
             break

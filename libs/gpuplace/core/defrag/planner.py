@@ -27,7 +27,7 @@ from gpuplace.core.defrag.blockers import diagnose
 from gpuplace.core.defrag.chains import rerouter
 from gpuplace.core.defrag.eligibility import Quotas, eligible, quotas
 from gpuplace.core.defrag.landing import lands_elsewhere
-from gpuplace.core.defrag.model import Blocker, Limits, PastMove, Plan, Refusal, RunningPod
+from gpuplace.core.defrag.model import Blocker, Limits, Move, PastMove, Plan, Refusal, RunningPod
 from gpuplace.core.defrag.occupancy import Occupancy
 from gpuplace.core.defrag.options import Option, options
 from gpuplace.core.defrag.targets import Reroute, find_targets
@@ -70,7 +70,7 @@ def plan(snapshot: ClusterSnapshot, beneficiary: Pod, running: Sequence[RunningP
         chained = [o for o in options(snapshot, demand, occupancy, may_move, left)
                    if not all(landing[s] for s in o.movers)]
         for option in chained[:MAX_CHAIN_ATTEMPTS]:
-            moving = {occupancy.pods[s].uid for s in option.movers}
+            moving = {occupancy.in_slot(s).uid for s in option.movers}
             reroute = rerouter(occupancy, may_move, policy, left, moving)
             found = _try(snapshot, beneficiary, demand, occupancy, policy, option, left, reroute)
             if found is not None:
@@ -95,11 +95,11 @@ def _without_moves(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) ->
 
 def _try(snapshot: ClusterSnapshot, beneficiary: Pod, demand: Demand, occupancy: Occupancy, policy: Policy,
          option: Option, left: Quotas, reroute: Reroute | None = None) -> Plan | None:
-    movers = [occupancy.pods[slot] for slot in option.movers]
+    movers = [occupancy.in_slot(slot) for slot in option.movers]
     moves = find_targets(snapshot, demand, option.node, option.gpu_indices, movers, policy, reroute)
     if moves is None or len(moves) > left.victims_left:
         return None
-    by_uid = {m.uid: occupancy.pods[occupancy.slot_of(m.uid)] for m in moves}
+    by_uid = {m.uid: occupancy.pod(m.uid) for m in moves}
     if not left.owner_allows([r.owner for r in by_uid.values()]):
         return None
     type_id = snapshot.gpu_type_id[option.node]
@@ -119,7 +119,7 @@ def _try(snapshot: ClusterSnapshot, beneficiary: Pod, demand: Demand, occupancy:
     return result
 
 
-def _reasons(snapshot: ClusterSnapshot, option: Option, moves: tuple) -> tuple[str, ...]:
+def _reasons(snapshot: ClusterSnapshot, option: Option, moves: tuple[Move, ...]) -> tuple[str, ...]:
     gpus = ",".join(map(str, option.gpu_indices)) or "-"
     head = f"clear node {snapshot.node_names[option.node]} GPU(s) {gpus} by moving {len(moves)} pod(s)"
     return (head, *(f"wave {m.wave}: move {m.uid} {m.from_node}{list(m.from_gpu_indices)} -> "

@@ -28,8 +28,9 @@ from gpuplace.core.defrag.model import Limits, PastMove, Plan, RunningPod
 from gpuplace.core.defrag.occupancy import Occupancy
 from gpuplace.core.defrag.planner import plan
 from gpuplace.core.demand import Demand, resolve
+from gpuplace.core.framework.interface import Policy
 from gpuplace.core.framework.runtime import bind, decide
-from gpuplace.core.model import Node, Pod
+from gpuplace.core.model import GpuRequest, Node, Pod
 from gpuplace.core.node_states import NodeStates
 from gpuplace.core.simulator import SimulationResult, prepare, shape_label
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -100,7 +101,7 @@ def run(nodes: Sequence[Node], pods: Sequence[Pod], policy: str, seed: int, *,
 class _Run:
     """The mutable state of one run: snapshot, running pods, move history and budget."""
 
-    def __init__(self, snapshot: ClusterSnapshot, placer, limits: Limits, max_moves_pct: float,
+    def __init__(self, snapshot: ClusterSnapshot, placer: Policy, limits: Limits, max_moves_pct: float,
                  min_gain_milli_per_move: int) -> None:
         self.snapshot = snapshot
         self.placer = placer
@@ -109,8 +110,8 @@ class _Run:
         self.min_gain = min_gain_milli_per_move
         self.running = Occupancy(snapshot)
         self.history: list[PastMove] = []
-        self.demands: dict[tuple, Demand] = {}
-        self.refused: set[tuple] = set()
+        self.demands: dict[tuple[int, int, GpuRequest], Demand] = {}
+        self.refused: set[tuple[object, ...]] = set()
         self.placed = self.moves = self.plans = 0
 
     def arrive(self, step: int, pod: Pod) -> int | None:
@@ -141,7 +142,7 @@ class _Run:
         if not isinstance(found, Plan) or not found.moves or gained < self.min_gain * len(found.moves):
             self.refused.add(asked)
             return None
-        by_uid = {m.uid: self.running.pods[self.running.slot_of(m.uid)] for m in found.moves}
+        by_uid = {m.uid: self.running.pod(m.uid) for m in found.moves}
         for moved in apply_plan(self.snapshot, found, pod, by_uid).values():
             self.running.remove(moved.uid)
             self.running.add(moved)

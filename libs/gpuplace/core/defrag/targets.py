@@ -75,7 +75,7 @@ def hold(work: ClusterSnapshot, demand: Demand, node: int, gpu_indices: Sequence
         work.charge(node, (g,), 0, 0, share, memory, kind, slots=0)  # the slot was taken with the CPU
 
 
-def largest_first(running: RunningPod) -> tuple:
+def largest_first(running: RunningPod) -> tuple[int, int, str]:
     return (-running.share_milli * len(running.gpu_indices), -running.pod.cpu_milli, running.uid)
 
 

@@ -4,9 +4,28 @@ Each exports `NAME`, `mask(snapshot, demand) -> bool array (n_nodes,)` for the h
 `status(snapshot, demand, node) -> Status` with the reason, for `explain` and unschedulable events.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
 from gpuplace.core.filters import gpu_fit, gpu_model, node_rules, resources_fit
 
-FILTERS = (node_rules, resources_fit, gpu_model, gpu_fit)
+if TYPE_CHECKING:
+    from gpuplace.core.arrays import BoolArray
+    from gpuplace.core.demand import Demand
+    from gpuplace.core.framework.interface import Status
+    from gpuplace.core.snapshot import ClusterSnapshot
+
+
+class Filter(Protocol):
+    """What a filter module provides (the modules satisfy it as they are: a module is an object too)."""
+
+    def mask(self, snapshot: ClusterSnapshot, demand: Demand) -> BoolArray: ...
+
+    def status(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status: ...
+
+
+FILTERS: tuple[Filter, ...] = (node_rules, resources_fit, gpu_model, gpu_fit)
 """The standard filter chain, in the order reasons are reported (kube-scheduler's: the node's rules first)."""
 
-__all__ = ["FILTERS", "gpu_fit", "gpu_model", "latency_fit", "node_rules", "resources_fit"]
+__all__ = ["FILTERS", "Filter", "gpu_fit", "gpu_model", "latency_fit", "node_rules", "resources_fit"]

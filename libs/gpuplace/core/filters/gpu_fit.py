@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.interface import SUCCESS, Code, Status
 from gpuplace.core.model import MILLI_PER_GPU
@@ -13,7 +14,7 @@ from gpuplace.core.snapshot import ClusterSnapshot
 NAME = "GpuFit"
 
 
-def usable_gpus(snapshot: ClusterSnapshot, demand: Demand, rows: slice = slice(None)) -> np.ndarray:
+def usable_gpus(snapshot: ClusterSnapshot, demand: Demand, rows: slice = slice(None)) -> BoolArray:
     """GPUs that could each take one of the pod's GPU requests, (n_rows, max_gpus)."""
     type_id = snapshot.gpu_type_id[rows]
     share = demand.share_milli_by_type[type_id][:, None]  # (n_rows, 1)
@@ -27,10 +28,11 @@ def usable_gpus(snapshot: ClusterSnapshot, demand: Demand, rows: slice = slice(N
     )
 
 
-def mask(snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
+def mask(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
     if not demand.needs_gpu:
         return np.ones(snapshot.n_nodes, dtype=bool)
-    return usable_gpus(snapshot, demand).sum(axis=1) >= demand.gpu_count
+    fits: BoolArray = usable_gpus(snapshot, demand).sum(axis=1) >= demand.gpu_count
+    return fits
 
 
 def status(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.interface import SUCCESS, Code, Status
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -11,7 +12,7 @@ from gpuplace.core.snapshot import ClusterSnapshot
 NAME = "GpuModel"
 
 
-def mask(snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
+def mask(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
     if not demand.needs_gpu:
         return np.ones(snapshot.n_nodes, dtype=bool)
     return demand.allowed_by_type[snapshot.gpu_type_id]

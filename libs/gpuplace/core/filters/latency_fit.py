@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, FloatArray
 from gpuplace.core.framework.interface import SUCCESS, Code, Status
 from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.busy_period import busy_period
@@ -33,18 +34,18 @@ DEFAULT_MARGIN = 0.1
 class LatencyCheck:
     """One pod's verdict on every GPU with it added; arrays are (n_nodes, max_gpus) unless noted."""
 
-    feasible: np.ndarray
-    p95_ms: np.ndarray
+    feasible: BoolArray
+    p95_ms: FloatArray
     """Worst predicted p95 relative to its budget: the p95 of the pod closest to (or past) its budget."""
-    budget_ms: np.ndarray
+    budget_ms: FloatArray
     """That pod's deadline x (1 - margin); inf where no pod on the GPU has a deadline."""
-    load_fraction: np.ndarray
-    alone_ok: np.ndarray
+    load_fraction: FloatArray
+    alone_ok: BoolArray
     """(n_nodes,): the pod alone on one of the node's GPUs keeps its own budget (else no move helps)."""
     margin: float
 
 
-def pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: np.ndarray, *,
+def pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: BoolArray, *,
                margin: float = DEFAULT_MARGIN) -> LatencyCheck:
     """The pod's verdict on every GPU; `gpu_exists` is the snapshot's (n_nodes, max_gpus) mask."""
     if not 0 <= margin < 1:
@@ -54,7 +55,7 @@ def pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: n
     return _pre_filter(load, model, stream, gpu_exists, margin)
 
 
-def _pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: np.ndarray,
+def _pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: BoolArray,
                 margin: float) -> LatencyCheck:
     """Assumes validated inputs (see pre_filter())."""
     speed = load.speed[:, None]  # (n_nodes, 1)
@@ -85,9 +86,10 @@ def _pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: 
                         np.take_along_axis(budget, worst, axis=2)[..., 0], load_fraction, alone_ok, margin)
 
 
-def mask(check: LatencyCheck) -> np.ndarray:
+def mask(check: LatencyCheck) -> BoolArray:
     """Nodes with at least one GPU where the pod and every co-runner keep their budgets, (n_nodes,)."""
-    return check.feasible.any(axis=1)
+    feasible: BoolArray = np.any(check.feasible, axis=1)
+    return feasible
 
 
 def status(check: LatencyCheck, node: int) -> Status:

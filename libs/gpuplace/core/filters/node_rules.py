@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.interface import SUCCESS, Code, Status
 from gpuplace.core.node_rules import MSG_PORTS, MSG_TOO_MANY_PODS, ports_free
@@ -19,7 +20,7 @@ from gpuplace.core.snapshot import ClusterSnapshot
 NAME = "NodeRules"
 
 
-def mask(snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
+def mask(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
     rules = demand.rules
     static = snapshot.static_mask(rules)
     if static is None:

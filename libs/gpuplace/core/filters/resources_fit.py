@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
+from gpuplace.core.arrays import BoolArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.interface import SUCCESS, Code, Status
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -11,7 +10,7 @@ from gpuplace.core.snapshot import ClusterSnapshot
 NAME = "ResourcesFit"
 
 
-def mask(snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
+def mask(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
     return (snapshot.cpu_free_milli >= demand.cpu_milli) & (snapshot.memory_free_mib >= demand.memory_mib)
 
 

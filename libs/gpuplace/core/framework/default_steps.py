@@ -7,9 +7,8 @@ and implement `score`.
 
 from __future__ import annotations
 
-import numpy as np
-
 from gpuplace.core import gpu_selection
+from gpuplace.core.arrays import BoolArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.filters import FILTERS
 from gpuplace.core.framework.interface import SUCCESS, PolicyContext, Status
@@ -23,7 +22,7 @@ class DefaultSteps:
         """The registry hands every policy its context; a policy that needs nothing from it keeps this."""
         del context
 
-    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
+    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
         feasible = FILTERS[0].mask(snapshot, demand)
         for plugin in FILTERS[1:]:
             feasible &= plugin.mask(snapshot, demand)

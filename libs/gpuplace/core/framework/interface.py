@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, IntArray, ScoreArray
+
 if TYPE_CHECKING:
     from gpuplace.core.demand import Demand
     from gpuplace.core.snapshot import ClusterSnapshot
@@ -64,9 +66,9 @@ class PolicyContext:
 class Policy(Protocol):
     name: str
 
-    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray: ...
+    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> BoolArray: ...
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray: ...
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> ScoreArray: ...
 
     def choose_gpus(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]: ...
 

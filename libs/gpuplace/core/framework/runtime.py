@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray, ScoreArray
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.framework.interface import Code, Policy, Status
 from gpuplace.core.model import Assignment, Pod
@@ -55,7 +56,7 @@ def decide(snapshot: ClusterSnapshot, demand: Demand, policy: Policy, *, explain
     return Decision(demand.pod_name, node, snapshot.node_names[node], tuple(gpus), float(scores[best]))
 
 
-def _pick(snapshot: ClusterSnapshot, demand: Demand, feasible: np.ndarray, scores: np.ndarray) -> int:
+def _pick(snapshot: ClusterSnapshot, demand: Demand, feasible: IntArray, scores: ScoreArray) -> int:
     """The first maximum score; among equal scores the node the pod's preferred affinity weighs most, then
     the first in node order (preferred affinity breaks ties only: the policy's score comes first)."""
     best = int(np.argmax(scores))

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray
+
 _TOLERANCE = 1e-9
 
 
-def busy_period(work_ms: np.ndarray, period_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def busy_period(work_ms: FloatArray, period_ms: FloatArray) -> tuple[FloatArray, FloatArray]:
     """W (ms) and load for each GPU; inputs (..., n_slots), empty slots have work 0 and any period > 0.
 
     Returns W (...,) -- inf where the load is >= 1 -- and the load (...,).
@@ -40,7 +42,7 @@ def busy_period(work_ms: np.ndarray, period_ms: np.ndarray) -> tuple[np.ndarray,
     return _busy_period(work, period)
 
 
-def _busy_period(work: np.ndarray, period: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _busy_period(work: FloatArray, period: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Assumes validated arrays (see busy_period())."""
     order = np.argsort(period, axis=-1, kind="stable")
     b = np.take_along_axis(work, order, axis=-1)  # shortest period first, (..., S)

@@ -9,8 +9,9 @@ overloaded config is flagged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import numpy as np
 
@@ -18,6 +19,13 @@ from gpuplace.core.latency.fit import fit_stats
 from gpuplace.core.latency.frames import ConfigStats, FrameTable, summarise
 from gpuplace.core.latency.model import LatencyModel, Stream
 from gpuplace.core.latency.predict import predict
+
+
+class FitOptions(TypedDict, total=False):
+    """fit_stats' options other than the GPU speed, passed through by leave_one_config_out."""
+
+    safety_quantile: float
+    priors: LatencyModel
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,8 @@ def predict_stats(model: LatencyModel, stats: Sequence[ConfigStats], *, gpu_spee
     return out
 
 
-def leave_one_config_out(table: FrameTable, *, gpu_speed: float, **fit_options) -> list[ConfigPrediction]:
+def leave_one_config_out(table: FrameTable, *, gpu_speed: float,
+                         **fit_options: Unpack[FitOptions]) -> list[ConfigPrediction]:
     """Predict each config with a model fitted on all the others (see the module docstring)."""
     stats = summarise(table)
     configs = list(dict.fromkeys(s.config for s in stats))
@@ -94,8 +103,8 @@ def accuracy(predictions: Sequence[ConfigPrediction]) -> Accuracy:
     )
 
 
-def _configs(predictions) -> tuple[str, ...]:
+def _configs(predictions: Iterable[ConfigPrediction]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.config for p in predictions))
 
 
-__all__ = ["Accuracy", "ConfigPrediction", "accuracy", "leave_one_config_out", "predict_stats"]
+__all__ = ["Accuracy", "ConfigPrediction", "FitOptions", "accuracy", "leave_one_config_out", "predict_stats"]

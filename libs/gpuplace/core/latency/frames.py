@@ -19,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
+
+from gpuplace.core.arrays import FloatArray, IntArray
 
 QUANTILES_PCT = (50, 95, 99)
 OVERLOAD_PERIODS = 2.0
@@ -29,12 +32,12 @@ OVERLOAD_PERIODS = 2.0
 class FrameTable:
     """One row per frame; every array is (n_frames,). `workload_class` is the data's model column."""
 
-    config: np.ndarray
-    workload_class: np.ndarray
-    worker: np.ndarray
-    frame_rate_hz: np.ndarray
-    frame: np.ndarray
-    latency_ms: np.ndarray
+    config: npt.NDArray[np.object_]  # str
+    workload_class: npt.NDArray[np.object_]  # str
+    worker: IntArray
+    frame_rate_hz: FloatArray
+    frame: IntArray
+    latency_ms: FloatArray
 
     def __post_init__(self) -> None:
         n = len(self.config)
@@ -98,7 +101,7 @@ def summarise(table: FrameTable, warmup_fraction: float = 0.1) -> list[ConfigSta
 
 def _mix(table: FrameTable, config: str) -> StreamMix:
     rows = table.config == config
-    kinds: dict[tuple[str, float], set] = {}
+    kinds: dict[tuple[str, float], set[int]] = {}
     for cls, fps, worker in zip(table.workload_class[rows].tolist(), table.frame_rate_hz[rows].tolist(),
                                 table.worker[rows].tolist(), strict=True):
         kinds.setdefault((cls, float(fps)), set()).add(worker)
@@ -117,7 +120,7 @@ def _stats(table: FrameTable, key: tuple[str, str, float], mix: StreamMix, warmu
                        _unbounded(frame, latency, 1000.0 / fps, float(p95)))
 
 
-def _unbounded(frame: np.ndarray, latency_ms: np.ndarray, period_ms: float, p95_ms: float) -> bool:
+def _unbounded(frame: IntArray, latency_ms: FloatArray, period_ms: float, p95_ms: float) -> bool:
     if p95_ms > OVERLOAD_PERIODS * period_ms:
         return True
     order = np.argsort(frame, kind="stable")

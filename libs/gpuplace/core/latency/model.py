@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray
 from gpuplace.core.model import Pod
 
 QUANTILES = (50, 95, 99)
@@ -99,11 +101,11 @@ class WorkEvidence:
     """
 
     classes: tuple[str, ...] = ()
-    gram: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    moment: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    anchor_fraction: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    anchor_weight: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    scale_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    gram: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    moment: FloatArray = field(default_factory=lambda: np.zeros(0))
+    anchor_fraction: FloatArray = field(default_factory=lambda: np.zeros(0))
+    anchor_weight: FloatArray = field(default_factory=lambda: np.zeros(0))
+    scale_ms: FloatArray = field(default_factory=lambda: np.zeros(0))
     """Typical reference service time of each class: converts anchor weights into ms^2 units."""
     sum_wy2: float = 0.0
     """Frames-weighted sum of squared left-hand sides: with gram and moment, the residual sum of squares."""
@@ -167,7 +169,7 @@ DEFAULT_MODEL = LatencyModel(
 """Tails fitted on the H200 colocation data, no class profiles: every class starts from the prior."""
 
 
-def as_dict(model: LatencyModel) -> dict:
+def as_dict(model: LatencyModel) -> dict[str, Any]:
     """JSON-able form of the state (what a service persists between latency windows)."""
     tails = {f"p{q}": vars(model.tail(q)).copy() for q in QUANTILES}
     evidence = {k: (v.tolist() if isinstance(v, np.ndarray) else list(v) if isinstance(v, tuple) else float(v))
@@ -177,17 +179,20 @@ def as_dict(model: LatencyModel) -> dict:
             "max_load": model.max_load, "evidence": evidence}
 
 
-def from_dict(data: Mapping) -> LatencyModel:
+def from_dict(data: Mapping[str, Any]) -> LatencyModel:
     """Inverse of as_dict; KeyError/TypeError/ValueError on a malformed state."""
     tails = {q: Tail(**data["tails"][f"p{q}"]) for q in QUANTILES}
     classes = {str(k): ClassProfile(**v) for k, v in data.get("classes", {}).items()}
     raw = data.get("evidence") or {}
     k = len(raw.get("classes", ()))
+
+    def vector(name: str) -> FloatArray:
+        return np.asarray(raw.get(name, np.zeros(k)), dtype=np.float64).reshape(k)
+
     evidence = WorkEvidence(
         tuple(str(c) for c in raw.get("classes", ())),
         np.asarray(raw.get("gram", np.zeros((k, k))), dtype=np.float64).reshape(k, k),
-        *(np.asarray(raw.get(name, np.zeros(k)), dtype=np.float64).reshape(k)
-          for name in ("moment", "anchor_fraction", "anchor_weight", "scale_ms")),
+        vector("moment"), vector("anchor_fraction"), vector("anchor_weight"), vector("scale_ms"),
         float(raw.get("sum_wy2", 0.0)), float(raw.get("equations", 0.0)),
     )
     return LatencyModel(tails[50], tails[95], tails[99], classes,

@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
+from gpuplace.core.arrays import FloatArray
 from gpuplace.core.latency.busy_period import busy_period
 from gpuplace.core.latency.model import LatencyModel, Stream
 
@@ -28,9 +30,9 @@ from gpuplace.core.latency.model import LatencyModel, Stream
 class GpuPrediction:
     """Per-stream percentiles (n_streams,) in ms on the GPU, and the GPU's load and busy-period work."""
 
-    p50_ms: np.ndarray
-    p95_ms: np.ndarray
-    p99_ms: np.ndarray
+    p50_ms: FloatArray
+    p95_ms: FloatArray
+    p99_ms: FloatArray
     load_fraction: float
     busy_work_ms: float
 
@@ -38,11 +40,11 @@ class GpuPrediction:
     def overloaded(self) -> bool:
         return not np.isfinite(self.busy_work_ms)
 
-    def percentile_ms(self, q: int) -> np.ndarray:
+    def percentile_ms(self, q: int) -> FloatArray:
         return {50: self.p50_ms, 95: self.p95_ms, 99: self.p99_ms}[q]
 
 
-def stream_arrays(model: LatencyModel, streams: Sequence[Stream]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def stream_arrays(model: LatencyModel, streams: Sequence[Stream]) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Reference-GPU service time, GPU work per frame, and frame period (ms) of each stream, (n_streams,) each."""
     service = np.array([model.service_ms(s) for s in streams], dtype=np.float64)
     fraction = np.array([model.work_fraction(s.workload_class) for s in streams], dtype=np.float64)
@@ -61,7 +63,7 @@ def predict(model: LatencyModel, streams: Sequence[Stream], *, speed: float = 1.
     return _predict(model, service / speed, work / speed, period, speed)
 
 
-def _predict(model: LatencyModel, service_ms: np.ndarray, work_ms: np.ndarray, period_ms: np.ndarray,
+def _predict(model: LatencyModel, service_ms: FloatArray, work_ms: FloatArray, period_ms: FloatArray,
              speed: float) -> GpuPrediction:
     """Assumes validated arrays on the GPU's own time scale (see predict())."""
     w, load = busy_period(work_ms, period_ms)
@@ -74,14 +76,16 @@ def _predict(model: LatencyModel, service_ms: np.ndarray, work_ms: np.ndarray, p
     return GpuPrediction(p50, p95, p99, load_fraction, w_ms)
 
 
-def percentile_ms(model: LatencyModel, q: int, service_ms: np.ndarray, busy_work_ms, speed: float) -> np.ndarray:
+def percentile_ms(model: LatencyModel, q: int, service_ms: FloatArray, busy_work_ms: npt.ArrayLike,
+                  speed: float | FloatArray) -> FloatArray:
     """p_q from service times and the busy-period work, both already on the GPU's time scale."""
     tail = model.tail(q)
     gpu_bound = tail.offset_ms / speed + tail.slope * np.asarray(busy_work_ms, dtype=np.float64)
     return np.maximum(tail.solo_ratio * np.asarray(service_ms, dtype=np.float64), gpu_bound)
 
 
-def share_over(deadline_ms, p50_ms, p95_ms, p99_ms) -> np.ndarray:
+def share_over(deadline_ms: npt.ArrayLike, p50_ms: npt.ArrayLike, p95_ms: npt.ArrayLike,
+               p99_ms: npt.ArrayLike) -> FloatArray:
     """Share of frames later than the deadline, reading the percentiles as a piecewise-linear
     quantile function: 0 ms at q=0, p50, p95, p99, and a maximum of p99 + (p99 - p95) at q=1 (in the
     data the maximum sits that close to p99). Unbounded latency (inf percentiles) misses every frame.

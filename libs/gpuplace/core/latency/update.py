@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray
 from gpuplace.core.latency.fit import GPU_BOUND_RATIO
 from gpuplace.core.latency.model import ClassProfile, LatencyModel, Stream, WorkEvidence
 
@@ -133,7 +134,7 @@ def _learn_work(model: LatencyModel, windows: list[LatencyWindow], memory: float
     return replace(model, classes=classes, evidence=evidence)
 
 
-def _safe_fractions(ev: WorkEvidence, z: float) -> np.ndarray:
+def _safe_fractions(ev: WorkEvidence, z: float) -> FloatArray:
     """Ridge estimate within [MIN, 1], raised by z standard errors: the value predictions use.
 
     Early on, windows are few and their classes correlated, and a point estimate can land far below
@@ -145,7 +146,7 @@ def _safe_fractions(ev: WorkEvidence, z: float) -> np.ndarray:
     system = np.diag(ev.anchor_weight * ev.scale_ms**2) + ev.gram  # (K, K)
     rhs = np.diag(ev.anchor_weight * ev.scale_ms**2) @ ev.anchor_fraction + ev.moment  # (K,)
     estimate = _box_solve(system, rhs, _MIN_FRACTION, 1.0)
-    rss = max(ev.sum_wy2 - 2.0 * estimate @ ev.moment + estimate @ ev.gram @ estimate, 0.0)
+    rss = max(float(ev.sum_wy2 - 2.0 * estimate @ ev.moment + estimate @ ev.gram @ estimate), 0.0)
     dof = ev.equations - k
     if dof <= 0:
         return np.maximum(estimate, ev.anchor_fraction)
@@ -153,7 +154,7 @@ def _safe_fractions(ev: WorkEvidence, z: float) -> np.ndarray:
     return np.clip(estimate + z * np.sqrt(variance), _MIN_FRACTION, 1.0)
 
 
-def _box_solve(system: np.ndarray, rhs: np.ndarray, low: float, high: float) -> np.ndarray:
+def _box_solve(system: FloatArray, rhs: FloatArray, low: float, high: float) -> FloatArray:
     """argmin of the quadratic with `system` x = `rhs` as optimum, within [low, high] per coordinate:
     fix the coordinates that leave the box at their bound and solve again for the rest (active set)."""
     x = np.linalg.solve(system, rhs)
@@ -170,7 +171,7 @@ def _box_solve(system: np.ndarray, rhs: np.ndarray, low: float, high: float) -> 
     return np.clip(x, low, high)
 
 
-def _work_equation(model: LatencyModel, window: LatencyWindow) -> tuple[np.ndarray, float] | None:
+def _work_equation(model: LatencyModel, window: LatencyWindow) -> tuple[FloatArray, float] | None:
     """x (K,) and y (ms) of the window's equation W_obs = sum_k beta_k x_k, or None if not GPU-bound."""
     speed = window.gpu_speed
     streams = (window.stream, *window.co_runners)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.framework.default_steps import DefaultSteps
@@ -21,27 +22,30 @@ from gpuplace.core.snapshot import ClusterSnapshot
 NAME = "exclusive"
 
 
-def idle_gpus(snapshot: ClusterSnapshot, rows: slice = slice(None)) -> np.ndarray:
+def idle_gpus(snapshot: ClusterSnapshot, rows: slice = slice(None)) -> BoolArray:
     """GPUs nothing holds: all share and all memory free, (n_rows, max_gpus)."""
-    return (snapshot.gpu_exists[rows] & (snapshot.free_share_milli[rows] == MILLI_PER_GPU)
-            & (snapshot.free_memory_mib[rows] == snapshot.gpu_memory_mib[rows, None]))
+    idle: BoolArray = (snapshot.gpu_exists[rows] & (snapshot.free_share_milli[rows] == MILLI_PER_GPU)
+                       & (snapshot.free_memory_mib[rows] == snapshot.gpu_memory_mib[rows, None]))
+    return idle
 
 
 class Exclusive(DefaultSteps):
     name = NAME
 
-    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
+    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
         feasible = super().filter(snapshot, demand)
         if not demand.needs_gpu:
             return feasible
-        return feasible & ((idle_gpus(snapshot) & usable_gpus(snapshot, demand)).sum(axis=1) >= demand.gpu_count)
+        enough: BoolArray = (idle_gpus(snapshot) & usable_gpus(snapshot, demand)).sum(axis=1) >= demand.gpu_count
+        return feasible & enough
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> FloatArray:
         if not demand.needs_gpu:
             return np.zeros(len(candidates))
         leftover_mib = snapshot.gpu_memory_mib[candidates] - demand.gpu_memory_on(snapshot)[candidates]
         idle = idle_gpus(snapshot)[candidates].sum(axis=1)  # (n_candidates,)
-        return -(leftover_mib.astype(np.float64) + idle / (snapshot.max_gpus + 1.0))
+        scores: FloatArray = -(leftover_mib.astype(np.float64) + idle / (snapshot.max_gpus + 1.0))
+        return scores
 
     def choose_gpus(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]:
         if not demand.needs_gpu:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray, IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.fragmentation import node_fragmentation
@@ -27,11 +28,14 @@ from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import TypicalWorkload
 
 NAME = "fgd"
+_FgdKey = tuple[int, int, bytes]
+"""What FGD's score depends on in a request (see _request_key)."""
+
 MAX_SCORE = 100
 DELTA_SCALE_MILLI = 1000.0
 
 
-def fgd_score(before_milli: np.ndarray, after_milli: np.ndarray) -> np.ndarray:
+def fgd_score(before_milli: FloatArray, after_milli: FloatArray) -> IntArray:
     """floor(100 * sigmoid((before - after) / 1000)), the reference's float operations in order."""
     x = (np.asarray(before_milli, dtype=np.float64) - after_milli) / DELTA_SCALE_MILLI
     return np.floor((1.0 / (1.0 + np.exp(-x))) * float(MAX_SCORE)).astype(np.int64)
@@ -45,8 +49,8 @@ class Fgd(DefaultSteps):
             raise ValueError("FGD needs the typical workload (PolicyContext.workload)")
         self.workload: TypicalWorkload = context.workload
         self._states: NodeStates | None = None
-        self._cache: dict[tuple, np.ndarray] = {}  # request -> score per state id (-1: not yet)
-        self._best_holes: dict[tuple, dict[int, set[int]]] = {}  # request -> state -> best GPUs' free share
+        self._cache: dict[_FgdKey, IntArray] = {}  # request -> score per state id (-1: not yet)
+        self._best_holes: dict[_FgdKey, dict[int, set[int]]] = {}  # request -> state -> best GPUs' free share
 
     def node_states(self, snapshot: ClusterSnapshot) -> NodeStates:
         if self._states is None or self._states.max_gpus != snapshot.max_gpus:
@@ -55,7 +59,7 @@ class Fgd(DefaultSteps):
             self._best_holes.clear()
         return self._states
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> IntArray:
         states = self.node_states(snapshot)
         ids = states.ids(snapshot)[candidates]  # (n_candidates,)
         table = self._table(_request_key(demand), states.n_states)
@@ -91,7 +95,7 @@ class Fgd(DefaultSteps):
         scores = fgd_score(before, node_fragmentation(after, cpu_after, type_id, self.workload))
         return (int(usable[int(np.argmax(scores))]),)  # first GPU with the best score
 
-    def _table(self, key: tuple, n_states: int) -> np.ndarray:
+    def _table(self, key: _FgdKey, n_states: int) -> IntArray:
         table = self._cache.get(key)
         if table is None or len(table) < n_states:
             grown = np.full(max(1024, 2 * n_states), -1, dtype=np.int64)
@@ -100,7 +104,7 @@ class Fgd(DefaultSteps):
             self._cache[key] = table = grown
         return table
 
-    def _score_states(self, states: NodeStates, demand: Demand, todo: np.ndarray) -> np.ndarray:
+    def _score_states(self, states: NodeStates, demand: Demand, todo: IntArray) -> IntArray:
         """Best score on each state in `todo` (state ids), trying every distinct GPU option."""
         free = states.free_share_milli[todo]  # sorted high to low, (n_todo, max_gpus)
         types = states.gpu_type_id[todo]
@@ -126,12 +130,12 @@ class Fgd(DefaultSteps):
         return best
 
 
-def _request_key(demand: Demand) -> tuple:
+def _request_key(demand: Demand) -> _FgdKey:
     """What FGD's score depends on in a request: CPU, GPU count and per-type share (not host memory)."""
     return (demand.cpu_milli, demand.gpu_count, demand.share_milli_by_type.tobytes())
 
 
-def _after_exclusive(free_sorted: np.ndarray, share: np.ndarray, count: int) -> np.ndarray:
+def _after_exclusive(free_sorted: IntArray, share: IntArray, count: int) -> IntArray:
     """States after taking `count` GPUs the reference's way: the GPUs with the least free share
     that still fit (for a whole GPU: fully free ones). Rows are sorted high to low."""
     after = free_sorted.copy()
@@ -145,7 +149,7 @@ def _after_exclusive(free_sorted: np.ndarray, share: np.ndarray, count: int) -> 
     return after
 
 
-def _exclusive_choice(free: np.ndarray, usable: np.ndarray, count: int) -> tuple[int, ...]:
+def _exclusive_choice(free: IntArray, usable: IntArray, count: int) -> tuple[int, ...]:
     """GPU indices for a multi-GPU or whole-GPU task: the least free usable GPUs, index order on ties."""
     order = np.argsort(free, kind="stable")
     return tuple(sorted(int(i) for i in usable[order[:count]]))

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
-
+from gpuplace.core.arrays import BoolArray, IntArray, ScoreArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.filters import latency_fit
 from gpuplace.core.filters.latency_fit import LatencyCheck
@@ -40,16 +39,16 @@ class LatencyAware:
         self.streams = streams
         self.margin = margin
         self.name = name or f"{base.name}{SUFFIX}"
-        self._cached: tuple | None = None  # (key, view snapshot, check)
+        self._cached: tuple[tuple[object, ...], ClusterSnapshot, LatencyCheck] | None = None  # (key, view, check)
 
-    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> np.ndarray:
+    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
         view = self._view(snapshot, demand)
         if view is None:
             return self.base.filter(snapshot, demand)
         masked, check = view
         return self.base.filter(masked, demand) & latency_fit.mask(check)
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> ScoreArray:
         view = self._view(snapshot, demand)
         return self.base.score(snapshot if view is None else view[0], demand, candidates)
 
@@ -88,7 +87,7 @@ class LatencyAware:
         return masked, check
 
 
-def _same(a: tuple, b: tuple) -> bool:
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     """Identity for objects, equality for values: a cached view is reused only for the very same inputs."""
     return all((x is y) if not isinstance(x, (int, bytes, float)) else x == y for x, y in zip(a, b, strict=True))
 

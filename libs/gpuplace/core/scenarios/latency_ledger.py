@@ -81,7 +81,7 @@ class LatencyLedger:
 
     def kpis(self) -> dict[str, float]:
         placed = list(self.worst_p95_ms)
-        within = [self.deadline_ms[p] is None or self.worst_p95_ms[p] <= self.deadline_ms[p] for p in placed]
+        within = [(deadline := self.deadline_ms[p]) is None or self.worst_p95_ms[p] <= deadline for p in placed]
         return {
             "slo_attainment": round(float(np.mean(within)) if placed else 1.0, 4),
             "deadline_miss_frames_pct": round(100.0 * self.missed_frames / max(self.frames, 1e-9), 3),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.model import DEFAULT_MODEL, ClassProfile, LatencyModel, Stream, WorkEvidence
 from gpuplace.core.latency.predict import predict
 from gpuplace.core.latency.update import LatencyWindow, update
-from gpuplace.core.model import Assignment
+from gpuplace.core.model import Assignment, GpuRequest, Pod
 from gpuplace.core.policies import exclusive
 from gpuplace.core.policies.latency_aware import SUFFIX, latency_aware
 from gpuplace.core.scenarios.latency_ledger import LatencyLedger
@@ -84,7 +85,7 @@ def build_policy(name: str, context: PolicyContext, belief: LatencyModel, gpu_lo
 
 
 def run_robotics_scenario(policies: Sequence[str], seed: int = 0, *, scenario: RoboticsScenario = RoboticsScenario(),
-                          model: LatencyModel = DEFAULT_MODEL) -> list[dict]:
+                          model: LatencyModel = DEFAULT_MODEL) -> list[dict[str, Any]]:
     """One result per policy, the same arrivals for each: KPIs (latency_ledger.py) and counts."""
     if not policies:
         raise ValueError("name at least one policy")
@@ -100,12 +101,11 @@ def truth_model(model: LatencyModel) -> LatencyModel:
     return replace(model, classes=classes, evidence=WorkEvidence())
 
 
-def _run(name: str, seed: int, sc: RoboticsScenario, model: LatencyModel) -> dict:
+def _run(name: str, seed: int, sc: RoboticsScenario, model: LatencyModel) -> dict[str, Any]:
     snapshot = ClusterSnapshot(robotics.fleet(sc.n_nodes, gpus_per_node=sc.gpus_per_node, seed=seed))
     drawn = robotics.pods(sc.n_pods, seed=seed, memory_step_mib=sc.memory_step_mib)
     pods = [pod for pod, _ in drawn]
-    streams = {pod.name: Stream(pod.frame_rate_hz, pod.workload_class, service, pod.deadline_ms)
-               for pod, service in drawn}
+    streams = {pod.name: _stream(pod, service) for pod, service in drawn}
     truth = truth_model(model)
     belief = replace(model, classes={}, evidence=WorkEvidence()) if sc.learn else truth
     gpu_load = GpuLoad.for_snapshot(snapshot)
@@ -119,7 +119,7 @@ def _run(name: str, seed: int, sc: RoboticsScenario, model: LatencyModel) -> dic
     learner = _Learner(sc, truth, gpu_load, np.random.default_rng([seed, 2])) if sc.learn else None
     placed: dict[int, tuple[Demand, Assignment, int]] = {}
     departures: list[tuple[float, int]] = []
-    demands: dict[tuple, Demand] = {}
+    demands: dict[tuple[int, int, GpuRequest], Demand] = {}
 
     def depart(until_s: float) -> None:
         while departures and departures[0][0] <= until_s:
@@ -141,7 +141,7 @@ def _run(name: str, seed: int, sc: RoboticsScenario, model: LatencyModel) -> dic
         demand = demands.get(key) or demands.setdefault(key, resolve(pod, snapshot))
         demand = replace(demand, pod_name=pod.name)
         decision = decide(snapshot, demand, policy)
-        if not decision.scheduled:
+        if decision.node is None:  # not scheduled
             continue
         assignment = bind(snapshot, demand, decision)
         gpu_load.charge(pod.name, decision.node, decision.gpu_indices, streams[pod.name])
@@ -149,13 +149,20 @@ def _run(name: str, seed: int, sc: RoboticsScenario, model: LatencyModel) -> dic
             ledger.refresh(decision.node, gpu)
         placed[index] = (demand, assignment, decision.node)
         heapq.heappush(departures, (now_s + lifetimes_s[index], index))
-    result = {"scenario": NAME, "policy": name, "seed": seed, **ledger.kpis(), "arrived_pods": len(pods),
-              "placed_pods": len(ledger.worst_p95_ms), "gpus": snapshot.total_gpus}
+    result: dict[str, Any] = {"scenario": NAME, "policy": name, "seed": seed, **ledger.kpis(),
+                              "arrived_pods": len(pods), "placed_pods": len(ledger.worst_p95_ms),
+                              "gpus": snapshot.total_gpus}
     result["placed_pct"] = round(100.0 * result["placed_pods"] / len(pods), 2)
     if learner is not None and hasattr(policy, "model"):
         learned = sorted(policy.model.classes.items())
         result["learned_work_fraction"] = {k: round(v.work_fraction, 3) for k, v in learned}
     return result
+
+
+def _stream(pod: Pod, service_ms: float) -> Stream:
+    """A perception pod as the latency model sees it (robotics.pods gives every pod a frame rate)."""
+    assert pod.frame_rate_hz is not None
+    return Stream(pod.frame_rate_hz, pod.workload_class, service_ms, pod.deadline_ms)
 
 
 class _Learner:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -21,7 +22,7 @@ MAX_GPU_MILLI = 8000.0
 class BestFit(DefaultSteps):
     name = NAME
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> IntArray:
         cpu_left = (snapshot.cpu_free_milli[candidates] - demand.cpu_milli) / MAX_CPU_MILLI * 0.5
         want_gpu = demand.share_on(snapshot)[candidates] * demand.gpu_count
         gpu_left = (snapshot.free_share_milli[candidates].sum(axis=1) - want_gpu) / MAX_GPU_MILLI * 0.5
@@ -29,7 +30,7 @@ class BestFit(DefaultSteps):
         return _normalise(raw)
 
 
-def _normalise(scores: np.ndarray) -> np.ndarray:
+def _normalise(scores: IntArray) -> IntArray:
     """Min-max to [0, 100] with truncating integer division (the reference's NormalizeScore)."""
     low, high = int(scores.min()), int(scores.max())
     if high == low:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -23,10 +24,11 @@ MAX_GPU_MILLI = 8000.0
 class DotProd(DefaultSteps):
     name = NAME
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> IntArray:
         free_cpu = snapshot.cpu_free_milli[candidates] / MAX_CPU_MILLI  # (n_candidates,)
         free_gpu = snapshot.free_share_milli[candidates].sum(axis=1) / MAX_GPU_MILLI  # (n_candidates,)
         want_cpu = demand.cpu_milli / MAX_CPU_MILLI
         want_gpu = (demand.share_on(snapshot)[candidates] * demand.gpu_count) / MAX_GPU_MILLI
         dot = free_cpu * want_cpu + free_gpu * want_gpu
-        return np.trunc(100.0 * (1.0 - dot / 2.0)).astype(np.int64)
+        scores: IntArray = np.trunc(100.0 * (1.0 - dot / 2.0)).astype(np.int64)
+        return scores

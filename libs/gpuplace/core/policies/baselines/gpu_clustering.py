@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.model import MILLI_PER_GPU
@@ -26,7 +27,7 @@ MAX_GPU_MILLI = 8000
 class GpuClustering(DefaultSteps):
     name = NAME
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> IntArray:
         if not demand.needs_gpu:
             return np.zeros(len(candidates), dtype=np.int64)
         shares = demand.share_on(snapshot)[candidates]  # (n_candidates,)
@@ -37,4 +38,5 @@ class GpuClustering(DefaultSteps):
         used = MAX_GPU_MILLI - snapshot.free_share_milli[candidates].sum(axis=1)
         fullness = np.sign(used) * (25 * np.abs(used) // MAX_GPU_MILLI)  # Go's truncating division
         tier = np.select([same & (kinds_present == 1), same, kinds_present == 0], [75, 50, 25], default=0)
-        return fullness + tier
+        scores: IntArray = fullness + tier
+        return scores

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.model import MILLI_PER_GPU
@@ -24,7 +25,7 @@ NAME = "gpu-packing"
 class GpuPacking(DefaultSteps):
     name = NAME
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> IntArray:
         if not demand.needs_gpu:
             return np.zeros(len(candidates), dtype=np.int64)
         free = snapshot.free_share_milli[candidates]  # (n_candidates, max_gpus)

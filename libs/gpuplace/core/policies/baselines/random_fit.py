@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuplace.core import gpu_selection
+from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.framework.interface import PolicyContext
@@ -22,7 +23,7 @@ class RandomFit(DefaultSteps):
     def __init__(self, context: PolicyContext) -> None:
         self.rng = context.rng
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> IntArray:
         scores = np.zeros(len(candidates), dtype=np.int64)  # (n_candidates,)
         scores[self.rng.integers(len(candidates))] = 100
         return scores

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray, IntArray
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.gpuplace.pattern_prices import pattern_prices
 from gpuplace.core.workload import TypicalWorkload
@@ -25,12 +26,12 @@ _CAPACITY_UNITS = MILLI_PER_GPU // GRID_MILLI
 
 
 class HoleLoss:
-    def __init__(self, shapes: TypicalWorkload, weight: np.ndarray) -> None:
+    def __init__(self, shapes: TypicalWorkload, weight: FloatArray) -> None:
         """Price the shared one-GPU shapes allowed on each GPU type, each at its weight (node_waste.shape_weights)."""
         n_types = shapes.share_milli_by_type.shape[1]
         self.price_gpu = np.zeros((n_types, _CAPACITY_UNITS + 1))  # y by size in grid units, (n_types, units + 1)
         self.hole_value_gpu = np.zeros((n_types, _CAPACITY_UNITS + 1))  # K(h), (n_types, units + 1)
-        solved: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        solved: dict[bytes, tuple[FloatArray, FloatArray]] = {}
         for t in range(n_types):
             sizes, rates = _mix(shapes, weight, t)
             if not len(sizes):
@@ -43,7 +44,7 @@ class HoleLoss:
                 solved[signature] = (by_size, prices.hole_value_gpu)
             self.price_gpu[t], self.hole_value_gpu[t] = solved[signature]
 
-    def loss_milli(self, gpu_type_id: np.ndarray, share_milli: np.ndarray, free_share_milli: np.ndarray) -> np.ndarray:
+    def loss_milli(self, gpu_type_id: IntArray, share_milli: IntArray, free_share_milli: IntArray) -> FloatArray:
         """Loss of putting each row's request into each of its GPUs, (n, max_gpus); inf where it does not fit.
 
         `gpu_type_id` and `share_milli` are (n,); `free_share_milli` (n, max_gpus). Requests of a whole GPU or
@@ -61,14 +62,15 @@ class HoleLoss:
         return np.where(fits, loss, np.inf)
 
 
-def _mix(shapes: TypicalWorkload, weight: np.ndarray, type_id: int) -> tuple[np.ndarray, np.ndarray]:
+def _mix(shapes: TypicalWorkload, weight: FloatArray, type_id: int) -> tuple[IntArray, FloatArray]:
     """Sizes (grid units, ascending) and summed weights of the shared one-GPU shapes allowed on a type."""
     share = shapes.share_milli_by_type[:, type_id]
     shared = (shapes.gpu_count == 1) & shapes.allowed_by_type[:, type_id] & (share > 0) & (share < MILLI_PER_GPU)
     shared &= weight > 0
     units = -(-share[shared] // GRID_MILLI)
     sizes, inverse = np.unique(units, return_inverse=True)
-    rates = np.bincount(inverse, weights=weight[shared], minlength=len(sizes))
+    # float64 with weights; NumPy's stubs type bincount as integer whatever the weights
+    rates = np.bincount(inverse, weights=weight[shared], minlength=len(sizes)).astype(np.float64, copy=False)
     return sizes.astype(np.int64), rates
 
 

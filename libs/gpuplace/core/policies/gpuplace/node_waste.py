@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.demand import UNRESOLVABLE
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.gpuplace.shape_estimate import ArrivingWorkload
@@ -50,14 +51,14 @@ class NodeWaste:
         self.cpu_milli_per_gpu_milli, self.memory_mib_per_gpu_milli = _stranding_ratios(
             workload, len(snapshot.gpu_types))  # (n_types,) each
 
-    def waste_milli(self, free_share_milli: np.ndarray, cpu_free_milli: np.ndarray, memory_free_mib: np.ndarray,
-                    gpu_type_id: np.ndarray) -> np.ndarray:
+    def waste_milli(self, free_share_milli: IntArray, cpu_free_milli: IntArray, memory_free_mib: IntArray,
+                    gpu_type_id: IntArray) -> FloatArray:
         """W for node states given as arrays (n, max_gpus), (n,), (n,), (n,) -> (n,)."""
         fitting_gpus, fitting_share = self.fitting(free_share_milli, gpu_type_id)
         return self.waste_from(fitting_gpus, fitting_share, free_share_milli.sum(axis=1), cpu_free_milli,
                                memory_free_mib, gpu_type_id)
 
-    def fitting(self, free_share_milli: np.ndarray, gpu_type_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def fitting(self, free_share_milli: IntArray, gpu_type_id: IntArray) -> tuple[IntArray, IntArray]:
         """Per state and shape, the GPUs with the shape's share free and their free share: (n, n_shapes) each.
 
         All W needs of a state's GPUs; a placement changes them by a few terms (waste_after), so a state's are
@@ -68,9 +69,9 @@ class NodeWaste:
         big_enough = free >= need  # (n, n_shapes, max_gpus)
         return big_enough.sum(axis=2), np.where(big_enough, free, 0).sum(axis=2)
 
-    def waste_after(self, fitting_gpus: np.ndarray, fitting_share: np.ndarray, total_share_milli: np.ndarray,
-                    cpu_free_milli: np.ndarray, memory_free_mib: np.ndarray, gpu_type_id: np.ndarray,
-                    taken_before: np.ndarray, taken_after: np.ndarray) -> np.ndarray:
+    def waste_after(self, fitting_gpus: IntArray, fitting_share: IntArray, total_share_milli: IntArray,
+                    cpu_free_milli: IntArray, memory_free_mib: IntArray, gpu_type_id: IntArray,
+                    taken_before: IntArray, taken_after: IntArray) -> FloatArray:
         """W after a placement: the states' `fitting` arrays and total free share as they were, their CPU and
         memory as they will be, and the GPUs whose free share goes from taken_before[:, j] to taken_after[:, j],
         (n, k) each -> (n,)."""
@@ -84,8 +85,8 @@ class NodeWaste:
             total += (after - before)[:, 0]
         return self.waste_from(gpus, share, total, cpu_free_milli, memory_free_mib, gpu_type_id)
 
-    def waste_from(self, fitting_gpus: np.ndarray, fitting_share: np.ndarray, total_share_milli: np.ndarray,
-                   cpu_free_milli: np.ndarray, memory_free_mib: np.ndarray, gpu_type_id: np.ndarray) -> np.ndarray:
+    def waste_from(self, fitting_gpus: IntArray, fitting_share: IntArray, total_share_milli: IntArray,
+                   cpu_free_milli: IntArray, memory_free_mib: IntArray, gpu_type_id: IntArray) -> FloatArray:
         """W from a state's fitting arrays (n, n_shapes), total free share, CPU, memory and type (n,) -> (n,).
 
         F_n(m) (Weng et al., ATC'23, §4.2): all free share where m cannot use the node (no GPU asked, model not
@@ -104,10 +105,11 @@ class NodeWaste:
             fed_by_memory = memory_free_mib / self.memory_mib_per_gpu_milli[gpu_type_id]
         fed = np.nan_to_num(np.minimum(fed_by_cpu, fed_by_memory), nan=np.inf)  # share the node can still feed
         stranded = np.maximum(0.0, total_share_milli - np.maximum(fed, 0.0))
-        return fragmented + stranded
+        waste: FloatArray = fragmented + stranded
+        return waste
 
 
-def shape_weights(workload: ArrivingWorkload, snapshot: ClusterSnapshot) -> np.ndarray:
+def shape_weights(workload: ArrivingWorkload, snapshot: ClusterSnapshot) -> FloatArray:
     """w_m = p_m x (GPUs the most placeable GPU shape can use now / GPUs on the nodes m fits now), (n_shapes,).
 
     A node counts for m if m fits it now (model, CPU, memory, k GPUs with its share free); a shape that fits
@@ -131,13 +133,13 @@ def shape_weights(workload: ArrivingWorkload, snapshot: ClusterSnapshot) -> np.n
     return np.where(ever.any(axis=1) | ~gpu_shapes, shapes.probability * reach, 0.0)
 
 
-def pool_drift(old_weight: np.ndarray, new_weight: np.ndarray) -> float:
+def pool_drift(old_weight: FloatArray, new_weight: FloatArray) -> float:
     """Total-variation distance between two weightings of the same shapes, each normalised to sum 1."""
     old, new = old_weight / max(old_weight.sum(), 1e-300), new_weight / max(new_weight.sum(), 1e-300)
     return 0.5 * float(np.abs(old - new).sum())
 
 
-def _subset(shapes: TypicalWorkload, kept: np.ndarray) -> TypicalWorkload:
+def _subset(shapes: TypicalWorkload, kept: BoolArray) -> TypicalWorkload:
     return TypicalWorkload(
         cpu_milli=shapes.cpu_milli[kept], gpu_count=shapes.gpu_count[kept],
         share_milli_by_type=shapes.share_milli_by_type[kept], allowed_by_type=shapes.allowed_by_type[kept],
@@ -145,7 +147,7 @@ def _subset(shapes: TypicalWorkload, kept: np.ndarray) -> TypicalWorkload:
     )
 
 
-def _stranding_ratios(workload: ArrivingWorkload, n_types: int) -> tuple[np.ndarray, np.ndarray]:
+def _stranding_ratios(workload: ArrivingWorkload, n_types: int) -> tuple[FloatArray, FloatArray]:
     """CPU milli and host memory MiB asked per milli-GPU by the GPU shapes allowed on each type, (n_types,) each."""
     shapes = workload.shapes
     share = shapes.share_milli_by_type  # (n_shapes, n_types)

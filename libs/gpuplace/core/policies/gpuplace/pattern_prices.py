@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray, IntArray
+
 TOLERANCE = 1e-9
 MAX_PATTERNS = 2000
 """Rows the cutting-plane loop may add; a mix of a hundred sizes needs a few hundred."""
@@ -32,11 +34,11 @@ MAX_PATTERNS = 2000
 class PatternPrices:
     """Prices of one GPU type's mix. Sizes and holes are in grid units of `capacity_units` per GPU."""
 
-    size_units: np.ndarray
+    size_units: IntArray
     """The sizes priced, ascending, (n_sizes,)."""
-    price_gpu: np.ndarray
+    price_gpu: FloatArray
     """y_i, (n_sizes,)."""
-    hole_value_gpu: np.ndarray
+    hole_value_gpu: FloatArray
     """K(h) for h = 0 .. capacity_units, (capacity_units + 1,)."""
 
     @property
@@ -44,7 +46,7 @@ class PatternPrices:
         return len(self.hole_value_gpu) - 1
 
 
-def pattern_prices(size_units: np.ndarray, rate: np.ndarray, capacity_units: int) -> PatternPrices:
+def pattern_prices(size_units: IntArray, rate: FloatArray, capacity_units: int) -> PatternPrices:
     """Prices for sizes (grid units, distinct, in [1, capacity_units]) arriving at positive rates."""
     sizes = np.asarray(size_units, dtype=np.int64)
     rates = np.asarray(rate, dtype=np.float64)
@@ -58,7 +60,7 @@ def pattern_prices(size_units: np.ndarray, rate: np.ndarray, capacity_units: int
     return _pattern_prices(sizes[order], rates[order], int(capacity_units))
 
 
-def _pattern_prices(sizes: np.ndarray, rates: np.ndarray, capacity: int) -> PatternPrices:
+def _pattern_prices(sizes: IntArray, rates: FloatArray, capacity: int) -> PatternPrices:
     """Assumes validated, ascending sizes (see pattern_prices())."""
     lp = _DualTableau(rates, np.diag((capacity // sizes).astype(np.float64)))
     for _ in range(MAX_PATTERNS):
@@ -72,7 +74,7 @@ def _pattern_prices(sizes: np.ndarray, rates: np.ndarray, capacity: int) -> Patt
     return PatternPrices(sizes, prices, np.minimum(value, 1.0))
 
 
-def _knapsack(sizes: np.ndarray, prices: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+def _knapsack(sizes: IntArray, prices: FloatArray, capacity: int) -> tuple[FloatArray, IntArray]:
     """K(h) for h = 0..capacity and, per h, the last size taken (-1: none), by the unbounded-knapsack recursion."""
     value = np.zeros(capacity + 1)  # K(h), (capacity + 1,)
     last = np.full(capacity + 1, -1, dtype=np.int64)
@@ -87,7 +89,7 @@ def _knapsack(sizes: np.ndarray, prices: np.ndarray, capacity: int) -> tuple[np.
     return value, last
 
 
-def _pattern(last: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndarray:
+def _pattern(last: IntArray, sizes: IntArray, capacity: int) -> FloatArray:
     """The multiset the knapsack took for the full capacity, as counts per size."""
     counts = np.zeros(len(sizes))
     h = capacity
@@ -108,7 +110,7 @@ class _DualTableau:
     degenerate (many patterns tie at one GPU) and must not cycle.
     """
 
-    def __init__(self, rates: np.ndarray, rows: np.ndarray) -> None:
+    def __init__(self, rates: FloatArray, rows: FloatArray) -> None:
         self.n = len(rates)
         m = len(rows)
         self.table = np.hstack([rows, np.eye(m), np.ones((m, 1))])  # (m, n + m + 1)
@@ -116,14 +118,14 @@ class _DualTableau:
         self.basis = list(range(self.n, self.n + m))
         self._primal()
 
-    def solution(self) -> np.ndarray:
+    def solution(self) -> FloatArray:
         y = np.zeros(self.n)
         for row, var in enumerate(self.basis):
             if var < self.n:
                 y[var] = self.table[row, -1]
         return np.maximum(y, 0.0)
 
-    def add_row(self, pattern: np.ndarray) -> None:
+    def add_row(self, pattern: FloatArray) -> None:
         m = len(self.basis)
         self.table = np.insert(self.table, self.n + m, 0.0, axis=1)
         self.cost = np.insert(self.cost, self.n + m, 0.0)

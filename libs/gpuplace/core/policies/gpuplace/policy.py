@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuplace.core.demand import Demand
+from gpuplace.core.arrays import FloatArray, IntArray
+from gpuplace.core.demand import Demand, RequestKey
 from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.framework.interface import PolicyContext
@@ -57,18 +58,18 @@ class Gpuplace(DefaultSteps):
         self._estimate = ShapeEstimate(HALF_LIFE_PODS)
         self._since_check = 0
         self._since_pool_check = 0
-        self._cluster: tuple | None = None  # what the measure was built against (types and capacities)
+        self._cluster: tuple[object, ...] | None = None  # what the measure was built against (types and capacities)
         self._cluster_uid: int | None = None
         self._waste_measure: NodeWaste | None = None
         self._loss: HoleLoss | None = None
         self._states: StateIndex | None = None
         self._terms = StateTerms()
-        self._tables: dict[tuple, np.ndarray] = {}  # request -> best score per state id, NaN until computed
-        self._holes: dict[tuple, np.ndarray] = {}  # request -> free share of the GPU the best option takes
+        self._tables: dict[RequestKey, FloatArray] = {}  # request -> best score per state id, NaN until computed
+        self._holes: dict[RequestKey, FloatArray] = {}  # request -> free share of the GPU the best option takes
         self.rebuilds = 0
         """How often the measure was rebuilt (the estimate drifted or the cluster changed)."""
 
-    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: np.ndarray) -> np.ndarray:
+    def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> FloatArray:
         self._estimate.observe(demand)
         self._since_check += 1
         self._since_pool_check += 1
@@ -102,11 +103,12 @@ class Gpuplace(DefaultSteps):
                 return (int(same[0]),)
         return self._best_gpu(snapshot, demand, node, usable)
 
-    def _best_gpu(self, snapshot: ClusterSnapshot, demand: Demand, node: int, usable: np.ndarray) -> tuple[int]:
+    def _best_gpu(self, snapshot: ClusterSnapshot, demand: Demand, node: int, usable: IntArray) -> tuple[int]:
         """The usable GPU whose option scores best, lowest index on ties (GPUs judged one by one)."""
         if self._estimate.empty:
             self._estimate.observe(demand)
         self._refresh(snapshot)
+        measure, hole_loss = self._built()
         free = snapshot.free_share_milli[node]
         type_id = snapshot.gpu_type_id[node]
         share = int(demand.share_milli_by_type[type_id])
@@ -115,10 +117,10 @@ class Gpuplace(DefaultSteps):
         n = len(usable)
         states = self._state_index(snapshot)
         before = self._state_terms(states, states.ids(snapshot)[node : node + 1])[0]
-        growth = self._waste_measure.waste_milli(  # type: ignore[union-attr]
+        growth = measure.waste_milli(
             after, np.full(n, snapshot.cpu_free_milli[node] - demand.cpu_milli),
             np.full(n, snapshot.memory_free_mib[node] - demand.memory_mib), np.full(n, type_id)) - before
-        loss = self._loss.loss_milli(np.array([type_id]), np.array([share]), free[None, usable])[0]  # type: ignore[union-attr]
+        loss = hole_loss.loss_milli(np.array([type_id]), np.array([share]), free[None, usable])[0]
         return (int(usable[int(np.argmax(_combined(loss, growth)))]),)
 
     # -- the arriving workload and the measure built on it -----------------------------------------------
@@ -126,6 +128,7 @@ class Gpuplace(DefaultSteps):
     def _refresh(self, snapshot: ClusterSnapshot) -> None:
         """Rebuild the measure if the cluster changed, the estimate drifted (checked every DRIFT_CHECK_PODS) or
         the shapes' pools moved (checked every POOL_CHECK_PODS), each by more than DRIFT_TV."""
+        cluster: tuple[object, ...] | None
         if snapshot.uid != self._cluster_uid:
             self._cluster_uid, cluster = snapshot.uid, _cluster_signature(snapshot)
         else:
@@ -166,7 +169,7 @@ class Gpuplace(DefaultSteps):
         self._tables.clear()
         self._holes.clear()
 
-    def _table(self, key: tuple, n_states: int) -> tuple[np.ndarray, np.ndarray]:
+    def _table(self, key: RequestKey, n_states: int) -> tuple[FloatArray, FloatArray]:
         table = self._tables.get(key)
         if table is None and len(self._tables) >= MAX_TABLES:
             self._forget_tables()
@@ -175,28 +178,33 @@ class Gpuplace(DefaultSteps):
             self._holes[key] = _grown(self._holes.get(key), n_states)
         return table, self._holes[key]
 
-    def _state_terms(self, states: StateIndex, ids: np.ndarray) -> tuple[np.ndarray, ...]:
-        assert self._waste_measure is not None
-        return self._terms.terms(states, ids, self._waste_measure)
+    def _built(self) -> tuple[NodeWaste, HoleLoss]:
+        """The measure and hole prices; `_refresh` builds them before anything is scored."""
+        assert self._waste_measure is not None and self._loss is not None
+        return self._waste_measure, self._loss
+
+    def _state_terms(self, states: StateIndex, ids: IntArray) -> tuple[FloatArray, IntArray, IntArray]:
+        return self._terms.terms(states, ids, self._built()[0])
 
     # -- scoring states ------------------------------------------------------------------------------------
 
-    def _score_states(self, states: StateIndex, demand: Demand, todo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _score_states(self, states: StateIndex, demand: Demand, todo: IntArray) -> tuple[FloatArray, FloatArray]:
         """Best combined score over the options of each state in `todo` (state ids), and the free share of the
         GPU that option takes (NaN unless one GPU is taken), (n_todo,) each."""
         free = states.free_share_milli[todo]  # high to low, (n_todo, max_gpus)
         types = states.gpu_type_id[todo]
         share = demand.share_milli_by_type[types]  # (n_todo,)
+        measure, hole_loss = self._built()
         row, col, before, after = _options(free, share, demand.gpu_count)
         loss = np.zeros(len(row))
         if demand.gpu_count == 1:  # growth only matters among a state's least-loss options
-            loss = np.round(self._loss.loss_milli(types[row], share[row], before))[:, 0]  # type: ignore[union-attr]
+            loss = np.round(hole_loss.loss_milli(types[row], share[row], before))[:, 0]
             least = np.full(len(todo), np.inf)
             np.minimum.at(least, row, loss)
             keep = loss == least[row]
             row, col, before, after, loss = row[keep], col[keep], before[keep], after[keep], loss[keep]
         waste, fitting_gpus, fitting_share = self._state_terms(states, todo)
-        growth = self._waste_measure.waste_after(  # type: ignore[union-attr]
+        growth = measure.waste_after(
             fitting_gpus[row], fitting_share[row], free[row].sum(axis=1),
             states.cpu_free_milli[todo][row] - demand.cpu_milli, states.memory_free_mib[todo][row] - demand.memory_mib,
             types[row], before, after) - waste[row]
@@ -211,11 +219,11 @@ class Gpuplace(DefaultSteps):
         return best, hole
 
 
-def _combined(loss_milli: np.ndarray, growth_milli: np.ndarray) -> np.ndarray:
+def _combined(loss_milli: FloatArray, growth_milli: FloatArray) -> FloatArray:
     return -(np.round(loss_milli) * LOSS_WEIGHT + growth_milli)
 
 
-def _options(free: np.ndarray, share: np.ndarray, count: int) -> tuple[np.ndarray, ...]:
+def _options(free: IntArray, share: IntArray, count: int) -> tuple[IntArray, ...]:
     """Ways states (free shares high to low, (n, max_gpus)) can take the pod: per option its state row, the
     first GPU column taken, and the free share of each GPU taken before and after, (n_options, count) each.
 
@@ -239,14 +247,14 @@ def _options(free: np.ndarray, share: np.ndarray, count: int) -> tuple[np.ndarra
     return row, cols[:, 0], before, before - np.minimum(share, MILLI_PER_GPU)[:, None]
 
 
-def _cluster_signature(snapshot: ClusterSnapshot) -> tuple:
+def _cluster_signature(snapshot: ClusterSnapshot) -> tuple[object, ...]:
     """What the measure depends on besides the workload: GPU types and node capacities (not free resources)."""
     return (snapshot.gpu_types, snapshot.n_nodes, hash(snapshot.cpu_capacity_milli.tobytes()),
             hash(snapshot.memory_capacity_mib.tobytes()), hash(snapshot.gpu_count.tobytes()),
             hash(snapshot.gpu_type_id.tobytes()))
 
 
-def _grown(table: np.ndarray | None, size: int) -> np.ndarray:
+def _grown(table: FloatArray | None, size: int) -> FloatArray:
     grown = np.full(max(1024, 2 * size), np.nan)
     if table is not None:
         grown[: len(table)] = table

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuplace.core.demand import UNRESOLVABLE, Demand
+from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
+from gpuplace.core.demand import UNRESOLVABLE, Demand, RequestKey
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.snapshot import GpuType
 from gpuplace.core.workload import TypicalWorkload
@@ -49,7 +50,7 @@ class ArrivingWorkload:
     """A built estimate: shapes as a TypicalWorkload, plus the mean host memory of each shape, (n_shapes,)."""
 
     shapes: TypicalWorkload
-    memory_mib: np.ndarray
+    memory_mib: FloatArray
 
 
 class ShapeEstimate:
@@ -124,7 +125,7 @@ def _bucket(memory_mib: int) -> int:
     return -(-memory_mib // MEMORY_BUCKET_MIB) * MEMORY_BUCKET_MIB
 
 
-def _shape_of(request_key: tuple) -> ShapeKey:
+def _shape_of(request_key: RequestKey) -> ShapeKey:
     """From Demand.request_key: (cpu, memory, count, share or None, memory per GPU or None, models)."""
     cpu, _, count, share, gpu_memory, models = request_key
     if count == 0:
@@ -132,7 +133,7 @@ def _shape_of(request_key: tuple) -> ShapeKey:
     return (cpu, count, -1 if share is None else share, -1 if gpu_memory is None else _bucket(gpu_memory), models)
 
 
-def _resolve(keys: tuple[ShapeKey, ...], gpu_types: tuple[GpuType, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _resolve(keys: tuple[ShapeKey, ...], gpu_types: tuple[GpuType, ...]) -> tuple[IntArray, BoolArray]:
     """Per-GPU share and access of each shape on each GPU type, (n_shapes, n_types) each (as demand.py resolves)."""
     share = np.zeros((len(keys), len(gpu_types)), dtype=np.int64)
     allowed = np.ones((len(keys), len(gpu_types)), dtype=bool)

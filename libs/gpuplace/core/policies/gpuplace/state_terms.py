@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray, IntArray
 from gpuplace.core.policies.gpuplace.node_waste import NodeWaste
 from gpuplace.core.policies.gpuplace.states import StateIndex
+from gpuplace.core.workload import ShapeKey
 
 _INITIAL_CAPACITY = 1024
 
 
 class StateTerms:
     def __init__(self) -> None:
-        self._keys: tuple | None = None  # the shapes the fitting arrays were computed for
+        self._keys: tuple[ShapeKey, ...] | None = None  # the shapes the fitting arrays were computed for
         self._waste = np.zeros(0)  # W per state id, NaN until computed
         self._known = np.zeros(0, dtype=bool)  # fitting arrays computed, per state id
         self._gpus = np.zeros((0, 0), dtype=np.int64)  # (capacity, n_shapes)
@@ -32,7 +34,7 @@ class StateTerms:
             self._known = np.zeros(0, dtype=bool)
             self._waste = np.zeros(0)
 
-    def terms(self, states: StateIndex, ids: np.ndarray, measure: NodeWaste) -> tuple[np.ndarray, ...]:
+    def terms(self, states: StateIndex, ids: IntArray, measure: NodeWaste) -> tuple[FloatArray, IntArray, IntArray]:
         """W (n,) and the fitting arrays (n, n_shapes) x 2 of the states `ids`, computing the missing ones."""
         if self._keys != measure.keys:
             self.forget(measure)
