@@ -15,10 +15,11 @@ from collections import Counter, deque
 
 from gpuplace.core.demand import resolve
 from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
-from gpuplace.core.framework import registry, runtime
+from gpuplace.core.framework import runtime
 from gpuplace.core.framework.interface import Policy, PolicyContext, learns_online
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
+from gpuplace.core.policies import registry
 from gpuplace.core.policies.latency_aware import latency_aware
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases.cluster_view import ClusterView

@@ -16,8 +16,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from gpuplace.core.defrag.cost import move_cost_s
-from gpuplace.core.defrag.eligibility import slack_ms
-from gpuplace.core.defrag.model import RunningPod
+from gpuplace.core.defrag.model import RunningPod, slack_ms
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.snapshot import ClusterSnapshot
 
