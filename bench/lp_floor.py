@@ -23,9 +23,9 @@ from scipy.optimize import linprog
 from scipy.sparse import lil_matrix
 from trace_runs import arrivals_to_100, seeded_runs, trace_parser
 
-from gpuplace.core import simulator
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.sim import simulator
 
 GRID_MILLI = 10
 

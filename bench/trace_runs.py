@@ -6,9 +6,9 @@ import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpuplace.cli.sim import parse_seeds
-from gpuplace.core import simulator
+from gpuplace.cli.choices import parse_seeds
 from gpuplace.core.framework.runtime import bind, decide
+from gpuplace.sim import simulator
 from gpuplace.traces import alibaba
 
 

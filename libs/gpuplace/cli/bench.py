@@ -16,8 +16,9 @@ import typer
 from rich.console import Console
 from rich.progress import Progress
 
-from gpuplace.cli.sim import parse_policies, parse_seeds, run_grid, summarise
-from gpuplace.core.framework.registry import PAPER_POLICIES
+from gpuplace.cli.choices import parse_policies, parse_seeds
+from gpuplace.cli.sim import run_grid, summarise
+from gpuplace.core.policies.registry import PAPER_POLICIES
 from gpuplace.traces import alibaba
 
 PUBLISHED_UNALLOCATED_PCT_AT_100 = {

@@ -2,11 +2,11 @@
 
     gpuplace bench placement --nodes 5000 --policies gpuplace,fgd --repeats 3
 
-Each repeat builds a fleet of NODES nodes x 8 GPUs of mixed models (core/robotics.py's product mix), fills it to
+Each repeat builds a fleet of NODES nodes x 8 GPUs of mixed models (sim/robotics_fleet.py's product mix), fills it to
 FILL_PCT of its GPU share with pods placed at random (the same starting cluster for every policy, so each meets
 the same node states), then times DECISIONS decide-and-bind cycles of one policy after WARMUP untimed ones
 (its caches start cold). Pods are drawn with replacement from an Alibaba trace (`--pods default`, any trace
-name) or from core/robotics.py's perception pods (`--pods robotics`, memory requests). One process, one thread
+name) or from sim/robotics_fleet.py's perception pods (`--pods robotics`, memory requests). One process, one thread
 of Python; the report gives decisions per wall-clock second and per CPU second of the process (equal when one
 core did the work), medians over the repeats with every run listed, because these shared machines are noisy.
 """
@@ -26,14 +26,14 @@ from rich.console import Console
 
 from gpuplace.cli import bench
 from gpuplace.cli.sim import parse_policies
-from gpuplace.core import robotics
 from gpuplace.core.demand import Demand, nominal_share_milli, resolve
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.model import Pod
+from gpuplace.core.policies import registry
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import typical_workload
+from gpuplace.sim import robotics_fleet
 from gpuplace.traces import alibaba
 
 DEFAULT_OUT = Path("bench/results/placement.md")
@@ -59,7 +59,7 @@ def bench_placement(
     console = Console(stderr=True)
     runs = []
     for seed in range(repeats):
-        cluster = ClusterSnapshot(robotics.fleet(nodes, gpus_per_node=GPUS_PER_NODE, seed=seed))
+        cluster = ClusterSnapshot(robotics_fleet.fleet(nodes, gpus_per_node=GPUS_PER_NODE, seed=seed))
         _prefill(cluster, draw, fill_pct, seed)
         stream = draw(warmup + decisions, 1_000_003 + seed)
         for name in names:
@@ -76,9 +76,10 @@ def bench_placement(
 
 
 def _pod_source(pods: str) -> Callable[[int, int], list[Pod]]:
-    """A function (count, seed) -> pods, drawn with replacement from the trace or from core/robotics.py."""
+    """A function (count, seed) -> pods, drawn with replacement from the trace or from sim/robotics_fleet.py."""
     if pods == "robotics":
-        return lambda count, seed: [pod for pod, _ in robotics.pods(count, seed=seed, prefix=f"perception-{seed}")]
+        return lambda count, seed: [pod for pod, _ in
+                                    robotics_fleet.pods(count, seed=seed, prefix=f"perception-{seed}")]
     trace = alibaba.read_pods(alibaba.pod_file(pods))
     return lambda count, seed: [trace[i] for i in np.random.default_rng(seed).integers(len(trace), size=count)]
 

@@ -45,9 +45,9 @@ from gpuplace.cli.chaos_probes import DeadLetterTap, LagMonitor, overlap
 from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis, _list_json, _pod_manifest
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import PodEvent
-from gpuplace.core import robotics
 from gpuplace.core.model import Node
 from gpuplace.settings import Settings
+from gpuplace.sim import robotics_fleet
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], None]
@@ -246,7 +246,7 @@ class ChaosRun:
         """Pods spread over the faults phase, round-robin over the clusters; some deleted again soon after."""
         names, step = list(self.clusters), self.config.phase_s / max(1, self.config.pods)
         churn: list[asyncio.Task[None]] = []
-        for i, (pod, service_ms) in enumerate(robotics.pods(self.config.pods, seed=self.config.seed)):
+        for i, (pod, service_ms) in enumerate(robotics_fleet.pods(self.config.pods, seed=self.config.seed)):
             await self._at(started, i * step)
             cluster = names[i % len(names)]
             manifest = _pod_manifest(pod, self.layout.namespace, self.settings.scheduler_name, service_ms)

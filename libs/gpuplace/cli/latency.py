@@ -18,9 +18,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuplace.core.latency import evaluate, fit, frames
+from gpuplace.core.latency import fit, frames
 from gpuplace.core.latency.model import as_dict
 from gpuplace.core.latency.speed import relative_speed
+from gpuplace.sim import latency_evaluation
 from gpuplace.traces import colocation
 
 latency_app = typer.Typer(no_args_is_help=True, help="Fit and check the latency model (DESIGN.md §6).")
@@ -30,7 +31,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(latency_app, name="latency")
 
 
-def rows(predictions: list[evaluate.ConfigPrediction]) -> list[dict]:
+def rows(predictions: list[latency_evaluation.ConfigPrediction]) -> list[dict]:
     """The --json objects, one per config and model."""
     return [{"config": p.config, "model": p.workload_class, "fps": p.frame_rate_hz,
              "observed_p95_ms": round(p.observed_p95_ms, 3), "predicted_p95_ms": _ms(p.predicted_p95_ms),
@@ -49,7 +50,7 @@ def fit_command(
     table, target = _read(data), _read(eval_dir) if eval_dir is not None else None
     model = fit.fit(table, gpu_speed=relative_speed(gpu))
     stats = frames.summarise(target if target is not None else table)
-    predictions = evaluate.predict_stats(model, stats, gpu_speed=relative_speed(eval_gpu or gpu))
+    predictions = latency_evaluation.predict_stats(model, stats, gpu_speed=relative_speed(eval_gpu or gpu))
     if save is not None:
         save.write_text(json.dumps(as_dict(model), indent=2) + "\n")
     if as_json:
@@ -64,8 +65,8 @@ def cv_command(
     gpu: str = typer.Option(colocation.DEFAULT_GPU, help="GPU product the frames were measured on."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: rows and acceptance figures."),
 ) -> None:
-    predictions = evaluate.leave_one_config_out(_read(data), gpu_speed=relative_speed(gpu))
-    accuracy = evaluate.accuracy(predictions)
+    predictions = latency_evaluation.leave_one_config_out(_read(data), gpu_speed=relative_speed(gpu))
+    accuracy = latency_evaluation.accuracy(predictions)
     if as_json:
         summary = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(accuracy).items()}
         summary["every_overload_flagged"] = accuracy.every_overload_flagged
@@ -89,7 +90,7 @@ def _ms(value: float) -> float | None:
     return round(value, 3) if value != float("inf") else None
 
 
-def _print(predictions: list[evaluate.ConfigPrediction], title: str) -> None:
+def _print(predictions: list[latency_evaluation.ConfigPrediction], title: str) -> None:
     table = Table(title=title)
     for column in ("config", "model", "fps", "load", "observed p95 ms", "predicted p95 ms", "error %", "overload"):
         table.add_column(column, justify="left" if column in ("config", "model") else "right")

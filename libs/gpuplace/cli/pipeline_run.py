@@ -28,16 +28,16 @@ from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
 from gpuplace.contracts import topics
-from gpuplace.core import robotics
 from gpuplace.core.model import Node, Pod
 from gpuplace.settings import Settings
+from gpuplace.sim import robotics_fleet
 from services.cluster_watcher import app as cluster_watcher
 from services.latency_ingest import app as latency_ingest
 from services.placement import app as placement
 from services.telemetry_ingest import app as telemetry_ingest
 
 FLEET_LABEL = "gpuplace.io/fleet"
-# The priorities robotics.pods() draws, as PriorityClasses (the Priority admission plugin sets spec.priority).
+# The priorities robotics_fleet.pods() draws, as PriorityClasses (the Priority admission plugin sets spec.priority).
 PRIORITY_CLASSES = {0: "gpuplace-best-effort", 100: "gpuplace-standard", 1000: "gpuplace-safety-critical"}
 Progress = Callable[[str, int, int], None]
 Hook = Callable[["PipelineRun"], Awaitable[None]]
@@ -169,7 +169,7 @@ class PipelineRun:
     def _fleets(self) -> dict[str, list[Node]]:
         names = list(self.clusters)
         per = np.array_split(np.arange(self.config.nodes), len(names))
-        return {cluster: robotics.fleet(len(idx), gpus_per_node=self.config.gpus_per_node,
+        return {cluster: robotics_fleet.fleet(len(idx), gpus_per_node=self.config.gpus_per_node,
                                         seed=self.config.seed + k, prefix=f"{cluster}-n")
                 for k, (cluster, idx) in enumerate(zip(names, per, strict=True))}
 
@@ -210,7 +210,7 @@ class PipelineRun:
 
     async def _submit(self, apis: dict[str, KubeClusterApi]) -> None:
         names = list(self.clusters)
-        pods = robotics.pods(self.config.pods, seed=self.config.seed)
+        pods = robotics_fleet.pods(self.config.pods, seed=self.config.seed)
         slots = asyncio.Semaphore(24)
 
         async def create(i: int, pod: Pod, service_ms: float) -> None:

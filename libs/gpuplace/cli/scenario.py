@@ -2,7 +2,7 @@
 
     gpuplace scenario robotics --policy exclusive,fgd,gpuplace --seeds 0 [--latency-data DIR] [--json]
 
-Runs core/scenarios/robotics.py once per policy and seed (the same arrivals for every policy) and
+Runs sim/scenarios/robotics.py once per policy and seed (the same arrivals for every policy) and
 prints, per policy, the means over seeds of slo_attainment, deadline_miss_frames_pct and
 pods_per_gpu (with the per-seed values in --json). `--latency-data` fits the latency tails on a
 colocation directory first; without it the tails fitted on the shared H200 data are used.
@@ -20,10 +20,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpuplace.cli.choices import parse_seeds
 from gpuplace.core.latency import fit
 from gpuplace.core.latency.model import DEFAULT_MODEL, LatencyModel
 from gpuplace.core.latency.speed import relative_speed
-from gpuplace.core.scenarios import robotics
+from gpuplace.sim.scenarios import robotics
 from gpuplace.traces import colocation
 
 SCENARIOS = (robotics.NAME,)
@@ -48,8 +49,6 @@ def scenario_command(
     learn: bool = typer.Option(DEFAULTS.learn, help="Classes start from the prior and are learned online."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON array, one object per policy."),
 ) -> None:
-    from gpuplace.cli.sim import parse_seeds  # imported here: sim imports this module for --scenario
-
     try:
         seed_list = parse_seeds(seeds)
     except ValueError as error:

@@ -24,9 +24,10 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from gpuplace.core import kpi, simulator
-from gpuplace.core.defrag import simulate as defrag_simulate
-from gpuplace.core.framework import registry
+from gpuplace.cli import scenario as scenarios
+from gpuplace.cli.choices import parse_policies, parse_seeds
+from gpuplace.core.policies import registry
+from gpuplace.sim import defrag_simulator, kpi, simulator
 from gpuplace.traces import alibaba
 
 
@@ -49,29 +50,6 @@ class RunSummary:
     moved_pods: int = 0
     moved_pods_pct: float | None = None
     """With --defrag: moves per placed pod over the run, %; None without."""
-
-
-def parse_seeds(text: str) -> list[int]:
-    """'42-51', '42', '1,5,7-9' -> sorted unique seeds; ValueError with the reason otherwise."""
-    seeds: set[int] = set()
-    for part in text.split(","):
-        first, dash, last = part.strip().partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()):
-            raise ValueError(f"bad seed range {text!r}: use N, N-M or a comma-separated list of those")
-        low, high = int(first), int(last) if dash else int(first)
-        if high < low:
-            raise ValueError(f"bad seed range {part!r}: {high} < {low}")
-        seeds.update(range(low, high + 1))
-    return sorted(seeds)
-
-
-def parse_policies(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in registry.POLICIES]
-    if not names or unknown:
-        given = ", ".join(unknown) if unknown else repr(text)
-        raise ValueError(f"unknown policy {given}; known: {', '.join(registry.names())}")
-    return names
 
 
 def run_grid(tasks: list[tuple], jobs: int, progress=None) -> list[RunSummary]:
@@ -124,8 +102,6 @@ def sim(
                                              "arriving and departing; adds slo_attainment, pods_per_gpu)."),
 ) -> None:
     if scenario:
-        from gpuplace.cli import scenario as scenarios  # lazy: cli.scenario imports this module
-
         try:
             seed_list = parse_seeds(seeds)
         except ValueError as error:
@@ -222,7 +198,7 @@ def _run_one(task: tuple) -> RunSummary:
     if max_moves_pct is None:
         result = simulator.run(nodes, pods, policy, seed)
     else:
-        moved = defrag_simulate.run(nodes, pods, policy, seed, max_moves_pct=max_moves_pct)
+        moved = defrag_simulator.run(nodes, pods, policy, seed, max_moves_pct=max_moves_pct)
         result = moved.simulation
     seconds = time.perf_counter() - started
     read = functools.partial(kpi.read_at, result.arrived_milli, total_gpus=result.total_gpus, arrived_pct=100)
@@ -236,4 +212,4 @@ def _run_one(task: tuple) -> RunSummary:
     )
 
 
-__all__ = ["RunSummary", "parse_policies", "parse_seeds", "register", "run_grid", "summarise"]
+__all__ = ["RunSummary", "register", "run_grid", "summarise"]

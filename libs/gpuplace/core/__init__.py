@@ -1,30 +1,28 @@
 """The placement core: pure Python + NumPy, no I/O, no clock, no unseeded randomness.
 
-Everything that decides where a pod goes lives here, so the services, the simulator, replay and the
-benchmarks all drive the same code.
+Everything that decides where a pod goes lives here, so the services, the simulators (gpuplace.sim), replay
+and the benchmarks all drive the same code. What evaluates decisions (harnesses, arrivals, KPIs, generated
+fleets, scenarios) lives in gpuplace.sim, which imports the core and never the reverse.
 
 Public API in one breath:
 - build the cluster: `snapshot.ClusterSnapshot(nodes)` from `model.Node`s (`Node.with_gpus(...)`);
 - place one pod: `framework.runtime.place(snapshot, pod, policy)` -> `Decision` (node, GPU indices,
   or per-node statuses), then `framework.runtime.bind(snapshot, demand.resolve(pod, snapshot), decision)`;
-- get a policy: `framework.registry.create(name, PolicyContext(workload, rng))`, the workload from
+- get a policy: `policies.registry.create(name, PolicyContext(workload, rng))`, the workload from
   `workload.typical_workload(recent_pods, snapshot.gpu_types)`;
-- replay a trace: `simulator.run(nodes, pods, policy_name, seed)`.
+- replay a trace: `gpuplace.sim.simulator.run(nodes, pods, policy_name, seed)`.
 """
 
 __all__ = [
     "arrays",
-    "arrivals",
     "demand",
     "filters",
     "fragmentation",
     "framework",
     "gpu_selection",
-    "kpi",
     "model",
     "node_states",
     "policies",
-    "simulator",
     "snapshot",
     "state_ids",
     "workload",

@@ -16,10 +16,11 @@ from collections.abc import Mapping
 
 from gpuplace.core.demand import resolve
 from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
-from gpuplace.core.framework import registry, runtime
+from gpuplace.core.framework import runtime
 from gpuplace.core.framework.interface import Policy, PolicyContext, Status, learns_online
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
+from gpuplace.core.policies import registry
 from gpuplace.core.policies.latency_aware import latency_aware
 from gpuplace.core.snapshot import GpuType
 from gpuplace.core.workload import typical_workload

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from gpuplace.core.demand import resolve
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.framework.runtime import decide
+from gpuplace.core.policies import registry
 from gpuplace.core.snapshot import ClusterSnapshot
 
 from .builders import make_node, make_pod

@@ -6,7 +6,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gpuplace.cli import bench, sim
+from gpuplace.cli import bench, choices, sim
 from gpuplace.traces import alibaba
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
@@ -69,6 +69,6 @@ def test_bench_writes_ours_beside_the_published(app, tmp_path):
 
 
 def test_seed_parsing():
-    assert sim.parse_seeds("42-44,50") == [42, 43, 44, 50]
+    assert choices.parse_seeds("42-44,50") == [42, 43, 44, 50]
     with pytest.raises(ValueError):
-        sim.parse_seeds("3-1")
+        choices.parse_seeds("3-1")

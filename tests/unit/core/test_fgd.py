@@ -3,10 +3,10 @@
 import numpy as np
 
 from gpuplace.core.demand import resolve
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.model import GpuRequest, Pod
+from gpuplace.core.policies import registry
 from gpuplace.core.policies.fgd import fgd_score
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import typical_workload

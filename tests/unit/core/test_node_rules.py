@@ -11,7 +11,6 @@ import pytest
 
 from gpuplace.core.demand import resolve
 from gpuplace.core.filters import node_rules as node_rules_filter
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import Code, Policy, PolicyContext
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.model import Node, Pod
@@ -29,6 +28,7 @@ from gpuplace.core.node_rules import (
     Taint,
     Toleration,
 )
+from gpuplace.core.policies import registry
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import typical_workload
 

@@ -4,14 +4,14 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuplace.core import simulator
 from gpuplace.core.demand import resolve
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.model import MILLI_PER_GPU, Gpu, GpuRequest, Node, Pod
+from gpuplace.core.policies import registry
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import typical_workload
+from gpuplace.sim import simulator
 
 MODELS = {"V100M16": 16384, "T4": 15360, "V100M32": 32768}
 

@@ -9,12 +9,12 @@ import pkgutil
 
 import pytest
 
-COMPLETE = ["gpuplace.core.framework", "gpuplace.core.policies.baselines"]
+COMPLETE = ["gpuplace.core.framework", "gpuplace.core.policies.baselines", "gpuplace.sim"]
 AT_LEAST = {
-    "gpuplace.core": {"arrivals", "demand", "filters", "fragmentation", "framework", "gpu_selection", "kpi",
-                      "model", "node_states", "policies", "simulator", "snapshot", "workload"},
+    "gpuplace.core": {"demand", "filters", "fragmentation", "framework", "gpu_selection", "model", "node_states",
+                      "policies", "snapshot", "workload"},
     "gpuplace.core.filters": {"FILTERS", "gpu_fit", "gpu_model", "resources_fit"},
-    "gpuplace.core.policies": {"baselines", "fgd", "gpuplace"},
+    "gpuplace.core.policies": {"baselines", "default_steps", "fgd", "gpuplace", "registry"},
     "gpuplace.traces": {"alibaba"},
 }
 

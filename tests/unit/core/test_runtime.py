@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from gpuplace.core.demand import resolve
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import Code, PolicyContext
 from gpuplace.core.framework.runtime import Decision, bind, decide, place
+from gpuplace.core.policies import registry
 from gpuplace.core.snapshot import ClusterSnapshot
 
 from .builders import make_node, make_pod
@@ -95,7 +95,7 @@ def test_unknown_policy_names_are_refused_with_the_known_ones():
 
 
 def test_adding_a_policy_is_one_registry_entry(monkeypatch):
-    from gpuplace.core.framework.default_steps import DefaultSteps
+    from gpuplace.core.policies.default_steps import DefaultSteps
 
     class FirstFit(DefaultSteps):
         name = "first-fit"

@@ -13,8 +13,8 @@ from gpuplace.core.defrag.apply import apply_plan
 from gpuplace.core.defrag.blockers import classify
 from gpuplace.core.defrag.model import Blocker, Limits, Move, PastMove, Plan, Refusal
 from gpuplace.core.defrag.planner import plan
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.policies import registry
 
 from ..core.builders import make_node, make_pod
 from .cluster import Cluster

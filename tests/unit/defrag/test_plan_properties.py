@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 
 from gpuplace.core.defrag.apply import apply_plan
 from gpuplace.core.defrag.blockers import classify
-from gpuplace.core.defrag.eligibility import HOUR_S, slack_ms
-from gpuplace.core.defrag.model import Limits, PastMove, Plan, Refusal
+from gpuplace.core.defrag.eligibility import HOUR_S
+from gpuplace.core.defrag.model import Limits, PastMove, Plan, Refusal, slack_ms
 from gpuplace.core.defrag.planner import plan
 from gpuplace.core.demand import resolve
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.model import MILLI_PER_GPU, GpuRequest, Node, Pod
+from gpuplace.core.policies import registry
 from gpuplace.core.workload import typical_workload
 
 from .cluster import Cluster

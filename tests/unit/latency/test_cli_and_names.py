@@ -92,7 +92,7 @@ def test_scenario_refuses_unknown_names(app):
     assert CliRunner().invoke(app, ["scenario", "mars"]).exit_code == 2
 
 
-@pytest.mark.parametrize("name", ["gpuplace.core.latency", "gpuplace.core.scenarios"])
+@pytest.mark.parametrize("name", ["gpuplace.core.latency", "gpuplace.sim.scenarios"])
 def test_packages_list_every_module(name):
     package = importlib.import_module(name)
     modules = {m.name for m in pkgutil.iter_modules(package.__path__)}

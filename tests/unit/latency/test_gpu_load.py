@@ -61,9 +61,9 @@ def test_slots_grow_past_the_initial_width():
 
 
 def test_the_latency_speeds_are_the_fleet_generators_speeds():
-    from gpuplace.core import robotics
     from gpuplace.core.latency.speed import RELATIVE_SPEED, relative_speed
+    from gpuplace.sim import robotics_fleet
 
-    assert {p.name: p.speed for p in robotics.GPU_PRODUCTS} == RELATIVE_SPEED
+    assert {p.name: p.speed for p in robotics_fleet.GPU_PRODUCTS} == RELATIVE_SPEED
     assert relative_speed("NVIDIA H200") == 1.15  # nvidia-smi spelling
     assert relative_speed("Some-Future-GPU") == min(RELATIVE_SPEED.values())  # unknown: as slow as the slowest

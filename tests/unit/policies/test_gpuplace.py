@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 
 from gpuplace.core.demand import resolve
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.model import Gpu, Node
-from gpuplace.core.policies import gpuplace
+from gpuplace.core.policies import gpuplace, registry
 from gpuplace.core.policies.gpuplace.policy import Gpuplace
 from gpuplace.core.snapshot import ClusterSnapshot
 

@@ -7,8 +7,8 @@ instance of their own so that they never count as arrivals of the serving one.
 
 import pytest
 
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import learns_online
+from gpuplace.core.policies import registry
 from gpuplace.core.policies.baselines.best_fit import BestFit
 from gpuplace.core.policies.gpuplace.policy import Gpuplace
 from gpuplace.core.snapshot import ClusterSnapshot

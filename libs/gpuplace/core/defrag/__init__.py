@@ -10,11 +10,11 @@ Public API in one breath:
   a constraint (NONE if it fits);
 - `planner.plan(snapshot, pod, running, policy, limits, history, now_s) -> model.Plan | model.Refusal`
   with `model.RunningPod`, `model.Limits`, `model.PastMove`;
-- `apply.apply_plan(snapshot, plan, pod, running_by_uid)`: carry a plan out on a snapshot;
-- `simulate.run(nodes, pods, policy, seed, ...)`: the paper's harness with defragmentation.
+- `apply.apply_plan(snapshot, plan, pod, running_by_uid)`: carry a plan out on a snapshot.
+The paper's harness with defragmentation is `gpuplace.sim.defrag_simulator`.
 """
 
 __all__ = [
     "apply", "blockers", "chains", "cost", "eligibility", "landing", "model", "occupancy", "options", "planner",
-    "simulate", "targets",
+    "targets",
 ]

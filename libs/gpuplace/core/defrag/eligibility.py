@@ -16,18 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuplace.core.arrays import BoolArray
-from gpuplace.core.defrag.model import Limits, PastMove
+from gpuplace.core.defrag.model import Limits, PastMove, slack_ms
 from gpuplace.core.model import Pod
 
 if TYPE_CHECKING:
     from gpuplace.core.defrag.occupancy import Occupancy
 
 HOUR_S = 3600.0
-
-
-def slack_ms(pod: Pod) -> float:
-    """The pod's deadline slack: its deadline, or infinity without one (queue.py's order)."""
-    return math.inf if pod.deadline_ms is None else float(pod.deadline_ms)
 
 
 def outranks(victim: Pod, beneficiary: Pod) -> bool:
@@ -87,4 +82,4 @@ def quotas(limits: Limits, history: Sequence[PastMove], now_s: float) -> Quotas:
                   {o: max(0, cap - n) for o, n in by_owner.items()}, cap)
 
 
-__all__ = ["HOUR_S", "Quotas", "eligible", "outranks", "quotas", "resting", "slack_ms"]
+__all__ = ["HOUR_S", "Quotas", "eligible", "outranks", "quotas", "resting"]

@@ -13,6 +13,7 @@ Rules of this module:
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 from gpuplace.core.model import Pod
@@ -126,4 +127,9 @@ class Refusal:
     reason: str
 
 
-__all__ = ["Blocker", "Limits", "Move", "PastMove", "Plan", "Refusal", "RunningPod"]
+def slack_ms(pod: Pod) -> float:
+    """The pod's deadline slack: its deadline, or infinity without one (queue.py's order)."""
+    return math.inf if pod.deadline_ms is None else float(pod.deadline_ms)
+
+
+__all__ = ["Blocker", "Limits", "Move", "PastMove", "Plan", "Refusal", "RunningPod", "slack_ms"]

@@ -17,8 +17,7 @@ import numpy as np
 
 from gpuplace.core.arrays import IntArray
 from gpuplace.core.defrag.cost import move_cost_s
-from gpuplace.core.defrag.eligibility import slack_ms
-from gpuplace.core.defrag.model import RunningPod
+from gpuplace.core.defrag.model import RunningPod, slack_ms
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.model import GpuRequest
 from gpuplace.core.snapshot import ClusterSnapshot

@@ -1,3 +1,3 @@
-"""Scheduling framework: the policy interface, the registry of policies, and the placement cycle."""
+"""Scheduling framework: the policy interface and the placement cycle (policies and their registry: `policies`)."""
 
-__all__ = ["default_steps", "interface", "registry", "runtime"]
+__all__ = ["interface", "runtime"]

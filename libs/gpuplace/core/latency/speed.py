@@ -4,7 +4,7 @@ The latency model keeps every time on the reference GPU and divides by this fact
 another product. A product not listed is taken to be as slow as the slowest one listed: guessing
 fast would admit pods that then miss their deadlines; guessing slow only packs less.
 Names are NVIDIA GPU Feature Discovery's `nvidia.com/gpu.product` (spaces read as dashes, so
-nvidia-smi's "NVIDIA H200" matches too). core/robotics.py draws its fleets from the same numbers.
+nvidia-smi's "NVIDIA H200" matches too). sim/robotics_fleet.py draws its fleets from the same numbers.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import numpy as np
 
 from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
-from gpuplace.core.framework.default_steps import DefaultSteps
+from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "bestfit"

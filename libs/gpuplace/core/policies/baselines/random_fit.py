@@ -10,8 +10,8 @@ import numpy as np
 from gpuplace.core import gpu_selection
 from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
-from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "random"

@@ -26,9 +26,9 @@ import numpy as np
 from gpuplace.core.arrays import FloatArray, IntArray
 from gpuplace.core.demand import Demand, RequestKey
 from gpuplace.core.filters.gpu_fit import usable_gpus
-from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.model import MILLI_PER_GPU
+from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.policies.gpuplace.hole_loss import HoleLoss
 from gpuplace.core.policies.gpuplace.node_waste import NodeWaste, pool_drift, shape_weights
 from gpuplace.core.policies.gpuplace.shape_estimate import ShapeEstimate

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpuplace.core.arrivals import plan_arrivals
+from gpuplace.sim.arrivals import plan_arrivals
 
 
 def test_resampling_stops_before_the_target_is_passed():

@@ -1,13 +1,13 @@
 """The robotics scenario: perception pods arrive and depart on a mixed V100/A100/H100/H200 fleet.
 
-Pods and fleet come from core/robotics.py (memory slices in whole GiB, frame rates 10-30 fps,
+Pods and fleet come from sim/robotics_fleet.py (memory slices in whole GiB, frame rates 10-30 fps,
 deadlines of one frame period: 33, 66 or 100 ms). Arrivals are Poisson at a rate that offers
 `offered_pods_per_gpu` running pods per GPU on average (Little's law: rate x mean lifetime), and
 lifetimes are exponential. A pod that no GPU takes at arrival is turned away (no queue, no retry),
 so every policy sees exactly the same arrivals: the same load.
 
 Latency is judged by a *truth* model: the given tails (fitted on the H200 data) with each class's
-work fraction from core/robotics.py and each pod's own service time (LatencyLedger). The
+work fraction from sim/robotics_fleet.py and each pod's own service time (LatencyLedger). The
 latency-aware policy decides with its own *belief*: with `learn`, every class starts from the safe
 prior (the whole service time holds the GPU) and is refitted every `window_s` from latency windows
 drawn from the truth with measurement noise (latency/update.py), as the service would from
@@ -27,10 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuplace.core import robotics
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import Policy, PolicyContext
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.gpu_load import GpuLoad
@@ -38,11 +36,12 @@ from gpuplace.core.latency.model import DEFAULT_MODEL, ClassProfile, LatencyMode
 from gpuplace.core.latency.predict import predict
 from gpuplace.core.latency.update import LatencyWindow, update
 from gpuplace.core.model import Assignment, GpuRequest, Pod
-from gpuplace.core.policies import exclusive
+from gpuplace.core.policies import exclusive, registry
 from gpuplace.core.policies.latency_aware import SUFFIX, latency_aware
-from gpuplace.core.scenarios.latency_ledger import LatencyLedger
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import typical_workload
+from gpuplace.sim import robotics_fleet
+from gpuplace.sim.scenarios.latency_ledger import LatencyLedger
 
 NAME = "robotics"
 HOUSE = "gpuplace"
@@ -95,15 +94,15 @@ def run_robotics_scenario(policies: Sequence[str], seed: int = 0, *, scenario: R
 
 
 def truth_model(model: LatencyModel) -> LatencyModel:
-    """`model`'s tails with every perception class's true profile (core/robotics.py)."""
+    """`model`'s tails with every perception class's true profile (sim/robotics_fleet.py)."""
     classes = {c.workload: ClassProfile(float(np.mean(c.service_ms_h100)), c.gpu_work_fraction, 1e6, 1e6)
-               for c in robotics.PERCEPTION_CLASSES}
+               for c in robotics_fleet.PERCEPTION_CLASSES}
     return replace(model, classes=classes, evidence=WorkEvidence())
 
 
 def _run(name: str, seed: int, sc: RoboticsScenario, model: LatencyModel) -> dict[str, Any]:
-    snapshot = ClusterSnapshot(robotics.fleet(sc.n_nodes, gpus_per_node=sc.gpus_per_node, seed=seed))
-    drawn = robotics.pods(sc.n_pods, seed=seed, memory_step_mib=sc.memory_step_mib)
+    snapshot = ClusterSnapshot(robotics_fleet.fleet(sc.n_nodes, gpus_per_node=sc.gpus_per_node, seed=seed))
+    drawn = robotics_fleet.pods(sc.n_pods, seed=seed, memory_step_mib=sc.memory_step_mib)
     pods = [pod for pod, _ in drawn]
     streams = {pod.name: _stream(pod, service) for pod, service in drawn}
     truth = truth_model(model)
@@ -160,7 +159,7 @@ def _run(name: str, seed: int, sc: RoboticsScenario, model: LatencyModel) -> dic
 
 
 def _stream(pod: Pod, service_ms: float) -> Stream:
-    """A perception pod as the latency model sees it (robotics.pods gives every pod a frame rate)."""
+    """A perception pod as the latency model sees it (robotics_fleet.pods gives every pod a frame rate)."""
     assert pod.frame_rate_hz is not None
     return Stream(pod.frame_rate_hz, pod.workload_class, service_ms, pod.deadline_ms)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpuplace.core.scenarios.robotics import RoboticsScenario, run_robotics_scenario
+from gpuplace.sim.scenarios.robotics import RoboticsScenario, run_robotics_scenario
 
 SMALL = RoboticsScenario(n_nodes=4, n_pods=300, mean_lifetime_s=600.0, window_s=60.0)
 
@@ -34,7 +34,7 @@ def test_fgd_packs_by_memory_alone_and_breaks_deadlines(results):
 
 
 def test_the_learned_work_fractions_approach_the_truth(results):
-    # core/robotics.py: detection 0.5, segmentation 0.6, slam 0.4, depth 0.55, occupancy 0.7
+    # sim/robotics_fleet.py: detection 0.5, segmentation 0.6, slam 0.4, depth 0.55, occupancy 0.7
     learned = results["gpuplace"]["learned_work_fraction"]
     assert learned["detection-yolo"] == pytest.approx(0.5, abs=0.1)
     assert learned["slam"] == pytest.approx(0.4, abs=0.1)

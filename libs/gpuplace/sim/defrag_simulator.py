@@ -32,8 +32,8 @@ from gpuplace.core.framework.interface import Policy
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.model import GpuRequest, Node, Pod
 from gpuplace.core.node_states import NodeStates
-from gpuplace.core.simulator import SimulationResult, prepare, shape_label
 from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.sim.simulator import SimulationResult, prepare, shape_label
 
 RESTART_S = 30.0
 SIM_LIMITS = Limits(max_victims_per_plan=3, pod_cooldown_s=600.0, max_moves_per_pod_per_hour=2,

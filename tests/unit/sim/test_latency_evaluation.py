@@ -5,10 +5,11 @@ import dataclasses
 
 import pytest
 
-from gpuplace.core.latency import evaluate, fit, frames
+from gpuplace.core.latency import fit, frames
 from gpuplace.core.latency.model import DEFAULT_MODEL, QUANTILES, Stream
 from gpuplace.core.latency.predict import predict
 from gpuplace.core.latency.speed import relative_speed
+from gpuplace.sim import latency_evaluation
 from gpuplace.traces import colocation
 
 H200 = relative_speed(colocation.DEFAULT_GPU)
@@ -24,7 +25,7 @@ def table():
 
 @pytest.fixture(scope="module")
 def cv(table):
-    return evaluate.leave_one_config_out(table, gpu_speed=H200)
+    return latency_evaluation.leave_one_config_out(table, gpu_speed=H200)
 
 
 def test_every_config_is_predicted_from_the_others(cv, table):
@@ -33,13 +34,13 @@ def test_every_config_is_predicted_from_the_others(cv, table):
 
 
 def test_median_absolute_p95_error_is_at_most_10_pct_on_bounded_configs(cv):
-    accuracy = evaluate.accuracy(cv)
+    accuracy = latency_evaluation.accuracy(cv)
     assert accuracy.bounded == 19
     assert accuracy.median_abs_error_pct <= 10.0, [(p.config, p.workload_class, round(p.error_pct, 1)) for p in cv]
 
 
 def test_every_overloaded_config_is_flagged_and_no_bounded_one_is(cv, table):
-    accuracy = evaluate.accuracy(cv)
+    accuracy = latency_evaluation.accuracy(cv)
     observed = [s.config for s in frames.summarise(table) if s.overloaded]
     assert list(accuracy.overloaded) == observed
     assert accuracy.every_overload_flagged

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from gpuplace.core.kpi import curve, read_at, unallocated_pct_at
+from gpuplace.sim.kpi import curve, read_at, unallocated_pct_at
 
 
 def test_rows_whose_arrival_rounds_to_the_point_are_averaged():

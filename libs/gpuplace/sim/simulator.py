@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuplace.core.arrays import FloatArray, IntArray
-from gpuplace.core.arrivals import plan_arrivals
 from gpuplace.core.demand import Demand, nominal_share_milli, resolve
-from gpuplace.core.framework import registry
 from gpuplace.core.framework.interface import Policy, PolicyContext
 from gpuplace.core.framework.runtime import bind, decide
-from gpuplace.core.kpi import allocated_pct, unallocated_pct_at
 from gpuplace.core.model import GpuRequest, Node, Pod
 from gpuplace.core.node_states import NodeStates
+from gpuplace.core.policies import registry
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import TypicalWorkload, typical_workload
+from gpuplace.sim.arrivals import plan_arrivals
+from gpuplace.sim.kpi import allocated_pct, unallocated_pct_at
 
 
 @dataclass(frozen=True)
