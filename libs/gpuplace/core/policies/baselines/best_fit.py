@@ -11,11 +11,10 @@ import numpy as np
 
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
+from gpuplace.core.policies.baselines.scale import MAX_CPU_MILLI, MAX_GPU_MILLI
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "bestfit"
-MAX_CPU_MILLI = 128000.0
-MAX_GPU_MILLI = 8000.0
 
 
 class BestFit(DefaultSteps):

@@ -17,10 +17,10 @@ import numpy as np
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.default_steps import DefaultSteps
 from gpuplace.core.model import MILLI_PER_GPU
+from gpuplace.core.policies.baselines.scale import MAX_GPU_MILLI
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "gpu-clustering"
-MAX_GPU_MILLI = 8000
 
 
 class GpuClustering(DefaultSteps):
