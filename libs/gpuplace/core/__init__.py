@@ -13,18 +13,7 @@ Public API in one breath:
 """
 
 __all__ = [
-    "arrivals",
-    "demand",
-    "filters",
-    "fragmentation",
-    "framework",
-    "gpu_selection",
-    "kpi",
-    "model",
-    "node_states",
-    "policies",
-    "simulator",
-    "snapshot",
-    "state_ids",
-    "workload",
+    "arrivals", "defrag", "demand", "filters", "fragmentation", "framework", "gpu_load", "gpu_selection", "kpi",
+    "latency", "model", "node_rules", "node_states", "policies", "queue", "robotics", "scenarios", "simulator",
+    "snapshot", "state_ids", "workload",
 ]

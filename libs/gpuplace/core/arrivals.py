@@ -72,3 +72,6 @@ def _tune_down(sequence: np.ndarray, total: np.ndarray, requested: int, target: 
     while float(requested) > target and kept:
         requested -= int(total[kept.pop(int(rng.integers(len(kept))))])
     return np.asarray(kept, dtype=np.int64), len(kept)
+
+
+__all__ = ["ArrivalPlan", "plan_arrivals"]

@@ -92,3 +92,9 @@ def _expected_fragmentation(
     # adding 0.0 for the shapes of other categories changes nothing.
     per_category = np.cumsum(np.where(in_category, terms[None, :, :], 0.0), axis=2)[:, :, -1]
     return np.cumsum(per_category, axis=0)[-1]
+
+
+__all__ = [
+    "CPU_ONLY_LACK_CPU", "CPU_ONLY_SATISFIED", "LACK_BOTH", "LACK_CPU", "LACK_GPU", "NO_ACCESS", "SATISFIED",
+    "fragmentation", "node_fragmentation", "shape_fragmentation"
+]

@@ -44,3 +44,6 @@ def curve(arrived_milli: np.ndarray, values_pct: np.ndarray, total_gpus: int,
         if not np.isnan(value):
             out[p] = value
     return out
+
+
+__all__ = ["allocated_pct", "curve", "read_at", "unallocated_pct_at"]

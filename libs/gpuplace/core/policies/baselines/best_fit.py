@@ -34,3 +34,6 @@ def _normalise(scores: np.ndarray) -> np.ndarray:
     if high == low:
         return np.zeros_like(scores)
     return (scores - low) * 100 // (high - low)
+
+
+__all__ = ["BestFit", "NAME"]

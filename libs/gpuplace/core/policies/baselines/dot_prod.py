@@ -29,3 +29,6 @@ class DotProd(DefaultSteps):
         want_gpu = (demand.share_on(snapshot)[candidates] * demand.gpu_count) / MAX_GPU_MILLI
         dot = free_cpu * want_cpu + free_gpu * want_gpu
         return np.trunc(100.0 * (1.0 - dot / 2.0)).astype(np.int64)
+
+
+__all__ = ["DotProd", "NAME"]

@@ -38,3 +38,6 @@ class GpuClustering(DefaultSteps):
         fullness = np.sign(used) * (25 * np.abs(used) // MAX_GPU_MILLI)  # Go's truncating division
         tier = np.select([same & (kinds_present == 1), same, kinds_present == 0], [75, 50, 25], default=0)
         return fullness + tier
+
+
+__all__ = ["GpuClustering", "NAME"]

@@ -253,4 +253,7 @@ def _grown(table: np.ndarray | None, size: int) -> np.ndarray:
     return grown
 
 
-__all__ = ["DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "LOSS_WEIGHT", "MAX_TABLES", "NAME"]
+__all__ = [
+    "DRIFT_CHECK_PODS", "DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "LOSS_WEIGHT", "MAX_TABLES", "NAME",
+    "POOL_CHECK_PODS",
+]
