@@ -12,7 +12,7 @@ from typing import Any
 from faststream import FastStream
 from faststream.specification import AsyncAPI
 
-from gpuplace.adapters.kafka import make_broker
+from gpuplace.adapters.kafka import make_broker, publish_json
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.watcher import NodeGate, pump_nodes, pump_pods, run_until
 from gpuplace.bootstrap import cluster_api
@@ -36,8 +36,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
         except EventTooLarge as exc:  # never crash-loop on one object: say so and go on
             log.error("not published: %s", exc)
             return
-        await broker.publish(body, topic=settings.topic(topic), key=event.kafka_key(),
-                             headers={"content-type": "application/json"})
+        await publish_json(broker, body, topic=settings.topic(topic), key=event.kafka_key())
 
     async with cluster_api(path) as api, broker:
         await broker.start()

@@ -12,7 +12,7 @@ import logging
 from gpuplace.adapters.gpu.dcgm import DcgmSource
 from gpuplace.adapters.gpu.nvml import NvmlSource
 from gpuplace.adapters.gpu.sample import GpuSample
-from gpuplace.adapters.kafka import make_broker
+from gpuplace.adapters.kafka import make_broker, publish_event
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry
 from gpuplace.settings import Settings
@@ -51,9 +51,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
                     samples = []
                 for sample in samples:
                     event = to_event(sample, settings, settings.node_name)
-                    await broker.publish(event.model_dump_json(by_alias=True).encode(),
-                                         topic=settings.topic(topics.TELEMETRY), key=event.kafka_key(),
-                                         headers={"content-type": "application/json"})
+                    await publish_event(broker, event, topic=settings.topic(topics.TELEMETRY))
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=settings.telemetry_interval_s)
                 except TimeoutError:

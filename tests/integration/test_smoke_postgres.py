@@ -1,13 +1,15 @@
-"""PostgreSQL smoke tests: asyncpg and SQLAlchemy's async engine round trips, and the Alembic migrations
-upgraded to head and downgraded to base on a database created for the test."""
+"""PostgreSQL smoke tests: asyncpg round-trips a row through the migrated schema, SQLAlchemy's async engine a
+query, and the Alembic migrations go up to head and down to base on a database created for the test."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -44,12 +46,36 @@ async def fresh_database(database_url: str) -> AsyncIterator[str]:
         await admin.close()
 
 
-async def test_asyncpg_round_trip(database_url: str) -> None:
-    connection = await asyncpg.connect(asyncpg_dsn(database_url))
+async def test_asyncpg_round_trips_a_gpu_row_through_the_migrated_schema(database_url: str) -> None:
+    # asyncpg on the stack's PostgreSQL, in a schema of its own migrated to head: the state tables are there,
+    # a node and its GPU go in and come back with their types, and the CHECK that keeps a GPU from being
+    # over-committed refuses a write past its memory.
+    schema = unique_name("smoke").replace("-", "_")
+    await migrate.upgrade_async(database_url, schema=schema)
+    connection = await asyncpg.connect(asyncpg_dsn(database_url), server_settings={"search_path": schema})
     try:
-        assert await connection.fetchval("SELECT $1::int + 1", 41) == 42
         assert int(await connection.fetchval("SHOW server_version_num")) >= 140000
+        head = ScriptDirectory.from_config(migrate.alembic_config(database_url)).get_current_head()
+        assert await connection.fetchval("SELECT version_num FROM alembic_version") == head
+        rows = await connection.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
+        assert STATE_TABLES <= {row["tablename"] for row in rows}
+
+        await connection.execute(
+            "INSERT INTO nodes (cluster, name, region, cpu_milli, memory_mib, gpu_model, gpu_count, gpu_memory_mib,"
+            " ready, unschedulable, labels) VALUES ('east', 'n1', 'eu', 64000, 262144, 'A100', 1, 40960, true,"
+            " false, $1::jsonb)", json.dumps({"zone": "a"}))
+        await connection.execute(
+            "INSERT INTO gpus (cluster, node, index, model, memory_total_mib, memory_assigned_mib,"
+            " share_assigned_milli) VALUES ('east', 'n1', 0, 'A100', 40960, 9420, 230)")
+        row = await connection.fetchrow(
+            "SELECT n.cpu_milli, n.ready, n.labels, g.memory_assigned_mib, g.share_assigned_milli, g.healthy"
+            " FROM nodes n JOIN gpus g ON (g.cluster, g.node) = (n.cluster, n.name)")
+        assert (row["cpu_milli"], row["ready"], json.loads(row["labels"])) == (64000, True, {"zone": "a"})
+        assert (row["memory_assigned_mib"], row["share_assigned_milli"], row["healthy"]) == (9420, 230, True)
+        with pytest.raises(asyncpg.CheckViolationError, match="gpu_memory_fits"):
+            await connection.execute("UPDATE gpus SET memory_assigned_mib = memory_total_mib + 1")
     finally:
+        await connection.execute(f'DROP SCHEMA "{schema}" CASCADE')
         await connection.close()
 
 

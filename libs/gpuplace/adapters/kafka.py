@@ -1,4 +1,5 @@
-"""Kafka wiring shared by every service: the broker factory and the typed, dead-lettering subscriber.
+"""Kafka wiring shared by every service: the broker factory, the one JSON publish every producer goes through
+(publish_json, publish_event), and the typed, dead-lettering subscriber.
 
 Why a wrapper instead of annotating handlers with the pydantic model directly: a message that fails
 validation must reach `gpuplace.deadletter.v1` with the reason and its original bytes, and its offset
@@ -193,12 +194,27 @@ def _cluster_of(key: bytes | None) -> str:
     return match.group(1).decode() if match else "unknown"
 
 
+JSON_HEADERS = {"content-type": "application/json"}
+"""The headers of every record gpuplace produces: its bodies are JSON (FastStream decodes by this header)."""
+
+
+async def publish_json(broker: KafkaBroker, body: bytes, *, topic: str, key: bytes | None, **options: Any) -> Any:
+    """Publish one JSON record with JSON_HEADERS: every gpuplace producer sends through here or publish_event.
+    `options` go to FastStream's publish (no_confirm=True: the acknowledgement comes back as a future)."""
+    return await broker.publish(body, topic=topic, key=key, headers=dict(JSON_HEADERS), **options)
+
+
+async def publish_event(broker: KafkaBroker, event: Envelope, *, topic: str, **options: Any) -> Any:
+    """Publish an event as its JSON (by alias), under its `cluster/<entity>` key."""
+    return await publish_json(broker, event.model_dump_json(by_alias=True).encode(), topic=topic,
+                              key=event.kafka_key(), **options)
+
+
 async def dead_letter(broker: KafkaBroker, *, topic: str, consumer: str, reason: str, value: bytes,
                       key: bytes | None, partition: int | None, offset: int | None, suffix: str = "") -> None:
     letter = DeadLetter.of(cluster=_cluster_of(key), source_topic=topic, consumer=consumer, reason=reason,
                            value=value, key=key, partition=partition, offset=offset)
-    await broker.publish(letter.model_dump_json(by_alias=True).encode(), topic=topics.DEADLETTER + suffix,
-                         key=letter.kafka_key(), headers={"content-type": "application/json"})
+    await publish_event(broker, letter, topic=topics.DEADLETTER + suffix)
     log.warning("dead-lettered %s[%s]@%s: %s", topic, partition, offset, reason)
 
 
@@ -465,4 +481,4 @@ async def delete_topics(kafka: Kafka, names: Iterable[str]) -> list[str]:
 
 __all__ = ["Kafka", "client_options", "Route", "cluster_partitioner", "partition_of", "make_broker", "subscribe",
            "dead_letter", "validation_reason", "is_transient", "check_copartitioned", "ensure_topics",
-           "delete_topics"]
+           "delete_topics", "JSON_HEADERS", "publish_json", "publish_event"]

@@ -15,12 +15,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpuplace.cli import bench, stack_env
+from gpuplace.cli import bench
 from gpuplace.cli.chaos_run import ChaosConfig, ChaosResult, ChaosRun
-from gpuplace.cli.demo import settings_from_stack
+from gpuplace.cli.stack_run import Keep, Nodes, PolicyName, local_stack, stage_bars
 from services import runtime
 
 DEFAULT_OUT = Path("bench/results/chaos.md")
@@ -30,24 +29,21 @@ def bench_chaos(
     kills: int = typer.Option(50, min=0, help="SIGKILLs of service processes (placement or a cluster-watcher)"),
     fuzz: int = typer.Option(5000, min=0, help="malformed records sent over every consumed topic"),
     pods: int = typer.Option(400, min=1, help="pods submitted over the faults phase (some deleted again)"),
-    nodes: int = typer.Option(24, min=1, help="fake GPU nodes (8 GPUs each), split over the clusters"),
+    nodes: Nodes = 24,
     seed: int = typer.Option(7, help="seed of the fleet, pods, fuzz corpus and fault schedule"),
     kafka_restarts: int = typer.Option(1, min=0, help="Kafka restarts during the faults phase"),
     postgres_restarts: int = typer.Option(1, min=0, help="PostgreSQL restarts during the faults phase"),
     kill_interval_s: float = typer.Option(6.0, min=0.5, help="mean seconds between kills (sets the phase length)"),
     churn: float = typer.Option(0.15, min=0.0, max=1.0, help="share of pods deleted again soon after creation"),
-    policy: str | None = typer.Option(None, help="placement policy (default: GPUPLACE_POLICY, else gpuplace)"),
+    policy: PolicyName = None,
     timeout_s: float = typer.Option(3600.0, "--timeout", min=10.0, help="give up settling after this many seconds"),
     settle_s: float = typer.Option(90.0, min=5.0, help="after the faults, report once nothing moved this long"),
     run_dir: Path | None = typer.Option(None, help="where the service logs go (default: a temporary directory)"),
     out: Path = typer.Option(DEFAULT_OUT, help="markdown report (a .json with every figure beside it)"),
-    keep: bool = typer.Option(False, help="leave the fleet and the pods in the clusters"),
+    keep: Keep = False,
 ) -> None:
     """Run the pipeline under faults and fuzz on the local stack; exit 1 if an invariant broke."""
-    settings = settings_from_stack()
-    kubeconfigs = stack_env.cluster_kubeconfigs()
-    if not kubeconfigs:
-        raise typer.BadParameter("no cluster found: run `deploy/local/stack.sh up` first")
+    settings, kubeconfigs = local_stack()
     runtime.configure_logging("WARNING")  # aiokafka's reconnect lines through the restarts: one per 10 s
     config = ChaosConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, kills=kills, fuzz=fuzz, seed=seed,
                          kafka_restarts=kafka_restarts, postgres_restarts=postgres_restarts,
@@ -69,15 +65,7 @@ def bench_chaos(
 
 def run_with_progress(config: ChaosConfig, settings: Any, console: Console) -> ChaosResult:
     """The run, with one progress bar per stage (nodes, pods, kills, fuzz, settle, ...)."""
-    with Progress(TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
-
+    with stage_bars(console, width=14) as progress:
         try:
             return asyncio.run(ChaosRun(config, settings, progress).run())
         except (OSError, TimeoutError, RuntimeError) as exc:

@@ -16,25 +16,22 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from gpuplace.cli import bench, stack_env
-from gpuplace.cli.demo import settings_from_stack
+from gpuplace.cli import bench
 from gpuplace.cli.pipeline_run import PipelineRun, RunConfig
+from gpuplace.cli.stack_run import Nodes, PolicyName, local_stack
 
 DEFAULT_OUT = Path("bench/results/pipeline.md")
 
 
 def bench_pipeline(
-    nodes: int = typer.Option(200, min=1, help="fake GPU nodes (8 GPUs each), split over the clusters"),
+    nodes: Nodes = 200,
     pods: int = typer.Option(2000, min=1, help="pods per repeat"),
     repeats: int = typer.Option(3, min=1, help="full runs; the report gives medians"),
-    policy: str | None = typer.Option(None, help="placement policy (default: GPUPLACE_POLICY, else gpuplace)"),
+    policy: PolicyName = None,
     out: Path = typer.Option(DEFAULT_OUT, help="markdown report (a .json with the raw runs beside it)"),
 ) -> None:
     """Run the pipeline REPEATS times and report median binds/s and pending-to-bound p50/p95/p99."""
-    settings = settings_from_stack()
-    kubeconfigs = stack_env.cluster_kubeconfigs()
-    if not kubeconfigs:
-        raise typer.BadParameter("no cluster found: run `deploy/local/stack.sh up` first")
+    settings, kubeconfigs = local_stack()
     policy = policy or settings.policy
     console = Console(stderr=True)
     runs = []

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplace.adapters.kafka import JSON_HEADERS
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope
 from gpuplace.contracts.events import (
@@ -38,7 +39,7 @@ FUZZ_TOPICS = (topics.PODS, topics.NODES, topics.TELEMETRY, topics.LATENCY, topi
 KIND_WEIGHTS = {"random-bytes": 4.0, "truncated-json": 3.0, "bad-json": 3.0, "wrong-shape": 3.0,
                 "out-of-bounds": 5.0, "schema-version": 2.0, "oversize": 0.1}
 KINDS = tuple(KIND_WEIGHTS)
-JSON_HEADER = (("content-type", b"application/json"),)
+JSON_HEADER = tuple((name, value.encode()) for name, value in JSON_HEADERS.items())  # as aiokafka takes headers
 OVERSIZE_BYTES = (850_000, 900_000)  # Kafka's default message limit is 1 MB: the record itself must arrive
 FUZZ_NAMESPACE = "chaos-fuzz"  # no real pod lives here, should a record ever be accepted
 _EPOCH = "2025-01-01T00:00:00Z"  # a fixed occurred_at keeps the corpus byte-identical for a seed

@@ -5,54 +5,31 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpuplace.cli import stack_env
 from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, RunResult
-from gpuplace.settings import Settings
-
-
-def settings_from_stack() -> Settings:
-    """Settings where unset variables fall back to what the local stack wrote in its env file."""
-    for key in ("GPUPLACE_KAFKA_BOOTSTRAP", "GPUPLACE_DATABASE_URL", "KUBECONFIG"):
-        value = stack_env.resolve(key)
-        if value and key not in os.environ:
-            os.environ[key] = value
-    return Settings()
+from gpuplace.cli.stack_run import Keep, Nodes, PolicyName, local_stack, stage_bars
 
 
 def demo(
-    nodes: int = typer.Option(100, min=1, help="fake GPU nodes (8 GPUs each), split over the clusters"),
+    nodes: Nodes = 100,
     pods: int = typer.Option(800, min=1, help="perception pods to submit"),
-    policy: str | None = typer.Option(None, help="placement policy (default: GPUPLACE_POLICY, else gpuplace)"),
+    policy: PolicyName = None,
     seed: int = typer.Option(7, help="seed of the fleet and the pods"),
     timeout_s: float = typer.Option(600.0, help="give up after this many seconds"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object"),
-    keep: bool = typer.Option(False, help="leave the fleet and the pods in the clusters"),
+    keep: Keep = False,
 ) -> None:
     """Run the pipeline end to end on the local stack and summarise what it placed."""
-    settings = settings_from_stack()
-    kubeconfigs = stack_env.cluster_kubeconfigs()
-    if not kubeconfigs:
-        raise typer.BadParameter("no cluster found: run `deploy/local/stack.sh up` (or `make demo`) first")
+    settings, kubeconfigs = local_stack("run `deploy/local/stack.sh up` (or `make demo`) first")
     logging.basicConfig(level=logging.WARNING)
     config = RunConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, policy=policy, seed=seed,
                        timeout_s=timeout_s, keep=keep)
     console = Console(stderr=True)
-    with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=as_json) as bar:
-        tasks: dict[str, TaskID] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
-
+    with stage_bars(console, width=10, disable=as_json) as progress:
         try:
             result = asyncio.run(PipelineRun(config, settings, progress).run())
         except (OSError, TimeoutError, RuntimeError) as exc:

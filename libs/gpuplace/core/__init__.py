@@ -14,16 +14,6 @@ Public API in one breath:
 """
 
 __all__ = [
-    "arrays",
-    "demand",
-    "filters",
-    "fragmentation",
-    "framework",
-    "gpu_selection",
-    "model",
-    "node_states",
-    "policies",
-    "snapshot",
-    "state_ids",
-    "workload",
+    "arrays", "defrag", "demand", "filters", "fragmentation", "framework", "gpu_load", "gpu_selection", "latency",
+    "model", "node_rules", "node_states", "policies", "queue", "snapshot", "state_ids", "workload",
 ]

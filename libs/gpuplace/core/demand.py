@@ -91,3 +91,6 @@ def nominal_share_milli(pod: Pod, snapshot: ClusterSnapshot) -> int:
     usable = demand.allowed_by_type & (demand.share_milli_by_type < UNRESOLVABLE)
     per_gpu = int(demand.share_milli_by_type[usable].max()) if usable.any() else MILLI_PER_GPU
     return request.count * per_gpu
+
+
+__all__ = ["Demand", "RequestKey", "UNRESOLVABLE", "nominal_share_milli", "resolve"]

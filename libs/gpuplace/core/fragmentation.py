@@ -94,3 +94,9 @@ def _expected_fragmentation(
     per_category = np.cumsum(np.where(in_category, terms[None, :, :], 0.0), axis=2)[:, :, -1]
     total: FloatArray = np.cumsum(per_category, axis=0)[-1]
     return total
+
+
+__all__ = [
+    "CPU_ONLY_LACK_CPU", "CPU_ONLY_SATISFIED", "LACK_BOTH", "LACK_CPU", "LACK_GPU", "NO_ACCESS", "SATISFIED",
+    "fragmentation", "node_fragmentation", "shape_fragmentation"
+]

@@ -42,3 +42,6 @@ def random_fit(snapshot: ClusterSnapshot, demand: Demand, node: int, rng: np.ran
         return best_fit(snapshot, demand, node)
     usable = usable_on(snapshot, demand, node)
     return (int(usable[rng.integers(len(usable))]),)
+
+
+__all__ = ["best_fit", "random_fit", "usable_on"]

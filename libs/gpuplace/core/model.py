@@ -154,3 +154,6 @@ class Assignment:
     gpu_indices: tuple[int, ...] = ()
     share_milli: tuple[int, ...] = ()
     memory_mib: tuple[int, ...] = ()
+
+
+__all__ = ["Assignment", "Gpu", "GpuRequest", "MILLI_PER_GPU", "NO_GPU", "Node", "Pod"]

@@ -205,5 +205,6 @@ def ports_free(used: Sequence[HostPort], wanted: Sequence[HostPort]) -> bool:
 __all__ = [
     "Requirement", "SelectorTerm", "Toleration", "Taint", "HostPort", "PodRules", "NodeFacts", "NO_RULES",
     "static_mask", "preference", "ports_free", "UNSCHEDULABLE_TAINT", "NOT_READY_TAINT",
-    "MSG_UNSCHEDULABLE", "MSG_TAINTS", "MSG_AFFINITY", "MSG_PORTS", "MSG_TOO_MANY_PODS",
+    "MSG_UNSCHEDULABLE", "MSG_TAINTS", "MSG_AFFINITY", "MSG_PORTS", "MSG_TOO_MANY_PODS", "NO_SCHEDULE",
+    "PREFER_NO_SCHEDULE", "NO_EXECUTE",
 ]

@@ -58,3 +58,6 @@ class NodeStates(StateIds):
         return self.intern(
             int(snapshot.gpu_type_id[node]), int(snapshot.cpu_free_milli[node]), snapshot.free_share_milli[node]
         )
+
+
+__all__ = ["NodeStates"]

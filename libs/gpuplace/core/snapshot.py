@@ -268,3 +268,6 @@ def _check_gpus(node: Node) -> None:
         raise ValueError(f"node {node.name}: GPU indices must be 0..{len(node.gpus) - 1} in order")
     if len({g.memory_mib for g in node.gpus}) > 1:
         raise ValueError(f"node {node.name}: GPUs of one model must have one memory size")
+
+
+__all__ = ["ClusterSnapshot", "GpuType", "UNLIMITED_PODS", "kind_of"]

@@ -105,3 +105,6 @@ def _resolve_shapes(keys: tuple[ShapeKey, ...], gpu_types: tuple[GpuType, ...]) 
             else:
                 share[m, t] = UNRESOLVABLE
     return share, allowed
+
+
+__all__ = ["ShapeKey", "TypicalWorkload", "shape_key", "typical_workload"]

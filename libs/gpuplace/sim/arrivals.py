@@ -74,3 +74,6 @@ def _tune_down(sequence: IntArray, total: IntArray, requested: int, target: floa
     while float(requested) > target and kept:
         requested -= int(total[kept.pop(int(rng.integers(len(kept))))])
     return np.asarray(kept, dtype=np.int64), len(kept)
+
+
+__all__ = ["ArrivalPlan", "plan_arrivals"]

@@ -46,3 +46,6 @@ def curve(arrived_milli: IntArray, values_pct: FloatArray, total_gpus: int,
         if not np.isnan(value):
             out[p] = value
     return out
+
+
+__all__ = ["allocated_pct", "curve", "read_at", "unallocated_pct_at"]

@@ -157,3 +157,6 @@ def shape_label(pod: Pod) -> str:
     per_gpu = f"{request.share_milli}m" if request.share_milli is not None else f"{request.memory_mib} MiB"
     models = f" on {'|'.join(request.allowed_models)}" if request.allowed_models else ""
     return f"{cpu}, {request.count} x {per_gpu}{models}"
+
+
+__all__ = ["Prepared", "SimulationResult", "prepare", "run", "shape_label"]

@@ -104,6 +104,8 @@ class Defragmenter:
         self._policy_for = policy_for
         self.settings = settings or DefragSettings()
         self._clock = clock
+        # Evictions this process made, per cluster: all the history Limits' hourly caps count. It lives in memory,
+        # so a restart forgets it and each placement process keeps its own (see Limits.max_evictions_per_hour).
         self._history: dict[str, list[PastMove]] = {}
         self._busy: set[str] = set()  # clusters with a plan in flight: one at a time per cluster
         self.beneficiaries: set[str] = set()  # pods reserved by a plan in flight: bound by the plan, not before

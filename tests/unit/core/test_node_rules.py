@@ -169,16 +169,6 @@ def test_a_bare_snapshot_limits_nothing() -> None:
     assert node_rules_filter.mask(snapshot, demand).tolist() == [True]
 
 
-def test_every_policy_keeps_pods_off_forbidden_nodes() -> None:
-    # Three equal nodes; the pod's selector allows only n3, so whatever the policy scores, n3 is chosen.
-    facts = [NodeFacts(f"n{i}", labels={"zone": "b" if i == 3 else "a"}) for i in (1, 2, 3)]
-    snapshot = _cluster(*facts)
-    pod = Pod("p", 1000, 1024, rules=PodRules(node_selector=(("zone", "b"),)))
-    for policy_name in ("fgd", "bestfit", "gpuplace"):
-        decision = decide(snapshot, resolve(pod, snapshot), create(policy_name, snapshot))
-        assert decision.node_name == "n3", policy_name
-
-
 def test_preferred_affinity_breaks_ties_only() -> None:
     # Two idle, equal nodes score the same; the preferred term (weight 10) picks n2 over the first node n1.
     facts = [NodeFacts("n1", labels={"zone": "a"}), NodeFacts("n2", labels={"zone": "b"})]
@@ -206,5 +196,9 @@ def test_bind_takes_the_pods_slot() -> None:
     snapshot = _cluster(NodeFacts("n1"))
     snapshot.pods_free[0] = 1
     demand = resolve(Pod("p", 1000, 1024), snapshot)
-    bind(snapshot, demand, decide(snapshot, demand, create("fgd", snapshot)))
-    assert not decide(snapshot, demand, create("fgd", snapshot)).scheduled
+    decision = decide(snapshot, demand, create("fgd", snapshot))
+    assert decision.node_name == "n1"
+    bind(snapshot, demand, decision)
+    assert int(snapshot.pods_free[0]) == 0
+    refused = decide(snapshot, demand, create("fgd", snapshot), explain=True)
+    assert not refused.scheduled and refused.statuses["n1"].reasons == (MSG_TOO_MANY_PODS,)

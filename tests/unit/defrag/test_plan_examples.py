@@ -156,7 +156,7 @@ def test_owner_and_fleet_caps_refuse_a_plan():
     # an hour and more ago no longer counts
     history = [replace(m, at_s=m.at_s - 3600) for m in history]
     assert isinstance(plan(cluster.snapshot, WHOLE_GPU, cluster.running, bestfit(), Limits(), history, NOW_S), Plan)
-    # fleet-wide: 3 evictions in the hour with a cap of 3
+    # all evictions in the history, whoever's: 3 in the hour with a cap of 3
     fleet = [PastMove(f"z{i}", None, NOW_S - 10 * i) for i in range(3)]
     refused = plan(cluster.snapshot, WHOLE_GPU, cluster.running, bestfit(), Limits(max_evictions_per_hour=3), fleet,
                    NOW_S)

@@ -1,4 +1,4 @@
-"""gpuplace: the common battery, then its own behaviour on small clusters worked by hand.
+"""gpuplace: its own behaviour on small clusters worked by hand (the common checks: test_policy_battery.py).
 
 The policy learns the arriving mix from the pods it scores (shape_estimate.py), so each hand-worked case first
 shows it a few pods. Its measure is built on the first pod it sees and checked for drift every 16 pods, so with
@@ -17,12 +17,6 @@ from gpuplace.core.policies.gpuplace.policy import Gpuplace
 from gpuplace.core.snapshot import ClusterSnapshot
 
 from ..core.builders import make_node, make_pod
-from .policy_battery import PolicyBattery
-
-
-class TestGpuplaceBattery(PolicyBattery):
-    def make_policy(self, context):
-        return Gpuplace(context)
 
 
 def test_registered_under_its_name():
@@ -132,13 +126,3 @@ def test_the_context_workload_is_not_needed():
     snapshot = ClusterSnapshot([make_node("n").gpus(2).build()])
     pod = make_pod("p").gpu_share(500).build()
     assert decide(snapshot, resolve(pod, snapshot), Gpuplace(PolicyContext(workload=None))).scheduled
-
-
-def test_the_package_lists_its_modules():
-    import importlib
-    import pkgutil
-
-    modules = {m.name for m in pkgutil.iter_modules(gpuplace.__path__)}
-    assert modules <= set(gpuplace.__all__)
-    for name in gpuplace.__all__:
-        assert hasattr(gpuplace, name) or importlib.import_module(f"{gpuplace.__name__}.{name}")

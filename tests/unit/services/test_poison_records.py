@@ -12,13 +12,21 @@ from aiokafka.structs import TopicPartition
 from faststream.kafka import TestKafkaBroker
 from sqlalchemy import exc as sa_exc
 
-from gpuplace.adapters.kafka import OffsetCommits, Route, is_transient, make_broker, partition_of, subscribe
+from gpuplace.adapters.kafka import (
+    JSON_HEADERS,
+    OffsetCommits,
+    Route,
+    is_transient,
+    make_broker,
+    partition_of,
+    subscribe,
+)
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import PodEvent
 from gpuplace.contracts.rejected import Rejected
 from tests.builders import pod_event
 
-JSON = {"content-type": "application/json"}
+JSON = JSON_HEADERS
 
 
 def _wire(handler, *, attempts: int = 3, partitions: int | None = None):

@@ -3,10 +3,12 @@ and, after a restart mid-plan, complete or abort the plan from what the state re
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, field
 
 import pytest
 
+from gpuplace.core.defrag.model import Limits
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
@@ -51,20 +53,21 @@ class SlowEvictionApi(FakeClusterApi):
         return await super().evict(namespace, name, uid)
 
 
-def service(uow_factory, api):
+def service(uow_factory, api, settings=None, clock=time.monotonic):
     decide = decider("bestfit")
     return PlacementService(
         uow_factory, {"east": api}, decide, policy="bestfit",
-        defrag=lambda host: Defragmenter(uow_factory, {"east": api}, host, decide.planner_policy))
+        defrag=lambda host: Defragmenter(uow_factory, {"east": api}, host, decide.planner_policy, settings=settings,
+                                         clock=clock))
 
 
-async def fragmented_fleet(refuse: bool = False, api: FakeClusterApi | None = None):
+async def fragmented_fleet(refuse: bool = False, api: FakeClusterApi | None = None, **service_args):
     """Three one-GPU nodes whose free memory (7384, 7384, 10960 MiB) adds up to far more than 12000 MiB,
     but no GPU has 12000 MiB free: moving the 9000 MiB victim from n1 to n3 opens a 16384 MiB hole."""
     uow_factory, api = FakeUnitOfWorkFactory(), api or FakeClusterApi()
     if refuse:
         api.refuse_eviction.add("victim-0")
-    placement = service(uow_factory, api)
+    placement = service(uow_factory, api, **service_args)
     victim = pod_event("victim-0", memory_mib=9000, priority=0, deadline_ms=100.0)
     victim = victim.model_copy(update={"owner": "ReplicaSet/victim"})
     await placement.on_node(node_event("n1", gpus=1))
@@ -108,7 +111,7 @@ async def test_a_blocked_high_priority_pod_is_bound_after_a_move():
     assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
 
 
-async def test_a_move_the_budget_forbids_is_aborted_and_every_reservation_released():
+async def test_a_move_a_disruption_budget_refuses_is_aborted_and_every_reservation_released():
     uow_factory, api, placement, _ = await fragmented_fleet(refuse=True)
     before = assigned(uow_factory)
     await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))
@@ -119,6 +122,40 @@ async def test_a_move_the_budget_forbids_is_aborted_and_every_reservation_releas
     assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
     urgent = next(p for p in uow_factory.db.pods.values() if p["name"] == "urgent")
     assert urgent["state"] == "unschedulable" and "PodDisruptionBudget" in urgent["reason"]
+
+
+async def test_the_hourly_eviction_budget_holds_a_second_move_back_until_the_hour_is_over():
+    # A budget of one eviction an hour: the first blocked pod gets its move (victim-0, as above). A second
+    # fleet-like corner then needs victim-2 moved from n4 to n5; within the hour nothing is planned or evicted,
+    # an hour later the same pod is relieved by the move.
+    now = [1000.0]
+    budget = DefragSettings(limits=Limits(max_evictions_per_hour=1))
+    uow_factory, api, placement, _ = await fragmented_fleet(settings=budget, clock=lambda: now[0])
+    await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))
+    await placement.drain()
+    assert api.evicted == ["victim-0"] and api.bound[("robots", "urgent")] == "n1"
+
+    # n4 (16384 MiB) takes victim-2 (9000), n5 (40960) a 30000 filler: 7384 and 10960 MiB free, no 12000 hole
+    await placement.on_node(node_event("n4", gpus=1))
+    victim = pod_event("victim-2", memory_mib=9000, priority=0, deadline_ms=100.0)
+    await placement.on_pod(victim.model_copy(update={"owner": "ReplicaSet/other"}))
+    await placement.on_node(node_event("n5", gpus=1, **A100))
+    await placement.on_pod(pod_event("filler-2", memory_mib=30000, priority=1000, deadline_ms=10.0))
+    await placement.drain()
+    assert api.bound[("robots", "victim-2")] == "n4" and api.bound[("robots", "filler-2")] == "n5"
+    planned = kinds(uow_factory).count("defrag_planned")
+
+    now[0] += 3599.0  # the first eviction is 3599 s old: the hour's budget is spent
+    await placement.on_pod(pod_event("urgent-2", memory_mib=12000, priority=100, deadline_ms=33.0))
+    await placement.drain()
+    assert api.evicted == ["victim-0"] and ("robots", "urgent-2") not in api.bound
+    assert kinds(uow_factory).count("defrag_planned") == planned
+
+    now[0] += 2.0  # 3601 s: the eviction has left the window; a retry (a node changes) plans the move
+    await placement.on_node(node_event("n2", gpus=1))
+    await placement.drain()
+    assert api.evicted == ["victim-0", "victim-2"]
+    assert api.bound[("robots", "urgent-2")] == "n4"
 
 
 async def test_a_pod_whose_plan_aborts_after_the_queue_was_retried_waits_again():

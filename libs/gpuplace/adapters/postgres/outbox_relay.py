@@ -1,8 +1,15 @@
 """Publishes committed outbox rows to Kafka, so subscribers never see a decision that was rolled back.
 
 At-least-once: a row is marked published only after Kafka acknowledged it, so a crash between the two
-publishes it again; subscribers deduplicate by the event's `event_id`. Several relays may run at once
-(SKIP LOCKED hands each a disjoint batch); order within a key is kept because rows go out in id order.
+publishes it again; subscribers deduplicate by the event's `event_id`.
+
+Order, exactly: a batch is the lowest-id unpublished rows no other relay holds, sent in id order, and all are
+acknowledged before the next batch is taken. So one relay publishes the rows of a key in id order, except a
+row whose transaction commits only after a later row of its key went out (ids are drawn at insert, not at
+commit): it goes out after that row. Several relays may run at once (one per placement process): SKIP LOCKED
+hands each a disjoint batch, so two relays never send the same row, but nothing orders their batches against
+each other, and a key's later row in one relay's batch can reach Kafka before its earlier row in another's.
+Per-key order holds with one relay only.
 
 No row goes out over `max_event_bytes` (Kafka's default message limit is 1 MB): one that would is sent to the
 dead-letter topic instead (truncated, with its size and digest) and marked published, so one oversize

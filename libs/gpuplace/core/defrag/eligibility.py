@@ -73,7 +73,7 @@ def resting(limits: Limits, history: Sequence[PastMove], now_s: float) -> set[st
 
 
 def quotas(limits: Limits, history: Sequence[PastMove], now_s: float) -> Quotas:
-    """Evictions left to one plan under the per-plan, fleet-wide and per-owner caps."""
+    """Evictions left to one plan under the per-plan cap, the hourly cap on all of `history` and the per-owner caps."""
     window = [m for m in history if 0 <= now_s - m.at_s < HOUR_S]
     fleet_left = max(0, limits.max_evictions_per_hour - len(window))
     by_owner = Counter(m.owner for m in window if m.owner is not None)

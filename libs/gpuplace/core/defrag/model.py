@@ -71,7 +71,9 @@ class Limits:
     max_moves_per_pod_per_hour: int = 2
     max_evictions_per_owner_per_hour: int = 2
     max_evictions_per_hour: int = 60
-    """Fleet-wide."""
+    """All evictions in the `history` the planner is given, whoever's. Only as wide as that history: the placement
+    service gives one cluster's evictions made by its own process since it started (usecases/defrag.py), so there
+    it caps each cluster per process and a restart starts it afresh; the defrag simulation gives all of its own."""
     max_chain_depth: int = 0
     """0: every pod moves to room free now. 1: a pod to move may itself have pods moved to make
     room for it (their evictions first: see Move.wave)."""

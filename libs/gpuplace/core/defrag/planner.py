@@ -126,4 +126,4 @@ def _reasons(snapshot: ClusterSnapshot, option: Option, moves: tuple[Move, ...])
                     f"{m.to_node}{list(m.to_gpu_indices)}" for m in moves))
 
 
-__all__ = ["MAX_ATTEMPTS", "plan"]
+__all__ = ["MAX_ATTEMPTS", "MAX_CHAIN_ATTEMPTS", "plan"]

@@ -52,3 +52,6 @@ def status(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
     return Status(Code.UNSCHEDULABLE, (
         f"{usable} of {demand.gpu_count} GPU(s) with >= {share}m and >= {memory} MiB free "
         f"(largest hole {largest_share}m, {largest_memory} MiB)",))
+
+
+__all__ = ["NAME", "mask", "status", "usable_gpus"]

@@ -23,3 +23,6 @@ def status(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
         return SUCCESS
     model = snapshot.gpu_types[snapshot.gpu_type_id[node]].model or "none"
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"GPU model {model} not allowed for the pod",))
+
+
+__all__ = ["NAME", "mask", "status"]

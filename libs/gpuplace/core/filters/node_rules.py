@@ -50,3 +50,6 @@ def status(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
         if snapshot.extended_free[name][node] < amount:
             return Status(Code.UNSCHEDULABLE, (f"Insufficient {name}",))
     return SUCCESS
+
+
+__all__ = ["NAME", "mask", "status"]

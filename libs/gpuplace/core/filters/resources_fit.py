@@ -28,3 +28,6 @@ def status(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
     if not reasons:
         return SUCCESS
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE, tuple(reasons))
+
+
+__all__ = ["NAME", "mask", "status"]

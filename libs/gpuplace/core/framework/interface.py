@@ -76,3 +76,6 @@ class Policy(Protocol):
 def learns_online(policy: object) -> bool:
     """Whether `policy` (an instance, or the class a registry builds it from) learns the workload online."""
     return bool(getattr(policy, "learns_online", False))
+
+
+__all__ = ["Code", "Policy", "PolicyContext", "SUCCESS", "Status", "learns_online"]

@@ -98,3 +98,6 @@ def _statuses(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> dict
             status = Status(Code.UNSCHEDULABLE, (f"rejected by policy {policy.name}",))
         out[snapshot.node_names[node]] = status
     return out
+
+
+__all__ = ["Decision", "bind", "decide", "place"]

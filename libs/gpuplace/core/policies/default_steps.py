@@ -38,3 +38,6 @@ class DefaultSteps:
             if not status.ok:
                 return status
         return SUCCESS
+
+
+__all__ = ["DefaultSteps"]

@@ -153,3 +153,6 @@ def _exclusive_choice(free: IntArray, usable: IntArray, count: int) -> tuple[int
     """GPU indices for a multi-GPU or whole-GPU task: the least free usable GPUs, index order on ties."""
     order = np.argsort(free, kind="stable")
     return tuple(sorted(int(i) for i in usable[order[:count]]))
+
+
+__all__ = ["DELTA_SCALE_MILLI", "Fgd", "MAX_SCORE", "NAME", "fgd_score"]

@@ -44,3 +44,6 @@ def create(name: str, context: PolicyContext) -> Policy:
     except KeyError:
         raise UnknownPolicy(f"unknown policy {name!r}; known: {', '.join(POLICIES)}") from None
     return factory(context)
+
+
+__all__ = ["PAPER_POLICIES", "POLICIES", "PolicyFactory", "UnknownPolicy", "create", "names"]

@@ -11,12 +11,11 @@ import numpy as np
 
 from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
+from gpuplace.core.policies.baselines.scale import MAX_CPU_MILLI, MAX_GPU_MILLI
 from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "bestfit"
-MAX_CPU_MILLI = 128000.0
-MAX_GPU_MILLI = 8000.0
 
 
 class BestFit(DefaultSteps):
@@ -36,3 +35,6 @@ def _normalise(scores: IntArray) -> IntArray:
     if high == low:
         return np.zeros_like(scores)
     return (scores - low) * 100 // (high - low)
+
+
+__all__ = ["BestFit", "NAME"]

@@ -13,12 +13,11 @@ import numpy as np
 
 from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
+from gpuplace.core.policies.baselines.scale import MAX_CPU_MILLI, MAX_GPU_MILLI
 from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "dotprod"
-MAX_CPU_MILLI = 128000.0
-MAX_GPU_MILLI = 8000.0
 
 
 class DotProd(DefaultSteps):
@@ -32,3 +31,6 @@ class DotProd(DefaultSteps):
         dot = free_cpu * want_cpu + free_gpu * want_gpu
         scores: IntArray = np.trunc(100.0 * (1.0 - dot / 2.0)).astype(np.int64)
         return scores
+
+
+__all__ = ["DotProd", "NAME"]

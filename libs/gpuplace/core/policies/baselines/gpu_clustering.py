@@ -17,11 +17,11 @@ import numpy as np
 from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.model import MILLI_PER_GPU
+from gpuplace.core.policies.baselines.scale import MAX_GPU_MILLI
 from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "gpu-clustering"
-MAX_GPU_MILLI = 8000
 
 
 class GpuClustering(DefaultSteps):
@@ -40,3 +40,6 @@ class GpuClustering(DefaultSteps):
         tier = np.select([same & (kinds_present == 1), same, kinds_present == 0], [75, 50, 25], default=0)
         scores: IntArray = fullness + tier
         return scores
+
+
+__all__ = ["GpuClustering", "NAME"]

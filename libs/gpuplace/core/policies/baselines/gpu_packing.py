@@ -41,3 +41,6 @@ class GpuPacking(DefaultSteps):
         idle_node_tier = np.maximum(33 - fully_free, fully_free)
         return np.select([fully_free == gpu_count, free_taken > 0], [idle_node_tier, new_gpu_tier],
                          default=used_gpu_tier)
+
+
+__all__ = ["GpuPacking", "NAME"]

@@ -30,3 +30,6 @@ class RandomFit(DefaultSteps):
 
     def choose_gpus(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]:
         return gpu_selection.random_fit(snapshot, demand, node, self.rng)
+
+
+__all__ = ["NAME", "RandomFit"]

@@ -161,4 +161,4 @@ def _stranding_ratios(workload: ArrivingWorkload, n_types: int) -> tuple[FloatAr
     return np.nan_to_num(cpu, nan=0.0, posinf=0.0), np.nan_to_num(memory, nan=0.0, posinf=0.0)
 
 
-__all__ = ["NodeWaste", "shape_weights"]
+__all__ = ["MIN_WEIGHT_SHARE", "NodeWaste", "pool_drift", "shape_weights"]

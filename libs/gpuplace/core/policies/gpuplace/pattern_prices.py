@@ -177,4 +177,4 @@ class _DualTableau:
         self.basis[row] = col
 
 
-__all__ = ["PatternPrices", "pattern_prices"]
+__all__ = ["MAX_PATTERNS", "PatternPrices", "TOLERANCE", "pattern_prices"]

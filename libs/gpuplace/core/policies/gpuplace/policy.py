@@ -261,4 +261,7 @@ def _grown(table: FloatArray | None, size: int) -> FloatArray:
     return grown
 
 
-__all__ = ["DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "LOSS_WEIGHT", "MAX_TABLES", "NAME"]
+__all__ = [
+    "DRIFT_CHECK_PODS", "DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "LOSS_WEIGHT", "MAX_TABLES", "NAME",
+    "POOL_CHECK_PODS",
+]

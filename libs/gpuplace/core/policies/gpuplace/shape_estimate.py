@@ -151,4 +151,4 @@ def _resolve(keys: tuple[ShapeKey, ...], gpu_types: tuple[GpuType, ...]) -> tupl
     return share, allowed
 
 
-__all__ = ["ArrivingWorkload", "MAX_SHAPES", "MEMORY_BUCKET_MIB", "ShapeEstimate"]
+__all__ = ["ArrivingWorkload", "MAX_SHAPES", "MEMORY_BUCKET_MIB", "MIN_PROBABILITY", "ShapeEstimate", "ShapeKey"]
