@@ -6,14 +6,15 @@ model deserialisation at fleet scale, and it sidesteps the client's Binding bug 
 binding with a Status, which the client fails to parse as V1Binding after the bind has succeeded;
 kubernetes/kubernetes#80663).
 
-Outcomes a caller must act on are values, not exceptions: a 409 on bind means someone else bound the pod
-(reconcile, never retry blindly), a 429 on eviction is a PodDisruptionBudget refusal to respect.
-Feedback is the exception the other way: it never raises (a failure is logged), so it cannot fail placement.
+KubeClusterApi implements the ClusterApi port (usecases/ports.py, which says what each method promises;
+tests/contract/cluster_api_contract.py checks it here and on the fake). Outcomes a caller must act on are
+values, not exceptions: a 409 on bind means the pod is bound already (reconcile, never retry blindly), a 429
+on eviction is a PodDisruptionBudget refusal to respect. Feedback is the exception the other way: it never
+raises (a failure is logged), so it cannot fail placement.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import socket
@@ -29,8 +30,8 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
+from gpuplace.usecases.ports import BindOutcome, EvictOutcome, Json
 
-Json = dict[str, Any]
 log = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER = "gpuplace"
@@ -42,18 +43,6 @@ NOTE_LIMIT_BYTES = 1024  # events.k8s.io validation NoteLengthLimit; kube-schedu
 # huge: capped here, well above the Event's note.
 CONDITION_MESSAGE_LIMIT_BYTES = 8192
 FEEDBACK_TIMEOUT_S = 10  # a slow apiserver delays feedback, never placement
-
-
-class BindOutcome(enum.Enum):
-    BOUND = "bound"
-    CONFLICT = "conflict"  # already bound (by us earlier, or by someone else): reconcile
-    GONE = "gone"  # the pod no longer exists, or is another pod with the same name
-
-
-class EvictOutcome(enum.Enum):
-    EVICTED = "evicted"
-    REFUSED = "refused"  # 429: a PodDisruptionBudget does not allow it now
-    GONE = "gone"
 
 
 async def connect(kubeconfig: str) -> client.ApiClient:
@@ -299,6 +288,6 @@ def _truncate(text: str, limit_bytes: int) -> str:
     return raw[:limit_bytes - 4].decode(errors="ignore") + " ..."
 
 
-__all__ = ["KubeClusterApi", "BindOutcome", "EvictOutcome", "connect", "raw_json", "pod_scheduled_condition"]
+__all__ = ["KubeClusterApi", "connect", "raw_json", "pod_scheduled_condition"]
 
 raw_json = _json

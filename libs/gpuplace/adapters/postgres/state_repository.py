@@ -52,7 +52,7 @@ class StateRepository:
 
     # -- nodes and GPUs --------------------------------------------------------------------------
     async def upsert_node(self, node: Mapping[str, Any]) -> None:
-        """Insert or update a node and make its GPU rows match `gpu_count` (extra idle GPUs are dropped)."""
+        """Insert or update a node and make its GPU rows match `gpu_count` (GPUs past it go, with their grants)."""
         values = {k: node[k] for k in ("cluster", "name", "region", "cpu_milli", "memory_mib", "gpu_model",
                                        "gpu_count", "gpu_memory_mib", "ready", "unschedulable", "labels", "taints")}
         values.update(max_pods=node.get("max_pods"), extended=node.get("extended") or {})
