@@ -8,9 +8,10 @@ kubernetes/kubernetes#80663).
 
 KubeClusterApi implements the ClusterApi port (usecases/ports.py, which says what each method promises;
 tests/contract/cluster_api_contract.py checks it here and on the fake). Outcomes a caller must act on are
-values, not exceptions: a 409 on bind means the pod is bound already (reconcile, never retry blindly), a 429
-on eviction is a PodDisruptionBudget refusal to respect. Feedback is the exception the other way: it never
-raises (a failure is logged), so it cannot fail placement.
+values, not exceptions, each error status mapped in one table (BIND_ERRORS, EVICT_ERRORS): a 409 on bind means
+the pod is bound already (reconcile, never retry blindly), a 429 on eviction is a PodDisruptionBudget refusal
+to respect. Feedback is the exception the other way: it never raises (a failure is logged), so it cannot fail
+placement.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -33,6 +34,7 @@ from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.usecases.ports import BindOutcome, EvictOutcome, Json
 
 log = logging.getLogger(__name__)
+Outcome = TypeVar("Outcome", BindOutcome, EvictOutcome)
 
 REPORTING_CONTROLLER = "gpuplace"
 SERIES_WINDOW_S = 6 * 60  # client-go tools/events/event_broadcaster.go finishTime: a quiet series ends
@@ -43,6 +45,17 @@ NOTE_LIMIT_BYTES = 1024  # events.k8s.io validation NoteLengthLimit; kube-schedu
 # huge: capped here, well above the Event's note.
 CONDITION_MESSAGE_LIMIT_BYTES = 8192
 FEEDBACK_TIMEOUT_S = 10  # a slow apiserver delays feedback, never placement
+
+
+# What an error status of a bind or an eviction means to the caller; any other error raises.
+BIND_ERRORS = {
+    409: BindOutcome.CONFLICT,  # bound already, or the uid precondition failed (a namesake)
+    404: BindOutcome.GONE, 410: BindOutcome.GONE,
+}
+EVICT_ERRORS = {
+    429: EvictOutcome.REFUSED,  # a PodDisruptionBudget
+    404: EvictOutcome.GONE, 409: EvictOutcome.GONE,  # 409: the uid precondition failed (a namesake)
+}
 
 
 async def connect(kubeconfig: str) -> client.ApiClient:
@@ -69,6 +82,17 @@ async def _json(response: Any) -> Json:
             reason = body[:200].decode(errors="replace")
         raise ApiException(status=response.status, reason=reason)
     return json.loads(body)
+
+
+async def _outcome(response: Awaitable[Any], done: Outcome, errors: Mapping[int, Outcome]) -> Outcome:
+    """`done` once the raw call succeeded, else what its error status means in `errors`; other errors raise."""
+    try:
+        await _json(await response)
+    except ApiException as exc:
+        if exc.status in errors:
+            return errors[exc.status]
+        raise
+    return done
 
 
 class KubeClusterApi:
@@ -122,36 +146,21 @@ class KubeClusterApi:
         the device plugin never sees the pod bound without its GPUs, and gpuplace needs no `patch pods`. The uid
         precondition binds the pod we decided for, not a namesake."""
         annotations = {ASSIGNMENT: json.dumps(assignment, separators=(",", ":"))}
-        try:
-            binding = client.V1Binding(
-                metadata=client.V1ObjectMeta(name=name, uid=uid, annotations=annotations),
-                target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-            )
-            await _json(await self.core.create_namespaced_pod_binding(name, namespace, binding,
-                                                                      _preload_content=False))
-            return BindOutcome.BOUND
-        except ApiException as exc:
-            if exc.status == 409:
-                return BindOutcome.CONFLICT
-            if exc.status in (404, 410):
-                return BindOutcome.GONE
-            raise
+        binding = client.V1Binding(
+            metadata=client.V1ObjectMeta(name=name, uid=uid, annotations=annotations),
+            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+        )
+        return await _outcome(self.core.create_namespaced_pod_binding(name, namespace, binding, _preload_content=False),
+                              BindOutcome.BOUND, BIND_ERRORS)
 
     async def evict(self, namespace: str, name: str, uid: str | None = None) -> EvictOutcome:
         """Evict through pods/eviction so PodDisruptionBudgets hold."""
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None
         eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace),
                                      delete_options=options)
-        try:
-            await _json(await self.core.create_namespaced_pod_eviction(name, namespace, eviction,
-                                                                       _preload_content=False))
-            return EvictOutcome.EVICTED
-        except ApiException as exc:
-            if exc.status == 429:
-                return EvictOutcome.REFUSED
-            if exc.status in (404, 409):
-                return EvictOutcome.GONE
-            raise
+        return await _outcome(self.core.create_namespaced_pod_eviction(name, namespace, eviction,
+                                                                       _preload_content=False),
+                              EvictOutcome.EVICTED, EVICT_ERRORS)
 
     # -- feedback, as kube-scheduler gives it --------------------------------------------------------------
     async def report_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None:
@@ -288,6 +297,6 @@ def _truncate(text: str, limit_bytes: int) -> str:
     return raw[:limit_bytes - 4].decode(errors="ignore") + " ..."
 
 
-__all__ = ["KubeClusterApi", "connect", "raw_json", "pod_scheduled_condition"]
+__all__ = ["KubeClusterApi", "BIND_ERRORS", "EVICT_ERRORS", "connect", "raw_json", "pod_scheduled_condition"]
 
 raw_json = _json
