@@ -22,7 +22,7 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -104,17 +104,19 @@ class KubeClusterApi:
         self.reporting_instance = f"{REPORTING_CONTROLLER}-{socket.gethostname()}"[:128]  # client-go NewRecorder
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
 
+    def _lister(self, kind: str) -> Callable[..., Awaitable[Any]]:
+        """The raw list call of `kind`: "pods" (all namespaces) or "nodes"; a watch is the same call."""
+        return self.core.list_pod_for_all_namespaces if kind == "pods" else self.core.list_node
+
     async def list(self, kind: str, **selectors: str) -> tuple[list[Json], str]:
         """All pods or nodes, with the list's resourceVersion to start a watch from."""
-        lister = self.core.list_pod_for_all_namespaces if kind == "pods" else self.core.list_node
-        body = await _json(await lister(_preload_content=False, **selectors))
+        body = await _json(await self._lister(kind)(_preload_content=False, **selectors))
         return body.get("items") or [], body["metadata"]["resourceVersion"]
 
     async def watch(self, kind: str, resource_version: str, *, timeout_s: int = 300,
                     **selectors: str) -> AsyncIterator[Json]:
         """Raw watch events (type + object), bookmarks included; ApiException(410) when too old."""
-        lister = self.core.list_pod_for_all_namespaces if kind == "pods" else self.core.list_node
-        response = await lister(watch=True, allow_watch_bookmarks=True, resource_version=resource_version,
+        response = await self._lister(kind)(watch=True, allow_watch_bookmarks=True, resource_version=resource_version,
                                 timeout_seconds=timeout_s, _preload_content=False, **selectors)
         if response.status != 200:
             await _json(response)  # raises with the server's reason
@@ -254,7 +256,8 @@ class KubeClusterApi:
             except ApiException as exc:
                 if exc.status != 404:  # client-go IsKeyNotFoundError: the Event expired or was deleted
                     raise
-        await _json(await self.events.create_namespaced_event(namespace, event, _preload_content=False,
+        body: Any = event  # the client serialises a dict as it is; its stubs want an EventsV1Event
+        await _json(await self.events.create_namespaced_event(namespace, body, _preload_content=False,
                                                               _request_timeout=timeout))
 
 
@@ -277,11 +280,9 @@ def pod_scheduled_condition(pod: Json, status: str, reason: str, message: str, n
                None)
     if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
         return None
-    flipped = old is None or old.get("status") != status
+    kept = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None
     return {"type": "PodScheduled", "status": status, "reason": reason, "message": message,
-            "lastProbeTime": None,
-            "lastTransitionTime": (None if flipped else old.get("lastTransitionTime"))
-            or now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+            "lastProbeTime": None, "lastTransitionTime": kept or now.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def _micro_time(epoch_s: float) -> str:
