@@ -58,6 +58,14 @@ def assignment(node: str) -> Json:
     return {"node": node, "gpus": [{"index": 1, "memory_mib": 9420, "share_milli": 575}]}
 
 
+async def bound_pod(cluster: ClusterHarness, name: str) -> str:
+    """A pod created and bound to the harness's node; returns its uid."""
+    uid = await cluster.create_pod(name)
+    outcome = await cluster.api.bind(cluster.namespace, name, uid, cluster.node, assignment(cluster.node))
+    assert outcome is BindOutcome.BOUND
+    return uid
+
+
 async def gone(cluster: ClusterHarness, name: str, timeout_s: float = 30.0) -> bool:
     """Whether read_pod answers None within timeout_s (an evicted pod may take its grace period)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
@@ -110,9 +118,7 @@ class ClusterApiContract:
     @covers("list")
     async def test_the_list_has_every_pod_with_its_uid_and_node(self, cluster: ClusterHarness) -> None:
         waiting = await cluster.create_pod("waiting")
-        placed = await cluster.create_pod("placed")
-        outcome = await cluster.api.bind(cluster.namespace, "placed", placed, cluster.node, assignment(cluster.node))
-        assert outcome is BindOutcome.BOUND
+        placed = await bound_pod(cluster, "placed")
         items, version = await cluster.api.list("pods")
         ours = {p["metadata"]["name"]: (p["metadata"]["uid"], p["spec"].get("nodeName"))
                 for p in items if p["metadata"].get("namespace") == cluster.namespace}
@@ -135,9 +141,7 @@ class ClusterApiContract:
 
     @covers("evict")
     async def test_an_eviction_a_disruption_budget_forbids_is_refused(self, cluster: ClusterHarness) -> None:
-        uid = await cluster.create_pod("guarded")
-        outcome = await cluster.api.bind(cluster.namespace, "guarded", uid, cluster.node, assignment(cluster.node))
-        assert outcome is BindOutcome.BOUND
+        uid = await bound_pod(cluster, "guarded")
         await cluster.run("guarded")
         await cluster.protect("guarded")
         assert await cluster.api.evict(cluster.namespace, "guarded", uid) is EvictOutcome.REFUSED
@@ -152,9 +156,7 @@ class ClusterApiContract:
 
         stale = MESSAGE.replace("6860", "4096")
         await cluster.api.report_unschedulable(cluster.namespace, "waiting", EARLIER_UID, stale)  # a namesake's
-        placed = await cluster.create_pod("placed")
-        outcome = await cluster.api.bind(cluster.namespace, "placed", placed, cluster.node, assignment(cluster.node))
-        assert outcome is BindOutcome.BOUND
+        placed = await bound_pod(cluster, "placed")
         await cluster.api.report_unschedulable(cluster.namespace, "placed", placed, stale)  # bound meanwhile
         doomed = await cluster.create_pod("doomed")
         await cluster.delete_pod("doomed")
@@ -164,9 +166,7 @@ class ClusterApiContract:
 
     @covers("report_scheduled")
     async def test_a_bound_pod_is_reported_scheduled_on_its_node(self, cluster: ClusterHarness) -> None:
-        uid = await cluster.create_pod("placed")
-        outcome = await cluster.api.bind(cluster.namespace, "placed", uid, cluster.node, assignment(cluster.node))
-        assert outcome is BindOutcome.BOUND
+        uid = await bound_pod(cluster, "placed")
         await cluster.api.report_scheduled(cluster.namespace, "placed", uid, cluster.node, "(GPU 1: 9420 MiB)")
         ((reason, note),) = await cluster.feedback("placed")
         assert reason == "Scheduled" and cluster.node in note and note.endswith("(GPU 1: 9420 MiB)")
