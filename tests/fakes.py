@@ -1,7 +1,8 @@
-"""Complete in-memory implementations of the use cases' ports, for unit tests.
+"""Complete in-memory implementations of the use cases' ports (usecases/ports.py), for unit tests.
 
 They pass the same contract suites as the real adapters (tests/contract/), so a use case tested against
-them behaves the same against PostgreSQL and the Kubernetes API.
+them behaves the same against PostgreSQL and the Kubernetes API: FakeUnitOfWork is a UnitOfWork and an
+OutboxUnitOfWork, FakeClusterApi a ClusterApi.
 """
 
 from __future__ import annotations
@@ -9,12 +10,16 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import json
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.contracts.rejected import Rejected, reused_id
+from gpuplace.usecases.ports import BindOutcome, EvictOutcome, GpuGrant, Json, Row
 
 
 @dataclass
@@ -63,46 +68,51 @@ class FakeStateRepository:
             gkey = (node["cluster"], node["name"], i)
             gpu = self.t["gpus"].get(gkey, {"cluster": node["cluster"], "node": node["name"], "index": i,
                                             "uuid": None, "memory_assigned_mib": 0, "share_assigned_milli": 0,
-                                            "memory_observed_mib": None, "utilization_pct": None, "healthy": True})
+                                            "memory_observed_mib": None, "utilization_pct": None, "healthy": True,
+                                            "telemetry_at": None, "slo_blocked_at": None})
             self.t["gpus"][gkey] = {**gpu, "model": node["gpu_model"], "memory_total_mib": node["gpu_memory_mib"]}
         for gkey in [k for k in self.t["gpus"] if k[:2] == key and k[2] >= node["gpu_count"]]:
-            del self.t["gpus"][gkey]
+            self._drop_gpu(gkey)
+
+    def _drop_gpu(self, gkey: tuple[str, str, int]) -> None:
+        """A GPU row goes with the grants on it (PostgreSQL's ON DELETE CASCADE)."""
+        del self.t["gpus"][gkey]
+        for akey in [k for k, a in self.t["allocations"].items() if (a["cluster"], a["node"], a["gpu_index"]) == gkey]:
+            del self.t["allocations"][akey]
 
     async def delete_node(self, cluster: str, name: str) -> list[str]:
         uids = sorted({a["pod_uid"] for a in self.t["allocations"].values()
                        if a["cluster"] == cluster and a["node"] == name})
         self.t["nodes"].pop((cluster, name), None)
         for gkey in [k for k in self.t["gpus"] if k[:2] == (cluster, name)]:
-            del self.t["gpus"][gkey]
-        for akey in [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["node"] == name]:
-            del self.t["allocations"][akey]
+            self._drop_gpu(gkey)
         return uids
 
     async def record_telemetry(self, cluster: str, node: str, index: int, **observed: Any) -> bool:
         gpu = self.t["gpus"].get((cluster, node, index))
         if gpu is None:
             return False
-        gpu.update(observed)
+        gpu.update(observed, telemetry_at=self._now())
         return True
 
-    async def load_nodes(self, cluster: str) -> list[dict[str, Any]]:
+    async def load_nodes(self, cluster: str) -> list[Row]:
         return [dict(n) for k, n in sorted(self.t["nodes"].items()) if k[0] == cluster]
 
-    async def load_gpus(self, cluster: str) -> list[dict[str, Any]]:
+    async def load_gpus(self, cluster: str) -> list[Row]:
         return [dict(g) for k, g in sorted(self.t["gpus"].items()) if k[0] == cluster]
 
-    async def upsert_pod(self, pod: Mapping[str, Any]) -> dict[str, Any]:
+    async def upsert_pod(self, pod: Mapping[str, Any]) -> Row:
         key = (pod["cluster"], pod["uid"])
         current = self.t["pods"].get(key)
         if current is None:
             current = {"node": None, "reason": None, "first_seen_at": self._now(), "reserved_at": None,
-                       "bound_at": None, **pod}
+                       "bound_at": None, "move_requested_at": None, "managed": True, **pod}
         else:
             current.update({k: v for k, v in pod.items() if k not in ("cluster", "uid", "state", "node", "reason")})
         self.t["pods"][key] = current
         return dict(current)
 
-    async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> dict[str, Any] | None:
+    async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> Row | None:
         pod = self.t["pods"].get((cluster, uid))
         return dict(pod) if pod else None
 
@@ -112,12 +122,14 @@ class FakeStateRepository:
         pod.update(state=state, **fields)
         if mark_bound:
             pod["bound_at"] = self._now()
+        if state == "reserved":
+            pod["reserved_at"] = self._now()
 
-    async def pods_in_state(self, cluster: str, states: Sequence[str]) -> list[dict[str, Any]]:
+    async def pods_in_state(self, cluster: str, states: Sequence[str]) -> list[Row]:
         rows = [dict(p) for (c, _), p in self.t["pods"].items() if c == cluster and p["state"] in states]
         return sorted(rows, key=lambda p: p["first_seen_at"])
 
-    async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[dict[str, Any]]:
+    async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]:
         holders = {a["pod_uid"] for a in self.t["allocations"].values() if a["cluster"] == cluster}
         return [p for p in await self.pods_in_state(cluster, states) if p["uid"] in holders]
 
@@ -128,14 +140,14 @@ class FakeStateRepository:
                 counts[pod["state"]] = counts.get(pod["state"], 0) + 1
         return counts
 
-    async def find_promise(self, cluster: str, namespace: str, owner: str) -> dict[str, Any] | None:
+    async def find_promise(self, cluster: str, namespace: str, owner: str) -> Row | None:
         found = sorted((p for (c, _), p in self.t["pods"].items()
                         if c == cluster and p["namespace"] == namespace and p.get("owner") == owner
                         and p["state"] == "promised"), key=lambda p: (p["first_seen_at"], p["uid"]))
         return dict(found[0]) if found else None
 
-    async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[dict[str, Any]]:
-        moved = []
+    async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[Row]:
+        moved: list[Row] = []
         held = [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["pod_uid"] == from_uid]
         for key in held:
             a = self.t["allocations"].pop(key)
@@ -146,11 +158,13 @@ class FakeStateRepository:
 
     async def delete_pod(self, cluster: str, uid: str) -> None:
         self.t["pods"].pop((cluster, uid), None)
+        for akey in [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["pod_uid"] == uid]:
+            del self.t["allocations"][akey]  # PostgreSQL's ON DELETE CASCADE: gone, not refunded
 
-    async def load_allocations(self, cluster: str) -> list[dict[str, Any]]:
+    async def load_allocations(self, cluster: str) -> list[Row]:
         return [dict(a) for a in self.t["allocations"].values() if a["cluster"] == cluster]
 
-    async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any], cpu_milli: int,
+    async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant], cpu_milli: int,
                       memory_mib: int, decision_id: str) -> str | None:
         n = self.t["nodes"].get((cluster, node))
         if n is None or n["cpu_assigned_milli"] + cpu_milli > n["cpu_milli"] or \
@@ -173,7 +187,7 @@ class FakeStateRepository:
                                           "decision_id": decision_id}
         return None
 
-    async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any], cpu_milli: int,
+    async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant], cpu_milli: int,
                            memory_mib: int, decision_id: str) -> list[int]:
         n = self.t["nodes"].get((cluster, node))
         if n is not None:
@@ -212,15 +226,28 @@ class FakeStateRepository:
     async def add_decision(self, decision: Mapping[str, Any]) -> None:
         self.t["decisions"].append(dict(decision))
 
-    async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> dict[str, Any] | None:
+    async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
         for decision in reversed(self.t["decisions"]):  # appended in commit order
             if decision["cluster"] == cluster and decision["pod_uid"] == pod_uid and decision["kind"] in kinds:
                 return copy.deepcopy(decision)
         return None
 
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
+        """The row keeps the payload as JSON text (what tests read back); take_unpublished decodes it, as
+        PostgreSQL's JSONB column does."""
         self.t["outbox"].append({"id": len(self.t["outbox"]) + 1, "topic": topic, "key": key,
                                  "payload": payload_json, "published_at": None})
+
+    async def take_unpublished(self, limit: int) -> list[Row]:
+        """No SKIP LOCKED needed: a unit of work holds the whole database until it ends (FakeUnitOfWork)."""
+        rows = sorted((r for r in self.t["outbox"] if r["published_at"] is None), key=lambda r: r["id"])[:limit]
+        return [{**r, "payload": json.loads(r["payload"])} for r in rows]
+
+    async def mark_published(self, ids: Sequence[int]) -> None:
+        now = self._now()
+        for row in self.t["outbox"]:
+            if row["id"] in ids:
+                row["published_at"] = now
 
     async def count_bound_twice(self, cluster: str) -> int:
         bound = [d["pod_uid"] for d in self.t["decisions"] if d["cluster"] == cluster and d["kind"] == "bound"]
@@ -244,14 +271,14 @@ class FakeStateRepository:
     async def save_latency_model(self, name: str, state: Mapping[str, Any]) -> None:
         self.t["latency_models"][name] = copy.deepcopy(dict(state))
 
-    async def co_runners(self, cluster: str, node: str, gpu_index: int, *, exclude_uid: str) -> list[dict[str, Any]]:
+    async def co_runners(self, cluster: str, node: str, gpu_index: int, *, exclude_uid: str) -> list[Row]:
         here = (cluster, node, gpu_index)
         uids = {a["pod_uid"] for a in self.t["allocations"].values()
                 if (a["cluster"], a["node"], a["gpu_index"]) == here and a["pod_uid"] != exclude_uid}
         fields = ("frame_rate_hz", "workload", "deadline_ms")
         return [{"uid": uid, **{k: self.t["pods"][(cluster, uid)][k] for k in fields}} for uid in sorted(uids)]
 
-    async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+    async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> Row | None:
         for (c, uid), pod in self.t["pods"].items():
             if c == cluster and pod["namespace"] == namespace and pod["name"] == name and \
                     pod["state"] in ("reserved", "bound"):
@@ -298,54 +325,80 @@ class FakeUnitOfWorkFactory:
 
 @dataclass
 class FakeClusterApi:
-    """Records binds; `conflicts`/`gone` name pods whose bind answers 409/404, as the apiserver would.
+    """One cluster's apiserver, as far as placement needs one: every pod not `gone` exists (pending unless
+    bound), so unit tests create pods by their events alone; `create_pod` gives one a uid, as the apiserver would.
 
-    Feedback is recorded in order as ("unschedulable", namespace, name, message) and
+    `conflicts`/`gone` name pods whose bind answers 409/404; `refuse_eviction` names pods a PodDisruptionBudget
+    protects (429). Feedback is recorded in order as ("unschedulable", namespace, name, message) and
     ("scheduled", namespace, name, node, gpus_text) in `reports`."""
 
     bound: dict[tuple[str, str], str] = field(default_factory=dict)
-    assignments: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    assignments: dict[tuple[str, str], Json] = field(default_factory=dict)
     conflicts: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
-    refuse_eviction: set[str] = field(default_factory=set)  # names a PodDisruptionBudget protects (429)
+    refuse_eviction: set[str] = field(default_factory=set)
     evicted: list[str] = field(default_factory=list)
     reports: list[tuple[str, ...]] = field(default_factory=list)
-    uids: dict[tuple[str, str], str] = field(default_factory=dict)  # of the pods in `bound`, for list()
+    uids: dict[tuple[str, str], str] = field(default_factory=dict)  # of the pods created or bound, for list()
     bind_calls: int = 0
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: dict[str, Any]) -> str:
+    def create_pod(self, namespace: str, name: str) -> str:
+        """A pod by this name, created (again) with a fresh uid; returns the uid."""
+        self.gone.discard(name)
+        self.bound.pop((namespace, name), None)
+        uid = self.uids[(namespace, name)] = str(uuid.uuid4())
+        return uid
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self.gone.add(name)
+        self.bound.pop((namespace, name), None)
+
+    def _namesake(self, namespace: str, name: str, uid: str | None) -> bool:
+        """The pod of this name has another uid than the caller's (the apiserver's uid precondition fails)."""
+        known = self.uids.get((namespace, name))
+        return uid is not None and known is not None and known != uid
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json) -> BindOutcome:
         self.bind_calls += 1
         if name in self.gone:
-            return "gone"
-        if name in self.conflicts or (namespace, name) in self.bound:
-            return "conflict"
+            return BindOutcome.GONE
+        if name in self.conflicts or (namespace, name) in self.bound or self._namesake(namespace, name, uid):
+            return BindOutcome.CONFLICT
         self.bound[(namespace, name)] = node
         self.uids[(namespace, name)] = uid
         self.assignments[(namespace, name)] = assignment
-        return "bound"
+        return BindOutcome.BOUND
 
-    async def evict(self, namespace: str, name: str, uid: str | None = None) -> str:
+    async def evict(self, namespace: str, name: str, uid: str | None = None) -> EvictOutcome:
+        if name in self.gone or self._namesake(namespace, name, uid):
+            return EvictOutcome.GONE
         if name in self.refuse_eviction:
-            return "refused"
+            return EvictOutcome.REFUSED
         self.evicted.append(name)
-        self.bound.pop((namespace, name), None)
-        self.gone.add(name)
-        return "evicted"
+        self.delete_pod(namespace, name)
+        return EvictOutcome.EVICTED
 
-    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """Every pod not `gone` exists (pending unless bound); its uid is known once bound."""
+    async def read_pod(self, namespace: str, name: str) -> Json | None:
+        """Every pod not `gone` exists (pending unless bound); its uid is known once created or bound."""
         if name in self.gone:
             return None
-        node, uid = self.bound.get((namespace, name)), self.uids.get((namespace, name))
-        return {"metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
+        key = (namespace, name)
+        node, uid = self.bound.get(key), self.uids.get(key)
+        annotations = {ASSIGNMENT: json.dumps(self.assignments[key])} if key in self.assignments and node else {}
+        return {"metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {}),
+                             "annotations": annotations},
                 "spec": {"nodeName": node}, "status": {"phase": "Running" if node else "Pending"}}
 
-    async def list(self, kind: str, **selectors: str) -> tuple[list[dict[str, Any]], str]:
-        """The bound pods (pending ones have no uid here: reconciliation confirms them by read_pod)."""
-        pods = [await self.read_pod(ns, name) for (ns, name) in self.bound if name not in self.gone]
+    async def list(self, kind: str, **selectors: str) -> tuple[list[Json], str]:
+        """The pods created or bound (others have no uid here: reconciliation confirms them by read_pod)."""
+        if kind != "pods" or selectors:
+            raise NotImplementedError("FakeClusterApi lists all pods only")
+        pods = [await self.read_pod(ns, name) for (ns, name) in dict.fromkeys([*self.uids, *self.bound])]
         return [p for p in pods if p is not None], "1"
 
     async def report_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None:
+        if name in self.gone or (namespace, name) in self.bound or self._namesake(namespace, name, uid):
+            return  # stale news, dropped as KubeClusterApi drops it
         self.reports.append(("unschedulable", namespace, name, message))
 
     async def report_scheduled(self, namespace: str, name: str, uid: str, node: str, gpus_text: str) -> None:

@@ -1,23 +1,25 @@
-"""What every UnitOfWork + StateRepository must do; subclassed once per implementation.
+"""What every UnitOfWork + StateRepository must do (usecases/ports.py); subclassed once per implementation.
 
 `TestFakeUnitOfWork` (tests/unit) and `TestPostgresUnitOfWork` (tests/integration) only say how to build
-one; the assertions live here, so the fake cannot drift from PostgreSQL unnoticed.
+one; the assertions live here, so the fake cannot drift from PostgreSQL unnoticed. Each case names the port
+methods it checks (`@covers`), and tests/unit/test_port_contracts.py fails when a method has none.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.usecases.ports import GpuGrant
+from tests.contract.covers import covers
 
 CLUSTER = "contract"
-
-
 
 def node_row(name: str = "n1", gpus: int = 2, gpu_memory_mib: int = 16384) -> dict[str, Any]:
     return {"cluster": CLUSTER, "name": name, "region": "local", "cpu_milli": 64000, "memory_mib": 262144,
@@ -36,10 +38,20 @@ def decision_row(decision_id: str, pod_uid: str, kind: str, reasons: dict[str, s
             "kind": kind, "node": "n1", "gpus": [], "policy": "bestfit", "reasons": reasons or {}}
 
 
+def window_row(pod: str) -> dict[str, Any]:
+    return {"cluster": CLUSTER, "namespace": "ns", "pod": pod, "workload": "slam", "node": "n1", "gpu_index": 0,
+            "window_end": datetime(2026, 1, 1, tzinfo=UTC), "window_s": 10.0, "frames": 125, "p50_ms": 40.0,
+            "p95_ms": 70.0, "p99_ms": 90.0, "deadline_ms": 80.0, "deadline_misses": 1}
+
+
 class UnitOfWorkContract:
-    """Subclasses define `make_uow_factory()` (sync or async): a fresh, empty store's unit-of-work factory."""
+    """Subclasses define `make_uow_factory()` (sync or async): a fresh, empty store's unit-of-work factory, and
+    `latency_windows(uow_factory)`: the windows it stores (which no port method reads back)."""
 
     def make_uow_factory(self) -> Any:
+        raise NotImplementedError
+
+    async def latency_windows(self, uow_factory: Any) -> list[Any]:
         raise NotImplementedError
 
     async def _fresh(self) -> Any:
@@ -55,6 +67,7 @@ class UnitOfWorkContract:
             await uow.commit()
         return uow_factory
 
+    @covers("claim_event", "state", "commit")
     async def test_an_event_is_claimed_once(self) -> None:
         uow_factory = await self._fresh()
         async with uow_factory() as uow:
@@ -63,6 +76,7 @@ class UnitOfWorkContract:
             assert await uow.state.claim_event("ingest", "e1")  # per consumer
             await uow.commit()
 
+    @covers("claim_event")
     async def test_an_event_id_reused_for_other_content_is_refused(self) -> None:
         uow_factory = await self._fresh()
         async with uow_factory() as uow:
@@ -74,6 +88,7 @@ class UnitOfWorkContract:
             with pytest.raises(Rejected, match="reused id"):
                 await uow.state.claim_event("placement", "e3", "digest-b")
 
+    @covers("commit", "reserve", "load_allocations", "load_gpus")
     async def test_without_commit_nothing_is_kept(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
@@ -85,6 +100,7 @@ class UnitOfWorkContract:
             assert await uow.state.load_allocations(CLUSTER) == []
             assert [g["memory_assigned_mib"] for g in await uow.state.load_gpus(CLUSTER)] == [0, 0]
 
+    @covers("reserve", "release", "load_gpus", "load_nodes")
     async def test_reserve_charges_and_release_refunds(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
@@ -103,6 +119,7 @@ class UnitOfWorkContract:
             assert [g["memory_assigned_mib"] for g in await uow.state.load_gpus(CLUSTER)] == [0, 0]
             assert (await uow.state.load_nodes(CLUSTER))[0]["cpu_assigned_milli"] == 0
 
+    @covers("reserve", "release", "set_pod_state")
     async def test_a_pod_without_gpus_holds_and_gives_back_cpu(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
@@ -120,6 +137,7 @@ class UnitOfWorkContract:
             node = (await uow.state.load_nodes(CLUSTER))[0]
             assert (node["cpu_assigned_milli"], node["memory_assigned_mib"]) == (0, 0)
 
+    @covers("charge_bound")
     async def test_a_pod_bound_elsewhere_is_charged_even_past_capacity(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
@@ -139,6 +157,7 @@ class UnitOfWorkContract:
             assert sorted((a["pod_uid"], a["gpu_index"]) for a in await uow.state.load_allocations(CLUSTER)) == \
                 [("a", 0), ("b", 1)]
 
+    @covers("count_pods_by_state")
     async def test_pods_are_counted_by_state_only_if_gpuplace_places_them(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
@@ -147,6 +166,7 @@ class UnitOfWorkContract:
         async with uow_factory() as uow:
             assert await uow.state.count_pods_by_state([CLUSTER]) == {"pending": 2}
 
+    @covers("reserve")
     async def test_a_gpu_is_never_overcommitted(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
@@ -159,6 +179,7 @@ class UnitOfWorkContract:
                                               cpu_milli=0, memory_mib=0, decision_id="d2")
             assert refusal is not None and "GPU 0" in refusal
 
+    @covers("reserve")
     async def test_two_concurrent_placements_on_one_gpu_exactly_one_wins(self) -> None:
         uow_factory = await self._seeded()
 
@@ -178,6 +199,7 @@ class UnitOfWorkContract:
             assert gpu0["memory_assigned_mib"] == 9420
             assert len(await uow.state.load_allocations(CLUSTER)) == 1
 
+    @covers("upsert_pod", "get_pod", "set_pod_state", "pods_in_state")
     async def test_pod_state_moves_and_first_seen_is_kept(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
@@ -190,6 +212,7 @@ class UnitOfWorkContract:
             assert [p["uid"] for p in await uow.state.pods_in_state(CLUSTER, ("pending",))] == ["b"]
             await uow.commit()
 
+    @covers("pods_holding")
     async def test_pods_still_holding_allocations_in_some_states(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
@@ -206,6 +229,7 @@ class UnitOfWorkContract:
             assert [p["uid"] for p in await uow.state.pods_holding(CLUSTER, ("deleted", "pending"))] == ["a", "c"]
             assert await uow.state.pods_holding(CLUSTER, ("bound",)) == []
 
+    @covers("delete_node")
     async def test_removing_a_node_drops_its_gpus_and_allocations(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
@@ -216,6 +240,7 @@ class UnitOfWorkContract:
             assert await uow.state.load_allocations(CLUSTER) == []
             await uow.commit()
 
+    @covers("load_latency_model", "save_latency_model", "co_runners")
     async def test_latency_model_state_and_co_runners(self) -> None:
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
@@ -231,6 +256,7 @@ class UnitOfWorkContract:
             others = await uow.state.co_runners(CLUSTER, "n1", 0, exclude_uid="a")
             assert [(r["uid"], r["frame_rate_hz"], r["workload"]) for r in others] == [("b", 12.5, "slam")]
 
+    @covers("add_decision", "latest_decision")
     async def test_the_latest_decision_of_some_kinds_for_a_pod(self) -> None:
         uow_factory = await self._seeded()
         for i, (uid, kind) in enumerate([("a", "decided"), ("a", "defrag_planned"), ("b", "defrag_planned"),
@@ -247,3 +273,144 @@ class UnitOfWorkContract:
             assert planned is not None and planned["id"] == "d2"
             assert await uow.state.latest_decision(CLUSTER, "a", ("evicted",)) is None
             assert await uow.state.latest_decision(CLUSTER, "c", plans) is None
+
+    @covers("upsert_node", "load_nodes", "load_gpus")
+    async def test_a_node_refreshed_keeps_what_it_holds_and_drops_gpus_past_its_count(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(1, 9420, 575)],
+                                    cpu_milli=1000, memory_mib=1024, decision_id="d1")
+            await uow.commit()
+        async with uow_factory() as uow:
+            await uow.state.upsert_node({**node_row(gpus=3), "ready": False})
+            (node,) = await uow.state.load_nodes(CLUSTER)
+            assert (node["ready"], node["gpu_count"], node["cpu_assigned_milli"]) == (False, 3, 1000)
+            assert [(g["index"], g["memory_assigned_mib"]) for g in await uow.state.load_gpus(CLUSTER)] == \
+                [(0, 0), (1, 9420), (2, 0)]
+            await uow.state.upsert_node(node_row(gpus=1))  # GPU 1 goes, and the grant on it
+            assert [g["index"] for g in await uow.state.load_gpus(CLUSTER)] == [0]
+            assert await uow.state.load_allocations(CLUSTER) == []
+            await uow.commit()
+
+    @covers("record_telemetry")
+    async def test_telemetry_is_stored_only_for_gpus_in_the_inventory(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            assert await uow.state.record_telemetry(CLUSTER, "n1", 1, uuid="GPU-1", memory_observed_mib=5000,
+                                                    utilization_pct=42.5, healthy=False)
+            assert not await uow.state.record_telemetry(CLUSTER, "n1", 7, memory_observed_mib=1)
+            assert not await uow.state.record_telemetry(CLUSTER, "n9", 0, memory_observed_mib=1)
+            await uow.commit()
+        async with uow_factory() as uow:
+            gpus = await uow.state.load_gpus(CLUSTER)
+            assert [(g["uuid"], g["memory_observed_mib"], g["utilization_pct"], g["healthy"]) for g in gpus] == \
+                [(None, None, None, True), ("GPU-1", 5000, 42.5, False)]
+            assert gpus[0]["telemetry_at"] is None and gpus[1]["telemetry_at"] is not None
+
+    @covers("find_promise", "transfer_allocations")
+    async def test_a_promised_place_is_adopted_by_one_replacement(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            for uid, owner in (("p1", "rs-1"), ("p2", "rs-1"), ("q1", "rs-2")):
+                await uow.state.upsert_pod({**pod_row(uid), "state": "promised", "owner": owner})
+            await uow.state.reserve(cluster=CLUSTER, pod_uid="p1", node="n1", grants=[GpuGrant(0, 100, 10)],
+                                    cpu_milli=500, memory_mib=256, decision_id="d1")
+            await uow.commit()
+        async with uow_factory() as uow:
+            promise = await uow.state.find_promise(CLUSTER, "ns", "rs-1")
+            assert promise is not None and promise["uid"] == "p1"  # the oldest (first seen, then uid)
+            assert await uow.state.find_promise(CLUSTER, "ns", "rs-9") is None
+            assert await uow.state.find_promise(CLUSTER, "elsewhere", "rs-1") is None
+            moved = await uow.state.transfer_allocations(CLUSTER, "p1", "a")
+            assert [(m["node"], m["gpu_index"], m["memory_mib"], m["share_milli"]) for m in moved] == \
+                [("n1", 0, 100, 10)]
+            await uow.state.delete_pod(CLUSTER, "p1")
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert [(a["pod_uid"], a["gpu_index"]) for a in await uow.state.load_allocations(CLUSTER)] == [("a", 0)]
+            assert (await uow.state.load_gpus(CLUSTER))[0]["memory_assigned_mib"] == 100  # moved, not refunded
+            second = await uow.state.find_promise(CLUSTER, "ns", "rs-1")
+            assert second is not None and second["uid"] == "p2"
+
+    @covers("delete_pod")
+    async def test_a_pod_deleted_goes_with_its_grants_unrefunded(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(0, 9420, 575)],
+                                    cpu_milli=0, memory_mib=0, decision_id="d1")
+            await uow.state.delete_pod(CLUSTER, "a")
+            await uow.state.delete_pod(CLUSTER, "never-there")  # no error
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert await uow.state.get_pod(CLUSTER, "a") is None
+            assert await uow.state.load_allocations(CLUSTER) == []
+            assert (await uow.state.load_gpus(CLUSTER))[0]["memory_assigned_mib"] == 9420  # release() first
+
+    @covers("add_outbox")
+    async def test_an_event_queued_in_the_outbox_is_there_only_once_committed(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            await uow.state.add_outbox("gpuplace.placements.v1", "east/a", json.dumps({"kind": "decided"}))
+        async with uow_factory() as uow:
+            assert await uow.state.take_unpublished(10) == []  # rolled back: never relayed
+            await uow.state.add_outbox("gpuplace.placements.v1", "east/a", json.dumps({"kind": "bound"}))
+            await uow.commit()
+        async with uow_factory() as uow:
+            rows = await uow.state.take_unpublished(10)
+            assert [(r["topic"], r["key"], r["payload"]) for r in rows] == \
+                [("gpuplace.placements.v1", "east/a", {"kind": "bound"})]
+
+    @covers("count_bound_twice")
+    async def test_pods_bound_twice_are_counted(self) -> None:
+        uow_factory = await self._seeded()
+        for i, (uid, kind) in enumerate([("a", "bound"), ("a", "bound"), ("b", "decided"), ("b", "bound")]):
+            async with uow_factory() as uow:
+                await uow.state.add_decision(decision_row(f"d{i}", uid, kind))
+                await uow.commit()
+        async with uow_factory() as uow:
+            assert await uow.state.count_bound_twice(CLUSTER) == 1
+            assert await uow.state.count_bound_twice("elsewhere") == 0
+
+    @covers("add_latency_window")
+    async def test_latency_windows_are_kept_once_committed(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            await uow.state.add_latency_window(window_row("pod-a"))
+            await uow.commit()
+        async with uow_factory() as uow:
+            await uow.state.add_latency_window(window_row("pod-b"))  # rolled back
+        stored = await self.latency_windows(uow_factory)
+        assert [(w["pod"], w["p95_ms"], w["deadline_misses"]) for w in stored] == [("pod-a", 70.0, 1)]
+
+    @covers("flag_slo_violation")
+    async def test_an_slo_violation_is_flagged_once_per_gpu_and_pod(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            assert await uow.state.flag_slo_violation(CLUSTER, "a", "n1", 0)
+            assert not await uow.state.flag_slo_violation(CLUSTER, "a", "n1", 0)  # both were so already
+            assert await uow.state.flag_slo_violation(CLUSTER, "b", "n1", 0)  # GPU 0 closed, b newly marked
+            assert await uow.state.flag_slo_violation(CLUSTER, "a", "n1", 1)  # a marked, GPU 1 newly closed
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert [g["slo_blocked_at"] is not None for g in await uow.state.load_gpus(CLUSTER)] == [True, True]
+            for uid in ("a", "b"):
+                pod = await uow.state.get_pod(CLUSTER, uid)
+                assert pod is not None and pod["move_requested_at"] is not None
+
+    @covers("gpu_of_pod")
+    async def test_where_a_placed_pod_runs_with_what_the_latency_model_needs(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(1, 9420, 575)],
+                                    cpu_milli=0, memory_mib=0, decision_id="d1")
+            await uow.state.set_pod_state(CLUSTER, "a", "reserved", node="n1")
+            await uow.commit()
+        async with uow_factory() as uow:
+            held = await uow.state.gpu_of_pod(CLUSTER, "ns", "pod-a")
+            fields = ("node", "gpu_index", "uid", "deadline_ms", "frame_rate_hz", "workload", "model")
+            assert held is not None and {k: held[k] for k in fields} == {
+                "node": "n1", "gpu_index": 1, "uid": "a", "deadline_ms": 80.0, "frame_rate_hz": 12.5,
+                "workload": "slam", "model": "V100"}
+            assert await uow.state.gpu_of_pod(CLUSTER, "ns", "pod-b") is None  # holds no GPU
+            await uow.state.set_pod_state(CLUSTER, "a", "deleted")
+            assert await uow.state.gpu_of_pod(CLUSTER, "ns", "pod-a") is None  # holds one, but is not placed

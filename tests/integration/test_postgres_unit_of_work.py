@@ -3,29 +3,53 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from gpuplace.adapters.postgres import migrate
+from gpuplace.adapters.postgres.tables import latency_windows
 from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWorkFactory
+from gpuplace.usecases.ports import UnitOfWorkFactory
 from tests.contract.unit_of_work_contract import UnitOfWorkContract
 
 pytestmark = pytest.mark.integration
 
 
-class TestPostgresUnitOfWork(UnitOfWorkContract):
-    @pytest.fixture(autouse=True)
-    async def _database(self, database_url: str):
-        self.database_url = database_url
-        self.engines = []
-        yield
-        for engine in self.engines:
-            await engine.dispose()
+class Schemas:
+    """Fresh schemas, each migrated to head with an engine of its own; dropped, with all in them, by close()."""
 
-    async def make_uow_factory(self) -> PostgresUnitOfWorkFactory:
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self._made: list[tuple[AsyncEngine, str]] = []
+
+    async def engine(self) -> AsyncEngine:
         schema = f"contract_{uuid.uuid4().hex[:10]}"
         await migrate.upgrade_async(self.database_url, schema=schema)
         engine = create_async_engine(self.database_url, connect_args={"server_settings": {"search_path": schema}})
-        self.engines.append(engine)
-        return PostgresUnitOfWorkFactory(engine)
+        self._made.append((engine, schema))
+        return engine
+
+    async def close(self) -> None:
+        for engine, schema in self._made:
+            async with engine.begin() as conn:
+                await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+            await engine.dispose()
+
+
+class TestPostgresUnitOfWork(UnitOfWorkContract):
+    @pytest.fixture(autouse=True)
+    async def _database(self, database_url: str):
+        self.schemas = Schemas(database_url)
+        yield
+        await self.schemas.close()
+
+    async def make_uow_factory(self) -> UnitOfWorkFactory:
+        return PostgresUnitOfWorkFactory(await self.schemas.engine())  # typed: the adapter satisfies the port
+
+    async def latency_windows(self, uow_factory: PostgresUnitOfWorkFactory) -> list[Any]:
+        async with uow_factory.engine.connect() as conn:
+            result = await conn.execute(select(latency_windows).order_by(latency_windows.c.id))
+            return [row._mapping for row in result]

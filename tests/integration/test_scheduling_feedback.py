@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from gpuplace.adapters.kube.cluster_api import BindOutcome, KubeClusterApi, raw_json
+from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
+from gpuplace.usecases.ports import BindOutcome
 
 from .conftest import eventually, unique_name
 

@@ -43,7 +43,7 @@ from gpuplace.contracts.events import PlacementKind
 from gpuplace.core.defrag import planner
 from gpuplace.core.defrag.model import Limits, PastMove, Plan, Refusal, RunningPod
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
-from gpuplace.usecases.ports import GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import ClusterApi, EvictOutcome, GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 PLAN_KEY = "plan"  # the reasons entry of `defrag_planned` that recover() reads back
@@ -51,11 +51,6 @@ RESTARTED = "placement restarted mid-plan"
 BENEFICIARY_DELETED = {"beneficiary": "deleted"}  # in the outcome's reasons: its hold released, nothing bound
 SETTLED_ELSEWHERE = "settled by another placement worker"
 _PLAN_KINDS = ("defrag_planned", "defrag_completed", "defrag_aborted")
-
-
-class EvictingApi(Protocol):
-    async def evict(self, namespace: str, name: str, uid: str | None = None) -> Any: ...
-    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
 class PlacementHost(Protocol):
@@ -95,7 +90,7 @@ class _Victim:
 
 
 class Defragmenter:
-    def __init__(self, uow_factory: UnitOfWorkFactory, apis: Mapping[str, EvictingApi], host: PlacementHost,
+    def __init__(self, uow_factory: UnitOfWorkFactory, apis: Mapping[str, ClusterApi], host: PlacementHost,
                  policy_for: Callable[[ClusterView, Any, Any], Any], *, settings: DefragSettings | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._uow_factory = uow_factory
@@ -240,12 +235,10 @@ class Defragmenter:
             victim_row = await self._pod_row(row["cluster"], move.uid)
             try:
                 outcome = await api.evict(victim_row["namespace"], victim_row["name"], move.uid)
-                outcome = getattr(outcome, "value", str(outcome))
             except Exception as exc:  # noqa: BLE001 - any failure aborts the plan cleanly
-                outcome = f"error: {exc}"
-            if outcome not in ("evicted", "gone"):
-                return evicted, (f"eviction of {victim_row['name']} refused by a PodDisruptionBudget"
-                                 if outcome == "refused" else f"eviction of {victim_row['name']}: {outcome}")
+                return evicted, f"eviction of {victim_row['name']}: error: {exc}"
+            if outcome is EvictOutcome.REFUSED:
+                return evicted, f"eviction of {victim_row['name']} refused by a PodDisruptionBudget"
             evicted.append(move.uid)
             self._history.setdefault(row["cluster"], []).append(
                 PastMove(move.uid, running[move.uid].owner, self._clock()))

@@ -27,7 +27,7 @@ import logging
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PlacementKind, PodEvent
@@ -39,7 +39,7 @@ from gpuplace.usecases import feedback, latency_learning
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
-from gpuplace.usecases.ports import GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import BindOutcome, ClusterApi, GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
 from gpuplace.usecases.reconcile import TRACKED, Drift, confirmed_gone, find_drift
 
 log = logging.getLogger(__name__)
@@ -56,14 +56,6 @@ class _Conflict(enum.Enum):
 
 
 _CONFLICT = _Conflict.CONFLICT
-
-
-class ClusterApi(Protocol):
-    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: dict[str, Any]) -> Any: ...
-    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
-    async def list(self, kind: str, **selectors: str) -> tuple[list[dict[str, Any]], str]: ...
-    async def report_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None: ...
-    async def report_scheduled(self, namespace: str, name: str, uid: str, node: str, gpus_text: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -444,11 +436,12 @@ class PlacementService:
         async with self._bind_slots:
             try:
                 outcome = await api.bind(row["namespace"], row["name"], row["uid"], hold.node, assignment)
-                outcome_name = getattr(outcome, "value", str(outcome))
-                if outcome_name == "conflict":
+                if outcome is BindOutcome.CONFLICT:  # bound already: by our earlier try, or by someone else?
                     live = await api.read_pod(row["namespace"], row["name"])
                     on_node = live and live.get("spec", {}).get("nodeName")
-                    outcome_name = "bound" if on_node == hold.node else ("gone" if live is None else "conflict")
+                    outcome = BindOutcome.BOUND if on_node == hold.node else (
+                        BindOutcome.GONE if live is None else BindOutcome.CONFLICT)
+                outcome_name = outcome.value
             except Exception as exc:  # noqa: BLE001 - an API failure must release, not leak, the reservation
                 log.warning("bind of %s/%s failed: %s", row["namespace"], row["name"], exc)
                 outcome_name = "error"

@@ -1,16 +1,23 @@
-"""The ports the use cases drive: a unit of work over the fleet state and the cluster API.
+"""The ports the use cases drive: a unit of work over the fleet state, the outbox as its relay reads it, and
+each cluster's API.
 
-Adapters implement these structurally (adapters.postgres, adapters.kube); tests use in-memory fakes that
-pass the same contract suites. Use cases import only these Protocols, never an adapter.
+Adapters implement these structurally (adapters.postgres, adapters.kube) and may import this module for the
+values the ports speak in (GpuGrant, the outcome enums): it imports nothing but the standard library. Tests use
+in-memory fakes (tests/fakes.py); a fake and its adapter pass the same contract suite (tests/contract/), one
+per port, and tests/unit/test_port_contracts.py fails when a port method has no contract case. Use cases import
+only these Protocols, never an adapter.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Protocol
 
 Row = Mapping[str, Any]
+Json = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -23,48 +30,273 @@ class GpuGrant:
 
 
 class StateRepository(Protocol):
-    async def claim_event(self, consumer: str, event_id: str, digest: str | None = None) -> bool: ...
-    async def upsert_node(self, node: Mapping[str, Any]) -> None: ...
-    async def delete_node(self, cluster: str, name: str) -> list[str]: ...
-    async def record_telemetry(self, cluster: str, node: str, index: int, **observed: Any) -> bool: ...
-    async def load_nodes(self, cluster: str) -> list[Row]: ...
-    async def load_gpus(self, cluster: str) -> list[Row]: ...
-    async def upsert_pod(self, pod: Mapping[str, Any]) -> Row: ...
-    async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> Row | None: ...
+    """The fleet state, read and written inside one unit of work's transaction.
+
+    Nothing a method writes is seen by another unit of work before `commit()`; without it, all of it is undone.
+    Rows are read-only mappings (column -> value) whose fields are the columns of adapters/postgres/tables.py.
+    """
+
+    async def claim_event(self, consumer: str, event_id: str, digest: str | None = None) -> bool:
+        """Record `event_id` as processed by `consumer`: True the first time, False for a redelivery (skip it).
+
+        Claims are per consumer. With a `digest` (Envelope.digest), an id claimed before with another digest
+        raises Rejected: the same id reused for other content, not a redelivery."""
+        ...
+
+    async def upsert_node(self, node: Mapping[str, Any]) -> None:
+        """Insert or refresh a node; its GPU rows become indices 0..gpu_count-1: what they hold is kept, GPUs
+        past the new count are dropped with the grants on them."""
+        ...
+
+    async def delete_node(self, cluster: str, name: str) -> list[str]:
+        """Remove a node, its GPUs and the allocations on them; returns the uids of the pods that held GPUs
+        there (each once). Removing a node that is not there returns []."""
+        ...
+
+    async def record_telemetry(self, cluster: str, node: str, index: int, **observed: Any) -> bool:
+        """Store what a GPU reports of itself (`observed`: uuid, memory_observed_mib, utilization_pct, healthy);
+        False, storing nothing, when the GPU is not in the inventory."""
+        ...
+
+    async def load_nodes(self, cluster: str) -> list[Row]:
+        """The cluster's nodes, by name, with what is assigned on each (cpu_assigned_milli, ...)."""
+        ...
+
+    async def load_gpus(self, cluster: str) -> list[Row]:
+        """The cluster's GPUs, by node then index, with what is assigned and observed on each."""
+        ...
+
+    async def upsert_pod(self, pod: Mapping[str, Any]) -> Row:
+        """Insert a pod seen for the first time, or refresh its request; returns the stored row.
+
+        `state`, `node` and `reason` are only set on insert (after that they move through set_pod_state), and
+        `first_seen_at` is the first insert's."""
+        ...
+
+    async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> Row | None:
+        """The pod's row, None if there is none; `for_update` locks it until the unit of work ends."""
+        ...
+
     async def set_pod_state(self, cluster: str, uid: str, state: str, *, mark_bound: bool = False,
-                            **fields: Any) -> None: ...
-    async def pods_in_state(self, cluster: str, states: Sequence[str]) -> list[Row]: ...
-    async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]: ...
-    async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]: ...
-    async def load_allocations(self, cluster: str) -> list[Row]: ...
-    async def find_promise(self, cluster: str, namespace: str, owner: str) -> Row | None: ...
-    async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[Row]: ...
-    async def delete_pod(self, cluster: str, uid: str) -> None: ...
+                            **fields: Any) -> None:
+        """Move a pod to `state`, setting `fields` too; `mark_bound` stamps bound_at with the store's clock."""
+        ...
+
+    async def pods_in_state(self, cluster: str, states: Sequence[str]) -> list[Row]:
+        """The cluster's pods in one of `states`, oldest first (first_seen_at)."""
+        ...
+
+    async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]:
+        """The pods in `states` that still hold allocations, oldest first: for states whose pods normally hold
+        none (`deleted`), without reading every such pod."""
+        ...
+
+    async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
+        """gpuplace's own pods (`managed`) in `clusters`, counted by state; pods it only charges are not counted."""
+        ...
+
+    async def load_allocations(self, cluster: str) -> list[Row]:
+        """Every GPU grant held in the cluster: (pod_uid, node, gpu_index, memory_mib, share_milli, ...)."""
+        ...
+
+    async def find_promise(self, cluster: str, namespace: str, owner: str) -> Row | None:
+        """The oldest place promised (state `promised`) to a replacement pod of `owner` in `namespace`, None
+        if there is none. Locked, and skipped by a concurrent caller: one adopter wins it."""
+        ...
+
+    async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[Row]:
+        """Give `from_uid`'s GPU grants to `to_uid` (a promise adopted); returns the grants moved (node,
+        gpu_index, memory_mib, share_milli). What the GPUs hold does not change."""
+        ...
+
+    async def delete_pod(self, cluster: str, uid: str) -> None:
+        """Remove the pod's row and its GPU grants, without refunding them (release() first); a pod not there
+        is no error."""
+        ...
+
     async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant], cpu_milli: int,
-                      memory_mib: int, decision_id: str) -> str | None: ...
+                      memory_mib: int, decision_id: str) -> str | None:
+        """Take `grants` and the pod's CPU and memory on `node`: None when it all fits, else why it no longer
+        does. The store checks capacity itself, so two units of work never over-commit a GPU between them.
+        After a refusal the unit of work holds partial updates: the caller must not commit it."""
+        ...
+
     async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant],
-                           cpu_milli: int, memory_mib: int, decision_id: str) -> list[int]: ...
-    async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None: ...
-    async def add_decision(self, decision: Mapping[str, Any]) -> None: ...
-    async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None: ...
-    async def add_outbox(self, topic: str, key: str, payload_json: str) -> None: ...
-    async def count_bound_twice(self, cluster: str) -> int: ...
-    async def add_latency_window(self, window: Mapping[str, Any]) -> None: ...
-    async def flag_slo_violation(self, cluster: str, pod_uid: str, node: str, gpu_index: int) -> bool: ...
-    async def load_latency_model(self, name: str, *, for_update: bool = False) -> dict[str, Any] | None: ...
-    async def save_latency_model(self, name: str, state: Mapping[str, Any]) -> None: ...
-    async def co_runners(self, cluster: str, node: str, gpu_index: int, *, exclude_uid: str) -> list[Row]: ...
-    async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> Row | None: ...
+                           cpu_milli: int, memory_mib: int, decision_id: str) -> list[int]:
+        """Charge a pod another scheduler bound: its CPU and memory always (the node runs it, whatever gpuplace
+        thought was free), each GPU grant only where the GPU still has room; returns the GPU indices refused."""
+        ...
+
+    async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:
+        """Give back everything the pod holds: its GPU grants, and `cpu_milli`/`memory_mib` on their node (for a
+        pod without GPUs, on the node its row names while reserved, bound or promised); returns that node, None
+        when it held nothing."""
+        ...
+
+    async def add_decision(self, decision: Mapping[str, Any]) -> None:
+        """Record one decision (the columns of `decisions`); read back by latest_decision and count_bound_twice."""
+        ...
+
+    async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
+        """The pod's most recent decision of one of `kinds`, None if it has none. Decisions are ordered by their
+        unit of work's time: ask only about kinds written in separate units of work."""
+        ...
+
+    async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
+        """Queue an event for Kafka in this unit of work: the outbox relay publishes it once it is committed
+        (OutboxStore), so nobody hears of a decision that was rolled back."""
+        ...
+
+    async def count_bound_twice(self, cluster: str) -> int:
+        """Pods with more than one `bound` decision: an invariant the benches check is always zero."""
+        ...
+
+    async def add_latency_window(self, window: Mapping[str, Any]) -> None:
+        """Store one latency window a pod reported (the columns of `latency_windows`), for offline study."""
+        ...
+
+    async def flag_slo_violation(self, cluster: str, pod_uid: str, node: str, gpu_index: int) -> bool:
+        """Close the GPU to new pods (slo_blocked_at) and mark the pod for a move (move_requested_at); False
+        when both already were, so a violation is announced once per GPU and pod, not once per window."""
+        ...
+
+    async def load_latency_model(self, name: str, *, for_update: bool = False) -> dict[str, Any] | None:
+        """The latency model's saved state, None before the first save; `for_update` locks it until the unit of
+        work ends (one learner at a time)."""
+        ...
+
+    async def save_latency_model(self, name: str, state: Mapping[str, Any]) -> None:
+        """Replace the model's state (insert on the first save)."""
+        ...
+
+    async def co_runners(self, cluster: str, node: str, gpu_index: int, *, exclude_uid: str) -> list[Row]:
+        """The other pods holding this GPU, with what the latency model needs of them (uid, frame_rate_hz,
+        workload, deadline_ms)."""
+        ...
+
+    async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> Row | None:
+        """Where a reserved or bound pod runs (node, gpu_index, the GPU's model) and its latency fields (uid,
+        deadline_ms, frame_rate_hz, workload); None for a pod holding no GPU or in another state."""
+        ...
 
 
 class UnitOfWork(Protocol):
-    state: StateRepository
+    """One transaction over the fleet state: `async with uow_factory() as uow:`, then `await uow.commit()`.
+
+    Leaving the block without commit() undoes every write; units of work running at once never see each
+    other's uncommitted writes (PostgreSQL's READ COMMITTED plus the row locks the repository takes)."""
+
+    @property
+    def state(self) -> StateRepository:
+        """The repository of this transaction; usable only inside the `async with` block."""
+        ...
 
     async def __aenter__(self) -> UnitOfWork: ...
-    async def __aexit__(self, *exc: object) -> None: ...
-    async def commit(self) -> None: ...
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        """End the transaction, undoing what was not committed; never swallows the block's exception."""
+        ...
+
+    async def commit(self) -> None:
+        """Make the writes durable and visible to other units of work."""
+        ...
 
 
 UnitOfWorkFactory = Callable[[], UnitOfWork]
 
-__all__ = ["GpuGrant", "StateRepository", "UnitOfWork", "UnitOfWorkFactory", "Row"]
+
+class OutboxStore(Protocol):
+    """The outbox as its relay reads it: events added by StateRepository.add_outbox and committed."""
+
+    async def take_unpublished(self, limit: int) -> list[Row]:
+        """Up to `limit` committed rows not yet marked published, lowest id first: (id, topic, key, payload),
+        the payload decoded from its JSON. They stay locked until the unit of work ends, and a relay running
+        at the same time skips them (it takes others, or none): a row is never taken by two relays at once."""
+        ...
+
+    async def mark_published(self, ids: Sequence[int]) -> None:
+        """Mark rows published, for good once committed; a row taken but not marked is taken again later."""
+        ...
+
+
+class OutboxUnitOfWork(Protocol):
+    """A unit of work as the outbox relay uses it (PostgresUnitOfWork is one, and a UnitOfWork too)."""
+
+    @property
+    def state(self) -> OutboxStore: ...
+
+    async def __aenter__(self) -> OutboxUnitOfWork: ...
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None: ...
+
+    async def commit(self) -> None: ...
+
+
+class BindOutcome(enum.Enum):
+    """What a bind came to (ClusterApi.bind); failures that are none of these raise."""
+
+    BOUND = "bound"
+    CONFLICT = "conflict"  # 409: bound already (by us earlier, or by someone else), or a namesake: read the pod
+    GONE = "gone"  # 404/410: no pod of that name any more
+
+
+class EvictOutcome(enum.Enum):
+    """What an eviction came to (ClusterApi.evict); failures that are none of these raise."""
+
+    EVICTED = "evicted"  # its deletion started: the pod may run until its grace period ends
+    REFUSED = "refused"  # 429: a PodDisruptionBudget does not allow it now; respect it
+    GONE = "gone"  # 404, or 409 when the pod of that name has another uid: nothing of ours to evict
+
+
+class PodReader(Protocol):
+    """Reading one cluster's pods: what reconciliation compares the fleet state with."""
+
+    async def read_pod(self, namespace: str, name: str) -> Json | None:
+        """The pod as the apiserver's JSON (metadata.uid, spec.nodeName, status.phase, ...), None when no pod
+        has that name. Whether it is still the pod we mean is for the caller to check, by metadata.uid."""
+        ...
+
+    async def list(self, kind: str, **selectors: str) -> tuple[list[Json], str]:
+        """Every pod of the cluster (kind "pods", all namespaces; "nodes" lists the nodes) as JSON, and the
+        list's resourceVersion (a watch starts from it). `selectors` (label_selector=, field_selector=) go to
+        the apiserver as they are."""
+        ...
+
+
+class ClusterApi(PodReader, Protocol):
+    """One cluster's apiserver as placement and defragmentation use it.
+
+    Outcomes a caller must act on are values, not exceptions (BindOutcome, EvictOutcome); any other failure
+    (the apiserver away, 5xx, 403) raises. Feedback is the exception the other way: it never raises."""
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json) -> BindOutcome:
+        """Bind pod `uid` to `node`, its GPU `assignment` (the gpuplace.io/gpu-assignment annotation) in the
+        same write, so nothing ever sees the pod on the node without its GPUs.
+
+        Not idempotent, and never to be retried blindly: binding a pod bound already is a CONFLICT, as is
+        binding a namesake (the uid is a precondition); a pod that no longer exists is GONE."""
+        ...
+
+    async def evict(self, namespace: str, name: str, uid: str | None = None) -> EvictOutcome:
+        """Evict through the Eviction API, so PodDisruptionBudgets hold; with `uid`, only that pod (a namesake
+        is left alone: GONE). EVICTED starts its deletion (poll read_pod for the end); REFUSED leaves it running;
+        a pod not there (or no longer ours) is GONE."""
+        ...
+
+    async def report_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None:
+        """Tell the pod's owner why it waits, as kube-scheduler does (PodScheduled=False and a FailedScheduling
+        Event with `message`). Stale news is dropped: nothing for a pod gone, a namesake, or bound meanwhile.
+        Never raises."""
+        ...
+
+    async def report_scheduled(self, namespace: str, name: str, uid: str, node: str, gpus_text: str) -> None:
+        """A Scheduled Event naming `node` and the GPUs (`gpus_text`), as kube-scheduler's. Never raises."""
+        ...
+
+
+__all__ = [
+    "BindOutcome", "ClusterApi", "EvictOutcome", "GpuGrant", "Json", "OutboxStore", "OutboxUnitOfWork",
+    "PodReader", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
+]

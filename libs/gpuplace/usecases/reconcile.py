@@ -19,18 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-from gpuplace.usecases.ports import Row
+from gpuplace.usecases.ports import Json, PodReader, Row
 
 TRACKED = ("pending", "unschedulable", "reserved", "bound")  # pod states that hold resources or a queue slot
 FINISHED = ("Succeeded", "Failed")  # phases whose pods hold nothing (cluster-watcher sends them as deleted)
-Json = dict[str, Any]
-
-
-class PodReader(Protocol):
-    async def list(self, kind: str, **selectors: str) -> tuple[list[Json], str]: ...
-    async def read_pod(self, namespace: str, name: str) -> Json | None: ...
 
 
 @dataclass(frozen=True)
@@ -77,4 +70,4 @@ def _finished(pod: Json) -> bool:
     return (pod.get("status") or {}).get("phase") in FINISHED
 
 
-__all__ = ["Drift", "PodReader", "TRACKED", "find_drift", "confirmed_gone"]
+__all__ = ["Drift", "TRACKED", "find_drift", "confirmed_gone"]

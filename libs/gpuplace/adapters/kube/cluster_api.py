@@ -6,32 +6,35 @@ model deserialisation at fleet scale, and it sidesteps the client's Binding bug 
 binding with a Status, which the client fails to parse as V1Binding after the bind has succeeded;
 kubernetes/kubernetes#80663).
 
-Outcomes a caller must act on are values, not exceptions: a 409 on bind means someone else bound the pod
-(reconcile, never retry blindly), a 429 on eviction is a PodDisruptionBudget refusal to respect.
-Feedback is the exception the other way: it never raises (a failure is logged), so it cannot fail placement.
+KubeClusterApi implements the ClusterApi port (usecases/ports.py, which says what each method promises;
+tests/contract/cluster_api_contract.py checks it here and on the fake). Outcomes a caller must act on are
+values, not exceptions, each error status mapped in one table (BIND_ERRORS, EVICT_ERRORS): a 409 on bind means
+the pod is bound already (reconcile, never retry blindly), a 429 on eviction is a PodDisruptionBudget refusal
+to respect. Feedback is the exception the other way: it never raises (a failure is logged), so it cannot fail
+placement.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import socket
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
+from gpuplace.usecases.ports import BindOutcome, EvictOutcome, Json
 
-Json = dict[str, Any]
 log = logging.getLogger(__name__)
+Outcome = TypeVar("Outcome", BindOutcome, EvictOutcome)
 
 REPORTING_CONTROLLER = "gpuplace"
 SERIES_WINDOW_S = 6 * 60  # client-go tools/events/event_broadcaster.go finishTime: a quiet series ends
@@ -44,16 +47,15 @@ CONDITION_MESSAGE_LIMIT_BYTES = 8192
 FEEDBACK_TIMEOUT_S = 10  # a slow apiserver delays feedback, never placement
 
 
-class BindOutcome(enum.Enum):
-    BOUND = "bound"
-    CONFLICT = "conflict"  # already bound (by us earlier, or by someone else): reconcile
-    GONE = "gone"  # the pod no longer exists, or is another pod with the same name
-
-
-class EvictOutcome(enum.Enum):
-    EVICTED = "evicted"
-    REFUSED = "refused"  # 429: a PodDisruptionBudget does not allow it now
-    GONE = "gone"
+# What an error status of a bind or an eviction means to the caller; any other error raises.
+BIND_ERRORS = {
+    409: BindOutcome.CONFLICT,  # bound already, or the uid precondition failed (a namesake)
+    404: BindOutcome.GONE, 410: BindOutcome.GONE,
+}
+EVICT_ERRORS = {
+    429: EvictOutcome.REFUSED,  # a PodDisruptionBudget
+    404: EvictOutcome.GONE, 409: EvictOutcome.GONE,  # 409: the uid precondition failed (a namesake)
+}
 
 
 async def connect(kubeconfig: str) -> client.ApiClient:
@@ -82,6 +84,17 @@ async def _json(response: Any) -> Json:
     return json.loads(body)
 
 
+async def _outcome(response: Awaitable[Any], done: Outcome, errors: Mapping[int, Outcome]) -> Outcome:
+    """`done` once the raw call succeeded, else what its error status means in `errors`; other errors raise."""
+    try:
+        await _json(await response)
+    except ApiException as exc:
+        if exc.status in errors:
+            return errors[exc.status]
+        raise
+    return done
+
+
 class KubeClusterApi:
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
@@ -91,17 +104,19 @@ class KubeClusterApi:
         self.reporting_instance = f"{REPORTING_CONTROLLER}-{socket.gethostname()}"[:128]  # client-go NewRecorder
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
 
+    def _lister(self, kind: str) -> Callable[..., Awaitable[Any]]:
+        """The raw list call of `kind`: "pods" (all namespaces) or "nodes"; a watch is the same call."""
+        return self.core.list_pod_for_all_namespaces if kind == "pods" else self.core.list_node
+
     async def list(self, kind: str, **selectors: str) -> tuple[list[Json], str]:
         """All pods or nodes, with the list's resourceVersion to start a watch from."""
-        lister = self.core.list_pod_for_all_namespaces if kind == "pods" else self.core.list_node
-        body = await _json(await lister(_preload_content=False, **selectors))
+        body = await _json(await self._lister(kind)(_preload_content=False, **selectors))
         return body.get("items") or [], body["metadata"]["resourceVersion"]
 
     async def watch(self, kind: str, resource_version: str, *, timeout_s: int = 300,
                     **selectors: str) -> AsyncIterator[Json]:
         """Raw watch events (type + object), bookmarks included; ApiException(410) when too old."""
-        lister = self.core.list_pod_for_all_namespaces if kind == "pods" else self.core.list_node
-        response = await lister(watch=True, allow_watch_bookmarks=True, resource_version=resource_version,
+        response = await self._lister(kind)(watch=True, allow_watch_bookmarks=True, resource_version=resource_version,
                                 timeout_seconds=timeout_s, _preload_content=False, **selectors)
         if response.status != 200:
             await _json(response)  # raises with the server's reason
@@ -133,36 +148,21 @@ class KubeClusterApi:
         the device plugin never sees the pod bound without its GPUs, and gpuplace needs no `patch pods`. The uid
         precondition binds the pod we decided for, not a namesake."""
         annotations = {ASSIGNMENT: json.dumps(assignment, separators=(",", ":"))}
-        try:
-            binding = client.V1Binding(
-                metadata=client.V1ObjectMeta(name=name, uid=uid, annotations=annotations),
-                target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-            )
-            await _json(await self.core.create_namespaced_pod_binding(name, namespace, binding,
-                                                                      _preload_content=False))
-            return BindOutcome.BOUND
-        except ApiException as exc:
-            if exc.status == 409:
-                return BindOutcome.CONFLICT
-            if exc.status in (404, 410):
-                return BindOutcome.GONE
-            raise
+        binding = client.V1Binding(
+            metadata=client.V1ObjectMeta(name=name, uid=uid, annotations=annotations),
+            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+        )
+        return await _outcome(self.core.create_namespaced_pod_binding(name, namespace, binding, _preload_content=False),
+                              BindOutcome.BOUND, BIND_ERRORS)
 
     async def evict(self, namespace: str, name: str, uid: str | None = None) -> EvictOutcome:
         """Evict through pods/eviction so PodDisruptionBudgets hold."""
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None
         eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace),
                                      delete_options=options)
-        try:
-            await _json(await self.core.create_namespaced_pod_eviction(name, namespace, eviction,
-                                                                       _preload_content=False))
-            return EvictOutcome.EVICTED
-        except ApiException as exc:
-            if exc.status == 429:
-                return EvictOutcome.REFUSED
-            if exc.status in (404, 409):
-                return EvictOutcome.GONE
-            raise
+        return await _outcome(self.core.create_namespaced_pod_eviction(name, namespace, eviction,
+                                                                       _preload_content=False),
+                              EvictOutcome.EVICTED, EVICT_ERRORS)
 
     # -- feedback, as kube-scheduler gives it --------------------------------------------------------------
     async def report_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None:
@@ -256,7 +256,8 @@ class KubeClusterApi:
             except ApiException as exc:
                 if exc.status != 404:  # client-go IsKeyNotFoundError: the Event expired or was deleted
                     raise
-        await _json(await self.events.create_namespaced_event(namespace, event, _preload_content=False,
+        body: Any = event  # the client serialises a dict as it is; its stubs want an EventsV1Event
+        await _json(await self.events.create_namespaced_event(namespace, body, _preload_content=False,
                                                               _request_timeout=timeout))
 
 
@@ -279,11 +280,9 @@ def pod_scheduled_condition(pod: Json, status: str, reason: str, message: str, n
                None)
     if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
         return None
-    flipped = old is None or old.get("status") != status
+    kept = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None
     return {"type": "PodScheduled", "status": status, "reason": reason, "message": message,
-            "lastProbeTime": None,
-            "lastTransitionTime": (None if flipped else old.get("lastTransitionTime"))
-            or now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+            "lastProbeTime": None, "lastTransitionTime": kept or now.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def _micro_time(epoch_s: float) -> str:
@@ -299,6 +298,6 @@ def _truncate(text: str, limit_bytes: int) -> str:
     return raw[:limit_bytes - 4].decode(errors="ignore") + " ..."
 
 
-__all__ = ["KubeClusterApi", "BindOutcome", "EvictOutcome", "connect", "raw_json", "pod_scheduled_condition"]
+__all__ = ["KubeClusterApi", "BIND_ERRORS", "EVICT_ERRORS", "connect", "raw_json", "pod_scheduled_condition"]
 
 raw_json = _json

@@ -26,15 +26,17 @@ from typing import Any
 
 from faststream.kafka import KafkaBroker
 
-from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWork
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import DeadLetter
+from gpuplace.usecases.ports import OutboxUnitOfWork, Row
 
 log = logging.getLogger(__name__)
 
 
 class OutboxRelay:
-    def __init__(self, uow_factory: Callable[[], PostgresUnitOfWork], broker: KafkaBroker, *,
+    """Reads the outbox through the OutboxStore port (PostgreSQL's unit of work, or the fake one in tests)."""
+
+    def __init__(self, uow_factory: Callable[[], OutboxUnitOfWork], broker: KafkaBroker, *,
                  batch_size: int = 500, idle_poll_s: float = 1.0, max_event_bytes: int = 900_000,
                  deadletter_topic: str = topics.DEADLETTER) -> None:
         self._uow_factory = uow_factory
@@ -63,7 +65,7 @@ class OutboxRelay:
         self.published += len(rows)
         return len(rows)
 
-    async def _send(self, row: dict[str, Any]) -> Any:
+    async def _send(self, row: Row) -> Any:
         """Start sending one row (FastStream's no_confirm future), or its dead letter when it is oversize."""
         body, topic, key = json.dumps(row["payload"]).encode(), row["topic"], row["key"].encode()
         if len(body) > self._max_event_bytes:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, delete, func, select, update
+from sqlalchemy import Result, and_, delete, func, select, update
+from sqlalchemy import Row as SqlRow
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -27,8 +28,16 @@ from gpuplace.adapters.postgres.tables import (
     processed_events,
 )
 from gpuplace.contracts.rejected import Rejected, reused_id
+from gpuplace.usecases.ports import GpuGrant, Row
 
-Row = Mapping[str, Any]
+
+def _row(row: SqlRow[*tuple[Any, ...]]) -> Row:
+    """A result row as the port's Row: its RowMapping, keyed by column name (SQLAlchemy types the keys wider)."""
+    return cast(Row, row._mapping)
+
+
+def _rows(result: Result[Any]) -> list[Row]:
+    return [_row(r) for r in result]
 
 
 class StateRepository:
@@ -52,7 +61,7 @@ class StateRepository:
 
     # -- nodes and GPUs --------------------------------------------------------------------------
     async def upsert_node(self, node: Mapping[str, Any]) -> None:
-        """Insert or update a node and make its GPU rows match `gpu_count` (extra idle GPUs are dropped)."""
+        """Insert or update a node and make its GPU rows match `gpu_count` (GPUs past it go, with their grants)."""
         values = {k: node[k] for k in ("cluster", "name", "region", "cpu_milli", "memory_mib", "gpu_model",
                                        "gpu_count", "gpu_memory_mib", "ready", "unschedulable", "labels", "taints")}
         values.update(max_pods=node.get("max_pods"), extended=node.get("extended") or {})
@@ -87,12 +96,12 @@ class StateRepository:
 
     async def load_nodes(self, cluster: str) -> list[Row]:
         result = await self._conn.execute(select(nodes).where(nodes.c.cluster == cluster).order_by(nodes.c.name))
-        return [r._mapping for r in result]
+        return _rows(result)
 
     async def load_gpus(self, cluster: str) -> list[Row]:
         result = await self._conn.execute(
             select(gpus).where(gpus.c.cluster == cluster).order_by(gpus.c.node, gpus.c.index))
-        return [r._mapping for r in result]
+        return _rows(result)
 
     # -- pods --------------------------------------------------------------------------------------
     async def upsert_pod(self, pod: Mapping[str, Any]) -> Row:
@@ -104,13 +113,13 @@ class StateRepository:
         refresh = {k: stmt.excluded[k] for k in pod if k not in ("cluster", "uid", "state", "node", "reason")}
         result = await self._conn.execute(stmt.on_conflict_do_update(
             index_elements=[pods.c.cluster, pods.c.uid], set_=refresh).returning(*pods.c))
-        return result.one()._mapping
+        return _row(result.one())
 
     async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> Row | None:
         stmt = select(pods).where(pods.c.cluster == cluster, pods.c.uid == uid)
         result = await self._conn.execute(stmt.with_for_update() if for_update else stmt)
         row = result.first()
-        return row._mapping if row else None
+        return _row(row) if row else None
 
     async def set_pod_state(self, cluster: str, uid: str, state: str, *, mark_bound: bool = False,
                             **fields: Any) -> None:
@@ -125,7 +134,7 @@ class StateRepository:
     async def pods_in_state(self, cluster: str, states: Sequence[str]) -> list[Row]:
         result = await self._conn.execute(select(pods).where(
             pods.c.cluster == cluster, pods.c.state.in_(states)).order_by(pods.c.first_seen_at))
-        return [r._mapping for r in result]
+        return _rows(result)
 
     async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]:
         """Pods in `states` that still hold allocations: for states whose pods normally hold none (`deleted`),
@@ -134,7 +143,7 @@ class StateRepository:
             allocations.c.cluster == pods.c.cluster, allocations.c.pod_uid == pods.c.uid).exists()
         result = await self._conn.execute(select(pods).where(
             pods.c.cluster == cluster, pods.c.state.in_(states), holds).order_by(pods.c.first_seen_at))
-        return [r._mapping for r in result]
+        return _rows(result)
 
     async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
         """gpuplace's own pods by state (other schedulers' pods, only charged, are not counted)."""
@@ -149,7 +158,7 @@ class StateRepository:
             pods.c.state == "promised").order_by(pods.c.first_seen_at, pods.c.uid).limit(1)
             .with_for_update(skip_locked=True))
         row = result.first()
-        return row._mapping if row else None
+        return _row(row) if row else None
 
     async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[Row]:
         """Give `from_uid`'s GPUs to `to_uid` (a promise adopted); returns the moved grants."""
@@ -157,17 +166,17 @@ class StateRepository:
             allocations.c.cluster == cluster, allocations.c.pod_uid == from_uid).values(pod_uid=to_uid)
             .returning(allocations.c.node, allocations.c.gpu_index, allocations.c.memory_mib,
                        allocations.c.share_milli))
-        return [r._mapping for r in result]
+        return _rows(result)
 
     async def delete_pod(self, cluster: str, uid: str) -> None:
         await self._conn.execute(delete(pods).where(pods.c.cluster == cluster, pods.c.uid == uid))
 
     async def load_allocations(self, cluster: str) -> list[Row]:
         result = await self._conn.execute(select(allocations).where(allocations.c.cluster == cluster))
-        return [r._mapping for r in result]
+        return _rows(result)
 
     # -- reservations ------------------------------------------------------------------------------
-    async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any],
+    async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant],
                       cpu_milli: int, memory_mib: int, decision_id: str) -> str | None:
         """Take `grants` on `node` for the pod; None on success, else why it no longer fits.
 
@@ -189,20 +198,21 @@ class StateRepository:
         await self._allocate(cluster, pod_uid, node, taken, decision_id)
         return None
 
-    async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[Any],
+    async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant],
                            cpu_milli: int, memory_mib: int, decision_id: str) -> list[int]:
         """Charge a pod another scheduler bound: its CPU and memory always (the node runs it, whatever gpuplace
         thought was free), each GPU grant only where the GPU still has room; returns the GPU indices refused."""
         await self._conn.execute(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == node).values(
             cpu_assigned_milli=nodes.c.cpu_assigned_milli + cpu_milli,
             memory_assigned_mib=nodes.c.memory_assigned_mib + memory_mib))
-        taken, refused = [], []
+        taken: list[GpuGrant] = []
+        refused: list[GpuGrant] = []
         for g in grants:
             (taken if await self._take_gpu(cluster, node, g) else refused).append(g)
         await self._allocate(cluster, pod_uid, node, taken, decision_id)
         return [g.index for g in refused]
 
-    async def _take_gpu(self, cluster: str, node: str, grant: Any) -> bool:
+    async def _take_gpu(self, cluster: str, node: str, grant: GpuGrant) -> bool:
         """Add `grant` to its GPU's assigned share and memory, only where both stay within capacity."""
         ok = await self._conn.execute(update(gpus).where(
             gpus.c.cluster == cluster, gpus.c.node == node, gpus.c.index == grant.index,
@@ -212,7 +222,8 @@ class StateRepository:
                  share_assigned_milli=gpus.c.share_assigned_milli + grant.share_milli).returning(gpus.c.index))
         return ok.first() is not None
 
-    async def _allocate(self, cluster: str, pod_uid: str, node: str, grants: Sequence[Any], decision_id: str) -> None:
+    async def _allocate(self, cluster: str, pod_uid: str, node: str, grants: Sequence[GpuGrant],
+                        decision_id: str) -> None:
         if grants:  # a pod without GPUs takes CPU and memory only
             await self._conn.execute(insert(allocations).values([
                 {"cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index, "node": node,
@@ -255,7 +266,7 @@ class StateRepository:
             decisions.c.cluster == cluster, decisions.c.pod_uid == pod_uid, decisions.c.kind.in_(kinds))
             .order_by(decisions.c.created_at.desc()).limit(1))
         row = result.first()
-        return row._mapping if row else None
+        return _row(row) if row else None
 
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
         await self._conn.execute(insert(outbox).values(topic=topic, key=key, payload=json.loads(payload_json)))
@@ -264,7 +275,7 @@ class StateRepository:
         """Lock a batch of unpublished outbox rows; other relays skip them (SKIP LOCKED)."""
         result = await self._conn.execute(select(outbox).where(outbox.c.published_at.is_(None))
                                           .order_by(outbox.c.id).limit(limit).with_for_update(skip_locked=True))
-        return [r._mapping for r in result]
+        return _rows(result)
 
     async def mark_published(self, ids: Sequence[int]) -> None:
         await self._conn.execute(update(outbox).where(outbox.c.id.in_(ids)).values(published_at=func.now()))
@@ -306,7 +317,7 @@ class StateRepository:
             .join(allocations, and_(pods.c.cluster == allocations.c.cluster, pods.c.uid == allocations.c.pod_uid))
             .where(allocations.c.cluster == cluster, allocations.c.node == node,
                    allocations.c.gpu_index == gpu_index, pods.c.uid != exclude_uid))
-        return [r._mapping for r in result]
+        return _rows(result)
 
     async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> Row | None:
         result = await self._conn.execute(
@@ -318,7 +329,7 @@ class StateRepository:
             .where(pods.c.cluster == cluster, pods.c.namespace == namespace, pods.c.name == name,
                    pods.c.state.in_(("reserved", "bound"))).limit(1))
         row = result.first()
-        return row._mapping if row else None
+        return _row(row) if row else None
 
 
 __all__ = ["StateRepository"]

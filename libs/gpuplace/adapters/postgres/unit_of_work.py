@@ -24,6 +24,9 @@ def make_engine(database_url: str, *, pool_size: int = 5) -> AsyncEngine:
 
 
 class PostgresUnitOfWork:
+    """The UnitOfWork port (and the relay's OutboxUnitOfWork) on one PostgreSQL transaction; tests/contract
+    checks it against the same cases as the fake."""
+
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._conn: AsyncConnection | None = None
