@@ -26,6 +26,7 @@ from typing import Any
 
 from faststream.kafka import KafkaBroker
 
+from gpuplace.adapters.kafka import publish_json
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import DeadLetter
 from gpuplace.usecases.ports import OutboxUnitOfWork, Row
@@ -76,8 +77,7 @@ class OutboxRelay:
                                    reason=f"event of {len(body)} bytes exceeds the {self._max_event_bytes}-byte limit")
             body, topic, key = (letter.model_dump_json(by_alias=True).encode(), self._deadletter_topic,
                                 letter.kafka_key())
-        return await self._broker.publish(body, topic=topic, key=key, headers={"content-type": "application/json"},
-                                          no_confirm=True)
+        return await publish_json(self._broker, body, topic=topic, key=key, no_confirm=True)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Relay until `stop` is set; errors are logged and retried after a pause, never fatal."""
