@@ -241,7 +241,11 @@ class PipelineRun:
                     self.progress("bound", len(self.bound_at), self.config.pods)
 
     async def _wait_done(self, services: list[asyncio.Task[None]]) -> None:
-        """Until every pod is bound or waits for a reason, with no progress for `settle_s`."""
+        """Until every pod the run submitted is bound or waits for a reason, or nothing moved for `settle_s`.
+
+        Only the run's own pods count: a hook may add pods of its own to the clusters (a test's scene), and
+        counting them let the run end while pods it submitted were still on their way.
+        """
         deadline = time.monotonic() + self.config.timeout_s
         last_change, last_seen = time.monotonic(), (-1, -1)
         async with database(self.settings) as uow_factory:
@@ -250,14 +254,17 @@ class PipelineRun:
                     if task.done() and task.exception():
                         raise RuntimeError("a pipeline service stopped") from task.exception()
                 async with uow_factory() as uow:
+                    waiting = {f"{cluster}/{row['name']}" for cluster in self.clusters
+                               for row in await uow.state.pods_in_state(cluster, ("unschedulable", "invalid"))
+                               if row["namespace"] == self.namespace}
                     states = await uow.state.count_pods_by_state(list(self.clusters))
-                settled = sum(states.get(s, 0) for s in ("bound", "unschedulable", "invalid"))
+                settled = len(self.submitted_at.keys() & (self.bound_at.keys() | waiting))
                 seen = (settled, len(self.bound_at))
                 if seen != last_seen:
                     last_seen, last_change = seen, time.monotonic()
                     self.progress("bound", len(self.bound_at), self.config.pods)
                 if (settled >= self.config.pods and len(self.bound_at) >= states.get("bound", 0)
-                        and time.monotonic() - last_change >= 1.0):
+                        and time.monotonic() - last_change >= 1.0):  # and the watch has seen every bind
                     return
                 if time.monotonic() - last_change >= max(self.config.settle_s, 30.0):
                     return  # no progress at all: report what happened instead of hanging
