@@ -30,7 +30,7 @@ from kubernetes_asyncio import client as kube_client
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.rest import ApiException
 
-from gpuplace.adapters.kafka import delete_topics
+from gpuplace.adapters.kafka import delete_topics, list_topics
 from gpuplace.cli.stack_env import cluster_kubeconfigs, resolve, stack_dir
 from gpuplace.contracts import topics
 
@@ -98,29 +98,18 @@ def kafka_bootstrap() -> Iterator[str]:
     error = _tcp_answers(bootstrap)
     if error:
         pytest.fail(f"Kafka at {bootstrap} does not answer ({error}); {START_STACK}")
-    before = _in_thread(broker_topics(bootstrap))
+    before = _in_thread(list_topics(bootstrap))
     yield bootstrap
     if container is not None:
         container.stop()
     else:
-        _in_thread(delete_topics(bootstrap, _left_by_tests(before, _in_thread(broker_topics(bootstrap)))))
+        _in_thread(delete_topics(bootstrap, _left_by_tests(before, _in_thread(list_topics(bootstrap)))))
 
 
 def _in_thread(work: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to its end from a sync fixture, on a loop of its own that leaves pytest-asyncio's alone."""
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, work).result()
-
-
-async def broker_topics(bootstrap: str) -> set[str]:
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        return set(await admin.list_topics())
-    finally:
-        await admin.close()
 
 
 def _left_by_tests(before: set[str], after: set[str]) -> list[str]:

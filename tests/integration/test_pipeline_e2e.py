@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from sqlalchemy import func, select
 
-from gpuplace.adapters.kafka import partition_of
+from gpuplace.adapters.kafka import list_topics, partition_of
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres.tables import allocations, decisions, gpus, nodes, pods
 from gpuplace.bootstrap import database
@@ -28,8 +28,6 @@ from gpuplace.cli.pipeline_run import PipelineRun, RunConfig
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.settings import Settings
-
-from .conftest import broker_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -120,7 +118,7 @@ async def test_pipeline_places_every_pod_once_across_two_clusters(kafka_bootstra
 
         # Cleaning up deletes the run's topics too: left behind, runs add up to a broker that restarts slowly.
         await run.cleanup()
-        assert not {t for t in await broker_topics(kafka_bootstrap) if t.endswith(run.suffix)}
+        assert not {t for t in await list_topics(kafka_bootstrap) if t.endswith(run.suffix)}
     finally:
         await run.cleanup()
 

@@ -50,18 +50,20 @@ with its full length and SHA-256.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
 import re
 import ssl
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 from aiokafka import ConsumerRebalanceListener
 from aiokafka import errors as kafka_errors
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.helpers import create_ssl_context
 from aiokafka.partitioner import DefaultPartitioner
@@ -420,20 +422,31 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
                 return
 
 
+@contextlib.asynccontextmanager
+async def admin_client(kafka: Kafka) -> AsyncIterator[AIOKafkaAdminClient]:
+    """A started admin client for the topic calls below, closed however the block ends."""
+    admin = AIOKafkaAdminClient(**client_options(kafka))
+    await admin.start()
+    try:
+        yield admin
+    finally:
+        await admin.close()
+
+
+async def list_topics(kafka: Kafka) -> set[str]:
+    """Every topic the broker has."""
+    async with admin_client(kafka) as admin:
+        return set(await admin.list_topics())
+
+
 async def check_copartitioned(kafka: Kafka, names: Sequence[str]) -> int | None:
     """Refuse to consume `names` together unless the existing ones have one partition count: otherwise a
     cluster's pods and nodes land on partitions that two different workers own. Topics not created yet are
     skipped (the broker creates them with its one default count). Returns the count, None if none exists."""
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    admin = AIOKafkaAdminClient(**client_options(kafka))
-    await admin.start()
-    try:
+    async with admin_client(kafka) as admin:
         existing = set(await admin.list_topics())
         present = [n for n in names if n in existing]
         described = await admin.describe_topics(present) if present else []  # None or [] describes every topic
-    finally:
-        await admin.close()
     counts = {t["topic"]: len(t["partitions"]) for t in described}
     if len(set(counts.values())) > 1:
         raise ValueError("topics read together must have the same partition count, so that one worker owns "
@@ -447,17 +460,11 @@ async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4) 
     Brokers may auto-create topics, but a consumer that subscribes first only sees "topic not found"
     until a producer writes; creating them explicitly keeps start-up quiet and the partition count chosen.
     """
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(**client_options(kafka))
-    await admin.start()
-    try:
+    async with admin_client(kafka) as admin:
         existing = set(await admin.list_topics())
         missing = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
         if missing:
             await admin.create_topics(missing)
-    finally:
-        await admin.close()
 
 
 async def delete_topics(kafka: Kafka, names: Iterable[str]) -> list[str]:
@@ -466,19 +473,13 @@ async def delete_topics(kafka: Kafka, names: Iterable[str]) -> list[str]:
     Runs, benches and tests create topics under a suffix of their own. Left behind, they add up: a broker
     holding thousands of partitions takes minutes to restart, which is itself an outage for every service.
     """
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    admin = AIOKafkaAdminClient(**client_options(kafka))
-    await admin.start()
-    try:
+    async with admin_client(kafka) as admin:
         present = sorted(set(names) & set(await admin.list_topics()))
         if present:
             await admin.delete_topics(present)
         return present
-    finally:
-        await admin.close()
 
 
 __all__ = ["Kafka", "client_options", "Route", "cluster_partitioner", "partition_of", "make_broker", "subscribe",
            "dead_letter", "validation_reason", "is_transient", "check_copartitioned", "ensure_topics",
-           "delete_topics", "JSON_HEADERS", "publish_json", "publish_event"]
+           "delete_topics", "admin_client", "list_topics", "JSON_HEADERS", "publish_json", "publish_event"]

@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from kubernetes_asyncio.client.exceptions import ApiException
 from sqlalchemy import func, select
 
-from gpuplace.adapters.kafka import cluster_partitioner, ensure_topics, partition_of
+from gpuplace.adapters.kafka import admin_client, cluster_partitioner, ensure_topics, partition_of
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
@@ -213,14 +213,8 @@ class ChaosRun:
 
     async def _watched_partitions(self) -> dict[str, list[TopicPartition]]:
         """Per consumer group, the partitions the run's clusters write to (cluster_partitioner)."""
-        from aiokafka.admin import AIOKafkaAdminClient
-
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.kafka_bootstrap)
-        await admin.start()
-        try:
+        async with admin_client(self.settings.kafka) as admin:
             described = await admin.describe_topics([t + self.layout.suffix for t in chaos_fuzz.FUZZ_TOPICS])
-        finally:
-            await admin.close()
         counts = {t["topic"]: len(t["partitions"]) for t in described}
         return {f"gpuplace-chaos.{service}{self.layout.suffix}": sorted(
             {TopicPartition(t + self.layout.suffix, partition_of(c, counts[t + self.layout.suffix]))
