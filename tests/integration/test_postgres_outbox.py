@@ -9,17 +9,11 @@ import pytest
 from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWorkFactory
 from gpuplace.usecases.ports import OutboxUnitOfWork
 from tests.contract.outbox_contract import OutboxContract
-from tests.integration.test_postgres_unit_of_work import Schemas
+from tests.integration.test_postgres_unit_of_work import OnFreshSchemas
 
 pytestmark = pytest.mark.integration
 
 
-class TestPostgresOutbox(OutboxContract):
-    @pytest.fixture(autouse=True)
-    async def _database(self, database_url: str):
-        self.schemas = Schemas(database_url)
-        yield
-        await self.schemas.close()
-
+class TestPostgresOutbox(OnFreshSchemas, OutboxContract):
     async def make_uow_factory(self) -> Callable[[], OutboxUnitOfWork]:
         return PostgresUnitOfWorkFactory(await self.schemas.engine())  # typed: the adapter satisfies the port

@@ -39,12 +39,19 @@ class Schemas:
             await engine.dispose()
 
 
-class TestPostgresUnitOfWork(UnitOfWorkContract):
+class OnFreshSchemas:
+    """For a contract suite on PostgreSQL: `self.schemas` makes each test's schemas, dropped when it ends."""
+
+    schemas: Schemas
+
     @pytest.fixture(autouse=True)
     async def _database(self, database_url: str):
         self.schemas = Schemas(database_url)
         yield
         await self.schemas.close()
+
+
+class TestPostgresUnitOfWork(OnFreshSchemas, UnitOfWorkContract):
 
     async def make_uow_factory(self) -> UnitOfWorkFactory:
         return PostgresUnitOfWorkFactory(await self.schemas.engine())  # typed: the adapter satisfies the port
