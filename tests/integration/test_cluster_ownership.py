@@ -14,7 +14,15 @@ from collections import defaultdict
 import pytest
 from aiokafka import ConsumerRebalanceListener
 
-from gpuplace.adapters.kafka import Route, check_copartitioned, ensure_topics, make_broker, partition_of, subscribe
+from gpuplace.adapters.kafka import (
+    Route,
+    check_copartitioned,
+    ensure_topics,
+    list_topics,
+    make_broker,
+    partition_of,
+    subscribe,
+)
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
 from tests.builders import node_event, pod_event
@@ -101,3 +109,18 @@ async def test_topics_with_different_partition_counts_are_refused(kafka_bootstra
     await ensure_topics(kafka_bootstrap, [topics.PODS + suffix], partitions=3)
     with pytest.raises(ValueError, match="same partition count"):
         await check_copartitioned(kafka_bootstrap, [t + suffix for t in READ])  # placements: not created, skipped
+
+
+async def test_created_topics_are_visible_as_soon_as_ensure_topics_returns(kafka_bootstrap: str) -> None:
+    """CreateTopics returns before the broker's metadata cache shows the topics; a check (or a subscriber)
+    right after it once saw none of them (CI, stop 23). ensure_topics now waits until they are listed."""
+    for round_ in range(5):
+        names = [t + "." + unique_name(f"visible{round_}") for t in READ]
+        await ensure_topics(kafka_bootstrap, names, partitions=PARTITIONS)
+        assert names[0] in await list_topics(kafka_bootstrap)
+        assert await check_copartitioned(kafka_bootstrap, names) == PARTITIONS
+
+
+async def test_a_topic_the_broker_refuses_is_an_error_not_a_silent_skip(kafka_bootstrap: str) -> None:
+    with pytest.raises(RuntimeError, match="refused to create topics.*bad name"):
+        await ensure_topics(kafka_bootstrap, ["bad name with spaces"])

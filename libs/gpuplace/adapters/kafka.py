@@ -454,17 +454,39 @@ async def check_copartitioned(kafka: Kafka, names: Sequence[str]) -> int | None:
     return next(iter(counts.values()), None)
 
 
-async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4) -> None:
+async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4,
+                        visible_within_s: float = 30.0) -> None:
     """Create missing topics up front (keyed by cluster, so partitions spread clusters over workers).
 
     Brokers may auto-create topics, but a consumer that subscribes first only sees "topic not found"
     until a producer writes; creating them explicitly keeps start-up quiet and the partition count chosen.
+
+    CreateTopics returns once the controller has recorded the topics; a broker's metadata cache catches up
+    a moment later. Until then a subscriber or `check_copartitioned` would not see them, so this waits
+    (up to `visible_within_s`) for the metadata to list every created topic with all its partitions.
     """
     async with admin_client(kafka) as admin:
         existing = set(await admin.list_topics())
         missing = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
-        if missing:
-            await admin.create_topics(missing)
+        if not missing:
+            return
+        response = (await admin.create_topics(missing)).to_object()
+        failed = {e["topic"]: e.get("error_message") or kafka_errors.for_code(e["error_code"]).__name__
+                  for e in response["topic_errors"]
+                  if e["error_code"] not in (0, kafka_errors.TopicAlreadyExistsError.errno)}
+        if failed:
+            raise RuntimeError(f"the broker refused to create topics: {failed}")
+        created = [t.name for t in missing]
+        deadline = asyncio.get_running_loop().time() + visible_within_s
+        while True:
+            described = await admin.describe_topics(created)
+            if len(described) == len(created) and all(
+                    t["error_code"] == 0 and len(t["partitions"]) == partitions for t in described):
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"created topics {created} but the broker's metadata did not show them "
+                                   f"with {partitions} partitions within {visible_within_s} s")
+            await asyncio.sleep(0.1)
 
 
 async def delete_topics(kafka: Kafka, names: Iterable[str]) -> list[str]:
