@@ -7,7 +7,7 @@ import asyncio
 from aiokafka import ConsumerRebalanceListener
 from faststream.kafka import KafkaBroker
 
-from gpuplace.adapters.kafka import Route, subscribe
+from gpuplace.adapters.kafka import Route, start_broker, subscribe
 from gpuplace.settings import Settings
 
 
@@ -23,9 +23,9 @@ def wire(broker: KafkaBroker, settings: Settings, service: str, routes: list[Rou
               instance_id=settings.instance_id)
 
 
-async def run_broker(broker: KafkaBroker, stop: asyncio.Event) -> None:
+async def run_broker(broker: KafkaBroker, settings: Settings, stop: asyncio.Event) -> None:
     async with broker:
-        await broker.start()
+        await start_broker(broker, settings.kafka)
         await stop.wait()
 
 

@@ -12,7 +12,7 @@ import logging
 from gpuplace.adapters.gpu.dcgm import DcgmSource
 from gpuplace.adapters.gpu.nvml import NvmlSource
 from gpuplace.adapters.gpu.sample import GpuSample
-from gpuplace.adapters.kafka import make_broker, publish_event
+from gpuplace.adapters.kafka import make_broker, publish_event, start_broker
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry
 from gpuplace.settings import Settings
@@ -38,7 +38,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
     broker = make_broker(settings.kafka, client_id=f"{NAME}-{settings.node_name}", by_cluster=False)
     try:
         async with broker:
-            await broker.start()
+            await start_broker(broker, settings.kafka)
             while not stop.is_set():
                 try:
                     if dcgm is not None:

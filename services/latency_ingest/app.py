@@ -22,4 +22,4 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         handler = functools.partial(ingest_latency, uow_factory, consumer=NAME,
                                     placements_topic=settings.topic(topics.PLACEMENTS))
         wire(broker, settings, NAME, [Route(topics.LATENCY, LatencyWindow, handler)])
-        await run_broker(broker, stop)
+        await run_broker(broker, settings, stop)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gpuplace.adapters.kafka import check_copartitioned
+from gpuplace.adapters.kafka import check_copartitioned, start_broker
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
 from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
@@ -49,7 +49,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         ownership = ClusterOwnership(service, res.cluster_apis, settings.topic(topics.PODS), partitions)
         wire(res.broker, settings, NAME, routes, listener=ownership, partitions=partitions)
         async with res.broker:
-            await res.broker.start()
+            await start_broker(res.broker, settings.kafka)
             await asyncio.gather(relay.run(stop), service.resync(stop))
             await service.drain()
             await relay.run_once()

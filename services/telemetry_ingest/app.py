@@ -21,4 +21,4 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         broker = make_broker(settings.kafka, client_id=NAME)
         handler = functools.partial(ingest_telemetry, uow_factory, consumer=NAME)
         wire(broker, settings, NAME, [Route(topics.TELEMETRY, GpuTelemetry, handler)])
-        await run_broker(broker, stop)
+        await run_broker(broker, settings, stop)

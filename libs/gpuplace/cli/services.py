@@ -10,6 +10,7 @@ import typer
 from faststream import FastStream
 from faststream.specification import AsyncAPI
 
+from gpuplace.adapters import dependencies
 from gpuplace.adapters.kafka import ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate as migrations
 from gpuplace.contracts import topics
@@ -38,23 +39,30 @@ def service(name: str = typer.Argument(..., help=f"one of: {', '.join(SERVICES)}
     if name not in SERVICES:
         raise typer.BadParameter(f"unknown service {name!r}; choose from {', '.join(SERVICES)}")
     settings = Settings()
-    runtime.configure_logging(settings.log_level)
+    runtime.configure_logging(settings.log_level, settings.log_format)
     asyncio.run(runtime.serve(SERVICES[name], settings=settings))
 
 
 def up() -> None:
     """Run the pipeline's services together in one process (cluster-watcher, placement, ingest)."""
     settings = Settings()
-    runtime.configure_logging(settings.log_level)
-    migrations.upgrade(settings.database_url.get_secret_value())
-    asyncio.run(ensure_topics(settings.kafka, [settings.topic(t) for t in topics.ALL_TOPICS]))
+    runtime.configure_logging(settings.log_level, settings.log_format)
+    _migrate(settings)
+    asyncio.run(ensure_topics(settings.kafka, [settings.topic(t) for t in topics.ALL_TOPICS],
+                              replication_factor=settings.topic_replication_factor))
     asyncio.run(runtime.serve(*(SERVICES[n] for n in UP), settings=settings))
 
 
 def migrate(revision: str = typer.Argument("head", help="Alembic revision to upgrade to")) -> None:
     """Upgrade the PostgreSQL schema (GPUPLACE_DATABASE_URL) to REVISION."""
-    migrations.upgrade(Settings().database_url.get_secret_value(), revision)
+    _migrate(Settings(), revision)
     typer.echo(f"schema at {revision}")
+
+
+def _migrate(settings: Settings, revision: str = "head") -> None:
+    url = settings.database_url.get_secret_value()
+    with dependencies.reaching(dependencies.postgres(url)):
+        migrations.upgrade(url, revision)
 
 
 def asyncapi_document() -> dict:
