@@ -454,7 +454,7 @@ async def check_copartitioned(kafka: Kafka, names: Sequence[str]) -> int | None:
     return next(iter(counts.values()), None)
 
 
-async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4,
+async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4, replication_factor: int = 1,
                         visible_within_s: float = 30.0) -> None:
     """Create missing topics up front (keyed by cluster, so partitions spread clusters over workers).
 
@@ -467,7 +467,8 @@ async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4,
     """
     async with admin_client(kafka) as admin:
         existing = set(await admin.list_topics())
-        missing = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
+        missing = [NewTopic(n, num_partitions=partitions, replication_factor=replication_factor)
+                   for n in names if n not in existing]
         if not missing:
             return
         response = (await admin.create_topics(missing)).to_object()
