@@ -63,9 +63,11 @@ def ensure(
     replication_factor: int = typer.Option(1, min=1, help="replicas of each topic created (3 on a production "
                                            "cluster; 1 on a one-broker one)"),
 ) -> None:
-    """Create gpuplace's topics that do not exist yet (GPUPLACE_KAFKA_*, GPUPLACE_TOPIC_SUFFIX); existing ones
-    are left as they are. A deployment runs it before the services (the Helm hook, compose's `topics` job), so
-    no consumer starts on a topic the broker would auto-create with its own partition count."""
+    """Create the topics that do not exist yet; existing ones are left as they are.
+
+    A deployment runs it before the services (the Helm hook, compose's `topics` job; GPUPLACE_KAFKA_* and
+    GPUPLACE_TOPIC_SUFFIX as the services), so no consumer starts on a topic the broker would auto-create with its
+    own partition count."""
     settings = Settings()
     names = [settings.topic(t) for t in topics.ALL_TOPICS]
     asyncio.run(ensure_topics(settings.kafka, names, partitions=partitions, replication_factor=replication_factor))
