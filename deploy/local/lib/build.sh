@@ -91,12 +91,19 @@ build_kwok() {
   KWOK_BIN=$(go_build kwok "$dir" "$version" "-s -w" kwok=sigs.k8s.io/kwok/cmd/kwok)/kwok || exit 1
 }
 
+# helm's own Makefile stamps its version and the Kubernetes version `helm template` and `helm lint` assume (the
+# client-go minor it was built with; unstamped, v1.20, which fails charts asking for a newer kubeVersion).
 build_helm() {
-  local dir=$LOCAL_DIR/helm version
+  local dir=$LOCAL_DIR/helm version client_go ldflags
   version=$(module_version "$dir/go.mod" helm.sh/helm/v3)
+  client_go=$(module_version "$dir/go.mod" k8s.io/client-go)
+  [[ $client_go =~ ^v0\.([0-9]+)\. ]] || die "helm: cannot read the k8s.io/client-go version from $dir/go.mod"
+  ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$version"
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=${BASH_REMATCH[1]}"
+  done
   HELM_VERSION=$version
-  HELM_BIN=$(go_build helm "$dir" "$version" "-s -w -X helm.sh/helm/v3/internal/version.version=$version" \
-    helm=helm.sh/helm/v3/cmd/helm)/helm || exit 1
+  HELM_BIN=$(go_build helm "$dir" "$version" "$ldflags" helm=helm.sh/helm/v3/cmd/helm)/helm || exit 1
 }
 
 # fetch_kafka: the broker's jars (with their log4j2 backend), copied from Maven Central by the pom.
