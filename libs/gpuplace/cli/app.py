@@ -49,7 +49,7 @@ _COMMAND_MODULES = (
 # service killed and restarted reads its partitions again in ~2 s rather than after importing the simulators and
 # benchmarks too (half its start-up on a loaded node).
 _SERVICE_COMMANDS = {"service": "gpuplace.cli.services", "up": "gpuplace.cli.services",
-                     "migrate": "gpuplace.cli.services"}
+                     "migrate": "gpuplace.cli.services", "topics": "gpuplace.cli.services"}
 
 
 def _register_all() -> None:

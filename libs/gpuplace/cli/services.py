@@ -1,4 +1,4 @@
-"""`gpuplace service NAME`, `gpuplace up`, `gpuplace migrate`, `gpuplace docs`."""
+"""`gpuplace service NAME`, `gpuplace up`, `gpuplace migrate`, `gpuplace topics`, `gpuplace docs`."""
 
 from __future__ import annotations
 
@@ -65,6 +65,24 @@ def _migrate(settings: Settings, revision: str = "head") -> None:
         migrations.upgrade(url, revision)
 
 
+def ensure(
+    partitions: int = typer.Option(4, min=1, help="partitions of each topic created; placement scales out to this "
+                                   "many workers, and needs one count on every topic it reads"),
+    replication_factor: int | None = typer.Option(None, min=1, help="replicas of each topic created (default: "
+                                                  "GPUPLACE_TOPIC_REPLICATION_FACTOR; 3 on a production cluster)"),
+) -> None:
+    """Create the topics that do not exist yet; existing ones are left as they are.
+
+    A deployment runs it before the services (the Helm hook, compose's `topics` job; GPUPLACE_KAFKA_* and
+    GPUPLACE_TOPIC_SUFFIX as the services), so no consumer starts on a topic the broker would auto-create with its
+    own partition count."""
+    settings = Settings()
+    names = [settings.topic(t) for t in topics.ALL_TOPICS]
+    asyncio.run(ensure_topics(settings.kafka, names, partitions=partitions,
+                              replication_factor=replication_factor or settings.topic_replication_factor))
+    typer.echo(f"topics present: {', '.join(names)}")
+
+
 def asyncapi_document() -> dict:
     """One AsyncAPI 3 document for every topic gpuplace reads or writes, generated from the contracts."""
     broker = make_broker(Settings().kafka)
@@ -89,4 +107,5 @@ def register(app: typer.Typer) -> None:
     app.command("service")(service)
     app.command("up")(up)
     app.command("migrate")(migrate)
+    app.command("topics")(ensure)
     app.command("docs")(docs)
