@@ -42,6 +42,13 @@ START_STACK = "start it with `bash deploy/local/stack.sh up` (or `make stack-up`
 _ISSUED: set[str] = set()  # every unique_name of this session: its topics are the ones it may delete
 
 
+def run_id() -> str:
+    """A short id for a test's run (topic suffixes, cluster names), recorded like unique_name's names."""
+    name = uuid.uuid4().hex[:6]
+    _ISSUED.add(name)
+    return name
+
+
 def unique_name(prefix: str) -> str:
     """A DNS-1123-safe name no other test (or earlier run) uses."""
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"

@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 import socket
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -29,7 +28,7 @@ from gpuplace.settings import Settings
 from services import runtime
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
-from tests.integration.conftest import eventually
+from tests.integration.conftest import eventually, run_id
 from tests.integration.shared_cluster import delete_quietly, node_manifest
 
 pytestmark = pytest.mark.integration
@@ -71,7 +70,7 @@ def _retries(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 async def test_cluster_watcher_waits_for_kafka_and_publishes_once_it_is_reachable(
         kafka_bootstrap: str, caplog: pytest.LogCaptureFixture) -> None:
-    run, port = uuid.uuid4().hex[:6], _free_port()
+    run, port = run_id(), _free_port()
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
     settings = Settings(kafka_bootstrap=f"127.0.0.1:{port}", cluster=f"east-{run}", topic_suffix=f".outage-{run}",
                         node_label_selector=f"{FLEET_LABEL}={run}")
@@ -104,7 +103,7 @@ async def test_cluster_watcher_waits_for_kafka_and_publishes_once_it_is_reachabl
 
 async def test_placement_waits_for_postgresql_and_stores_events_once_it_is_reachable(
         kafka_bootstrap: str, database_url: str, caplog: pytest.LogCaptureFixture) -> None:
-    run, port = uuid.uuid4().hex[:6], _free_port()
+    run, port = run_id(), _free_port()
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
     real = Settings(database_url=database_url)
     host_port = database_url.split("@", 1)[1].split("/", 1)[0]
