@@ -65,7 +65,9 @@ async def relay(port: int, target: str) -> AsyncIterator[None]:
 
 
 def _retries(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "a dependency is unreachable" in r.getMessage()]
+    """keep_running's line per try: `<service>: cannot reach <dependency> at <address> (<setting>): <reason>;
+    starting again in ...` (adapters.dependencies), or `a dependency is unreachable (...)` for other outages."""
+    return [r.getMessage() for r in caplog.records if "starting again in" in r.getMessage()]
 
 
 async def test_cluster_watcher_waits_for_kafka_and_publishes_once_it_is_reachable(
@@ -120,6 +122,8 @@ async def test_placement_waits_for_postgresql_and_stores_events_once_it_is_reach
         await asyncio.sleep(AWAY_S)
         assert not service.done(), "placement exited while PostgreSQL was unreachable"
         assert 2 <= len(_retries(caplog)) <= 8, _retries(caplog)
+        assert f"cannot reach PostgreSQL at 127.0.0.1:{port}/" in _retries(caplog)[0]
+        assert "(GPUPLACE_DATABASE_URL)" in _retries(caplog)[0]
         node = NodeEvent(cluster=settings.cluster, kind="upsert", name="n1", cpu_milli=1000, memory_mib=1024)
         async with relay(port, host_port):
             broker = make_broker(kafka_bootstrap)

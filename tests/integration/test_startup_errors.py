@@ -64,7 +64,8 @@ def test_up_with_kafka_away_names_the_bootstrap_setting(database_url: str) -> No
     port = closed_port()
     result = gpuplace("up", GPUPLACE_DATABASE_URL=database_url, GPUPLACE_KAFKA_BOOTSTRAP=f"127.0.0.1:{port}")
     assert error_line(result) == (f"gpuplace: error: cannot reach Kafka at 127.0.0.1:{port} "
-                                  "(GPUPLACE_KAFKA_BOOTSTRAP): no broker of the bootstrap list answered")
+                                  "(GPUPLACE_KAFKA_BOOTSTRAP): no broker of the bootstrap list could be "
+                                  "connected to (down, or refusing these TLS/SASL settings)")
 
 
 def test_cluster_watcher_without_its_kubeconfig_file(database_url: str, kafka_bootstrap: str, tmp_path: Path) -> None:

@@ -96,7 +96,9 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, ConnectionRefusedError) or "Connect call failed" in str(exc):
         return "connection refused"
     if isinstance(exc, kafka_errors.KafkaConnectionError) and "bootstrap" in str(exc):
-        return "no broker of the bootstrap list answered"
+        # aiokafka raises this one error whether the brokers are down or refused the TLS/SASL handshake
+        # (it logs which, per broker, just before)
+        return "no broker of the bootstrap list could be connected to (down, or refusing these TLS/SASL settings)"
     if isinstance(exc, FileNotFoundError):
         return f"no such file: {exc.filename}" if exc.filename else "no such file"
     if isinstance(exc, TimeoutError) and not str(exc):

@@ -45,7 +45,7 @@ def test_kafka_that_does_not_answer() -> None:
     error = classify(dependencies.kafka("k1:9092,k2:9092"), kafka_errors.KafkaConnectionError(
         "Unable to bootstrap from [('k1', 9092, <AddressFamily.AF_INET: 2>)]"))
     assert str(error) == "cannot reach Kafka at k1:9092,k2:9092 (GPUPLACE_KAFKA_BOOTSTRAP): no broker of the " \
-                         "bootstrap list answered"
+                         "bootstrap list could be connected to (down, or refusing these TLS/SASL settings)"
 
 
 def test_other_errors_pass_through_unchanged() -> None:
