@@ -73,6 +73,15 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     # text: one readable line per record; json: one JSON object per line, for a log pipeline (Loki, Elasticsearch)
     log_format: Literal["text", "json"] = "text"
+    # cluster-watcher replicas of one cluster elect one publisher with a coordination.k8s.io/v1 Lease in the
+    # watched cluster (adapters/kube/leader_election.py: client-go's semantics and durations). The namespace must
+    # exist; the identity is instance_id, else hostname_pid.
+    leader_election: bool = True
+    leader_election_namespace: str = Field(default="gpuplace", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                                           max_length=63)
+    leader_election_lease_duration_s: int = Field(default=15, ge=1)
+    leader_election_renew_deadline_s: float = Field(default=10.0, gt=0)
+    leader_election_retry_period_s: float = Field(default=2.0, gt=0)
     # poison input: a handler that raises (not a transient outage) is tried this often, then its record is
     # dead-lettered; an event over max_event_bytes is never sent (Kafka's default message limit is 1 MB)
     handler_attempts: int = Field(default=3, ge=1, le=100)
@@ -102,6 +111,17 @@ class Settings(BaseSettings):
         if tls and not protocol.endswith("SSL"):
             raise ValueError(f"Kafka TLS files are set but GPUPLACE_KAFKA_SECURITY_PROTOCOL={protocol} does not "
                              "use TLS (SSL or SASL_SSL)")
+        return self
+
+    @model_validator(mode="after")
+    def _election_timing_consistent(self) -> Settings:
+        """client-go's rules: lease duration > renew deadline > 1.2 x retry period (its JitterFactor)."""
+        lease, renew = self.leader_election_lease_duration_s, self.leader_election_renew_deadline_s
+        retry = self.leader_election_retry_period_s
+        if not lease > renew > 1.2 * retry:
+            raise ValueError(f"GPUPLACE_LEADER_ELECTION_LEASE_DURATION_S ({lease}) must exceed "
+                             f"GPUPLACE_LEADER_ELECTION_RENEW_DEADLINE_S ({renew}), which must exceed 1.2 x "
+                             f"GPUPLACE_LEADER_ELECTION_RETRY_PERIOD_S ({retry})")
         return self
 
     @property

@@ -1,12 +1,18 @@
 """cluster-watcher service: list+watch one cluster, publish pods.v1 and nodes.v1.
 
-Runs one per cluster (`GPUPLACE_CLUSTER`, `KUBECONFIG`). It only produces, so it needs no consumer group.
+Runs per cluster (`GPUPLACE_CLUSTER`, `KUBECONFIG`). It only produces, so it needs no consumer group. Several
+replicas of one cluster's watcher elect one publisher with a Lease in that cluster (`GPUPLACE_LEADER_ELECTION`,
+adapters/kube/leader_election.py); the others stand by and take over within the lease's duration when it dies.
+A new leader lists every pod and node again, so a takeover loses no object's state (consumers are idempotent);
+what a list cannot show, a pod deleted while no one watched, placement's reconciliation finds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from typing import Any
 
 from faststream import FastStream
@@ -14,6 +20,7 @@ from faststream.specification import AsyncAPI
 
 from gpuplace.adapters.kafka import make_broker, publish_json, start_broker
 from gpuplace.adapters.kube.informer import list_and_watch
+from gpuplace.adapters.kube.leader_election import ElectionTiming, KubeLeases, LeaseElector, LeaseUnusable, lease_name
 from gpuplace.adapters.kube.watcher import NodeGate, pump_nodes, pump_pods, run_until
 from gpuplace.bootstrap import cluster_api
 from gpuplace.contracts import topics
@@ -24,13 +31,28 @@ from gpuplace.settings import Settings
 log = logging.getLogger(__name__)
 
 
+def election_lease(settings: Settings) -> str:
+    """The Lease of one cluster's watchers: the topic suffix in it keeps runs that share an apiserver (tests,
+    benchmarks, each with its own topics) from electing one leader between them."""
+    return lease_name("gpuplace-cluster-watcher", settings.cluster, settings.topic_suffix)
+
+
+def election_identity(settings: Settings) -> str:
+    """GPUPLACE_INSTANCE_ID (the pod name: a container restarted in its pod takes its lease back at once), else
+    hostname_pid. Must differ between replicas: two with one identity would both lead."""
+    return settings.instance_id or f"{socket.gethostname()}_{os.getpid()}"
+
+
 async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None = None) -> None:
     path = kubeconfig or settings.kubeconfig
     if not path:
         raise SystemExit("cluster-watcher needs KUBECONFIG (or GPUPLACE_KUBECONFIG) for its cluster")
     broker = make_broker(settings.kafka, client_id=f"cluster-watcher-{settings.cluster}")
+    elector: LeaseElector | None = None
 
     async def publish(topic: str, event: Envelope) -> None:
+        if elector is not None and not elector.leading:  # the term just ended: the elector is stopping the pumps
+            return  # (the next leader lists everything again)
         try:  # an oversize pod event goes out as a small one carrying request_error (encode_within)
             body = encode_within(event, settings.max_event_bytes)
         except EventTooLarge as exc:  # never crash-loop on one object: say so and go on
@@ -40,18 +62,35 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
 
     async with cluster_api(path) as api, broker:
         await start_broker(broker, settings.kafka)
-        # Every pod of every namespace, whatever its scheduler: other pods use the nodes too (pump_pods).
-        node_selector: dict[str, Any] = (
-            {"label_selector": settings.node_label_selector} if settings.node_label_selector else {})
-        common = {"cluster": settings.cluster, "region": settings.region}
-        gate = NodeGate()
-        await run_until(
-            stop,
-            pump_pods(list_and_watch(api, "pods", stop=stop), publish, topic=topics.PODS,
-                      scheduler_name=settings.scheduler_name, namespace=settings.namespace, gate=gate, **common),
-            pump_nodes(list_and_watch(api, "nodes", stop=stop, **node_selector), publish,
-                       topic=topics.NODES, gate=gate, pods_topic=topics.PODS, **common),
-        )
+
+        async def watch() -> None:
+            """List and watch until `stop` (or, under election, until the term ends): fresh state each time."""
+            # Every pod of every namespace, whatever its scheduler: other pods use the nodes too (pump_pods).
+            node_selector: dict[str, Any] = (
+                {"label_selector": settings.node_label_selector} if settings.node_label_selector else {})
+            common = {"cluster": settings.cluster, "region": settings.region}
+            gate = NodeGate()
+            await run_until(
+                stop,
+                pump_pods(list_and_watch(api, "pods", stop=stop), publish, topic=topics.PODS,
+                          scheduler_name=settings.scheduler_name, namespace=settings.namespace, gate=gate, **common),
+                pump_nodes(list_and_watch(api, "nodes", stop=stop, **node_selector), publish,
+                           topic=topics.NODES, gate=gate, pods_topic=topics.PODS, **common),
+            )
+
+        if not settings.leader_election:
+            await watch()
+            return
+        leases = KubeLeases(api.api_client, namespace=settings.leader_election_namespace,
+                            name=election_lease(settings))
+        timing = ElectionTiming(settings.leader_election_lease_duration_s, settings.leader_election_renew_deadline_s,
+                                settings.leader_election_retry_period_s)
+        elector = LeaseElector(leases, identity=election_identity(settings), timing=timing)
+        try:
+            await elector.run(stop, watch)
+        except LeaseUnusable as exc:
+            raise LeaseUnusable(f"cluster-watcher for {settings.cluster}: {exc} (GPUPLACE_LEADER_ELECTION_NAMESPACE; "
+                                "GPUPLACE_LEADER_ELECTION=false runs without election, for one replica)") from exc
 
 
 def asyncapi_app(settings: Settings) -> FastStream:
