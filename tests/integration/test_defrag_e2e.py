@@ -78,6 +78,7 @@ async def test_moves_pods_for_a_blocked_pod_and_aborts_cleanly_under_a_budget(ka
     cluster, namespace = f"east-{run}", f"gpuplace-defrag-{run}"
     settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
                         kubeconfigs={cluster: kubeconfig}, topic_suffix=f".defrag-{run}", namespace=namespace,
+                        leader_election_namespace=namespace,
                         node_label_selector=f"{FLEET_LABEL}={run}", policy="bestfit")
     await migrate.upgrade_async(database_url)
     stop = asyncio.Event()

@@ -74,8 +74,9 @@ async def test_cluster_watcher_waits_for_kafka_and_publishes_once_it_is_reachabl
         kafka_bootstrap: str, caplog: pytest.LogCaptureFixture) -> None:
     run, port = run_id(), _free_port()
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
+    # one replica, no namespace of its own for a Lease: without election (test_leader_election has it)
     settings = Settings(kafka_bootstrap=f"127.0.0.1:{port}", cluster=f"east-{run}", topic_suffix=f".outage-{run}",
-                        node_label_selector=f"{FLEET_LABEL}={run}")
+                        node_label_selector=f"{FLEET_LABEL}={run}", leader_election=False)
     await ensure_topics(kafka_bootstrap, [settings.topic(topics.NODES)])
     caplog.set_level(logging.WARNING, logger=runtime.__name__)
     stop = asyncio.Event()

@@ -119,6 +119,7 @@ async def test_gpuplace_and_kube_scheduler_agree_on_every_pinned_pod(kafka_boots
     cluster, namespace, holders_ns = f"east-{run}", f"gpuplace-parity-{run}", f"gpuplace-ports-{run}"
     settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
                         kubeconfigs={cluster: kubeconfig}, topic_suffix=f".parity-{run}", namespace=namespace,
+                        leader_election_namespace=namespace,
                         node_label_selector=f"{FLEET_LABEL}={run}", policy="gpuplace")
     rng = random.Random(SEED)
     nodes = [random_node(rng) for _ in range(SPECS)]

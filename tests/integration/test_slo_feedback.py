@@ -39,6 +39,7 @@ async def test_a_pod_past_its_deadline_closes_its_gpu(kafka_bootstrap: str, data
     namespace = f"gpuplace-slo-{run}"
     settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
                         kubeconfigs={cluster: kubeconfig}, topic_suffix=f".slo-{run}", namespace=namespace,
+                        leader_election_namespace=namespace,
                         node_label_selector=f"{FLEET_LABEL}={run}", policy="bestfit")
     node = Node.with_gpus(f"slo-{run}", 32000, 262144, 2, "Tesla-V100-SXM2-16GB", 16384)
     await migrate.upgrade_async(database_url)

@@ -7,7 +7,7 @@ KWOK): the API surface gpuplace depends on behaves as DESIGN §3 assumes.
 - a pod of the default scheduler (no schedulerName) is bound by kube-scheduler, then runs;
 - an evicted Deployment pod is recreated by its owner as a new Pending pod (the defragmenter's premise);
 - an eviction a PodDisruptionBudget forbids is refused with 429;
-- deploy/k8s/rbac.yaml grants gpuplace's account what the services do, and not more;
+- deploy/k8s/rbac.yaml grants gpuplace's account what the services do, and not more (leases: in one namespace);
 - every cluster of the stack answers, and each is its own cluster.
 """
 
@@ -249,6 +249,19 @@ RBAC_TABLE = [
     ("get", "secrets", "", "", False),
     ("delete", "poddisruptionbudgets", "", "policy", False),
 ]
+# Leader election (the Role, in the lease namespace only): (verb, in the lease namespace?, allowed).
+LEASE_TABLE = [
+    ("get", True, True),
+    ("create", True, True),
+    ("update", True, True),
+    ("patch", True, False),
+    ("delete", True, False),  # a released Lease stays, holder emptied
+    ("list", True, False),  # read by name
+    ("watch", True, False),
+    ("get", False, False),  # kube-node-lease (node heartbeats), kube-system (the control plane's leaders)
+    ("update", False, False),
+    ("create", False, False),
+]
 
 
 async def test_rbac_grants_gpuplace_what_it_uses_and_no_more(kube: client.ApiClient, namespace: str) -> None:
@@ -266,14 +279,25 @@ async def test_rbac_grants_gpuplace_what_it_uses_and_no_more(kube: client.ApiCli
         "roleRef": {**binding["roleRef"], "name": role_name},
         "subjects": [{**binding["subjects"][0], "namespace": namespace}],
     }
+    # The leader-election Role and its binding, in the test's namespace standing for the lease namespace.
+    lease_role = {**documents["Role"], "metadata": {**documents["Role"]["metadata"], "namespace": namespace}}
+    lease_binding = documents["RoleBinding"]
+    lease_binding = {
+        **lease_binding,
+        "metadata": {**lease_binding["metadata"], "namespace": namespace},
+        "subjects": [{**lease_binding["subjects"][0], "namespace": namespace}],
+    }
+    assert lease_binding["roleRef"]["name"] == lease_role["metadata"]["name"]
     await core.create_namespaced_service_account(namespace, {"metadata": {"name": account}})
     await rbac.create_cluster_role(role)
     await rbac.create_cluster_role_binding(binding)
+    await rbac.create_namespaced_role(namespace, lease_role)
+    await rbac.create_namespaced_role_binding(namespace, lease_binding)
     try:
         user = f"system:serviceaccount:{namespace}:{account}"
         groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
 
-        async def allowed(verb: str, resource: str, subresource: str, group: str) -> bool:
+        async def allowed(verb: str, resource: str, subresource: str, group: str, where: str | None = None) -> bool:
             review = await authz.create_subject_access_review(
                 {
                     "apiVersion": "authorization.k8s.io/v1",
@@ -282,7 +306,7 @@ async def test_rbac_grants_gpuplace_what_it_uses_and_no_more(kube: client.ApiCli
                         "user": user,
                         "groups": groups,
                         "resourceAttributes": {
-                            "namespace": "" if resource == "nodes" else namespace,
+                            "namespace": where if where is not None else "" if resource == "nodes" else namespace,
                             "verb": verb,
                             "group": group,
                             "resource": resource,
@@ -293,11 +317,18 @@ async def test_rbac_grants_gpuplace_what_it_uses_and_no_more(kube: client.ApiCli
             )
             return bool(review.status.allowed)
 
-        # The authorizer learns new bindings from its informer: wait until the first grant is visible.
+        # The authorizer learns new bindings from its informer: wait until the first grants are visible.
         await eventually(lambda: allowed("watch", "pods", "", ""), what="the new ClusterRoleBinding to take effect")
+        await eventually(lambda: allowed("get", "leases", "", "coordination.k8s.io"),
+                         what="the new RoleBinding to take effect")
         answers = {row[:4]: await allowed(*row[:4]) for row in RBAC_TABLE}
         expected = {row[:4]: row[4] for row in RBAC_TABLE}
         assert answers == expected
+
+        lease_answers = {(verb, own): await allowed(verb, "leases", "", "coordination.k8s.io",
+                                                    namespace if own else "kube-node-lease")
+                         for verb, own, _ in LEASE_TABLE}
+        assert lease_answers == {(verb, own): grant for verb, own, grant in LEASE_TABLE}
     finally:
         with contextlib.suppress(ApiException):
             await rbac.delete_cluster_role_binding(role_name)

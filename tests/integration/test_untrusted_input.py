@@ -108,6 +108,7 @@ async def scene(kafka_bootstrap: str, database_url: str) -> AsyncIterator[Scene]
     cluster, namespace, node = f"east-{run}", f"gpuplace-trust-{run}", f"trust-{run}"
     settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
                         kubeconfigs={cluster: kubeconfig}, topic_suffix=f".trust-{run}", namespace=namespace,
+                        leader_election_namespace=namespace,
                         node_label_selector=f"{FLEET_LABEL}={run}", reconcile_interval_s=RECONCILE_S,
                         defrag_enabled=False)
     await migrate.upgrade_async(database_url)

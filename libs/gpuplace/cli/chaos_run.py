@@ -189,6 +189,9 @@ class ChaosRun:
             "GPUPLACE_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
             "GPUPLACE_DATABASE_URL": self.settings.database_url.get_secret_value(),
             "GPUPLACE_TOPIC_SUFFIX": self.layout.suffix, "GPUPLACE_NAMESPACE": self.layout.namespace,
+            # a cluster-watcher restarted after a SIGKILL has its GPUPLACE_INSTANCE_ID back, so it resumes its Lease
+            # at once instead of waiting for it to expire
+            "GPUPLACE_LEADER_ELECTION_NAMESPACE": self.layout.namespace,
             "GPUPLACE_NODE_LABEL_SELECTOR": f"{FLEET_LABEL}={self.config.run_id}",
             "GPUPLACE_CONSUMER_GROUP_PREFIX": "gpuplace-chaos", "GPUPLACE_POLICY": self.layout.policy,
             "GPUPLACE_SCHEDULER_NAME": self.settings.scheduler_name, "GPUPLACE_LOG_LEVEL": "INFO",

@@ -134,8 +134,10 @@ class PipelineRun:
         self.bound_node: dict[str, str] = {}
 
     def _settings(self, **overrides: Any) -> Settings:
+        # cluster-watchers elect in the run's namespace, so their Leases go when the run cleans up
         return self.settings.model_copy(update={"topic_suffix": self.suffix, "policy": self.policy,
                                                 "namespace": self.namespace,
+                                                "leader_election_namespace": self.namespace,
                                                 "node_label_selector": f"{FLEET_LABEL}={self.config.run_id}",
                                                 **overrides})
 
