@@ -18,6 +18,7 @@ from typing import Any
 from faststream import FastStream
 from faststream.specification import AsyncAPI
 
+from gpuplace.adapters.dependencies import Dependency, Misconfigured
 from gpuplace.adapters.kafka import make_broker, publish_json, start_broker
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.leader_election import ElectionTiming, KubeLeases, LeaseElector, LeaseUnusable, lease_name
@@ -88,9 +89,10 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
         elector = LeaseElector(leases, identity=election_identity(settings), timing=timing)
         try:
             await elector.run(stop, watch)
-        except LeaseUnusable as exc:
-            raise LeaseUnusable(f"cluster-watcher for {settings.cluster}: {exc} (GPUPLACE_LEADER_ELECTION_NAMESPACE; "
-                                "GPUPLACE_LEADER_ELECTION=false runs without election, for one replica)") from exc
+        except LeaseUnusable as exc:  # no namespace, no permission: one line, and the service ends
+            where = Dependency("leader election", f"cluster {settings.cluster}", "GPUPLACE_LEADER_ELECTION_NAMESPACE; "
+                               "GPUPLACE_LEADER_ELECTION=false runs one replica without a Lease")
+            raise Misconfigured(where, str(exc)) from exc
 
 
 def asyncapi_app(settings: Settings) -> FastStream:

@@ -51,7 +51,7 @@ METRICS = (
 FULL_VALUES: dict[str, Any] = {
     "clusters": [{"name": "east", "region": "us-east"},
                  {"name": "west", "region": "us-west", "kubeconfigSecret": "gpuplace-west-kubeconfig",
-                  "nodeLabelSelector": "nvidia.com/gpu.present=true"}],
+                  "nodeLabelSelector": "nvidia.com/gpu.present=true", "leaseNamespace": "gpuplace-system"}],
     "clusterWatcher": {"replicas": 2},
     "placement": {"replicas": 3},
     "httpPort": 9090,
@@ -223,6 +223,18 @@ async def test_two_clusters_service_monitor_and_kafka_tls_are_accepted(
         assert env["GPUPLACE_CLUSTER"] == cluster
         assert env["GPUPLACE_KUBECONFIG"] == f"/etc/gpuplace/clusters/{cluster}/kubeconfig"
         assert deployment["spec"]["replicas"] == 2
+        entries = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+        pod_name = {"fieldRef": {"fieldPath": "metadata.name"}}
+        assert entries["GPUPLACE_INSTANCE_ID"]["valueFrom"] == pod_name  # each replica its own election identity
+    # the in-cluster watcher elects in the release namespace, where the Role is; the remote one where it was told
+    east_env = {e["name"]: e for e in watchers["gp-gpuplace-cluster-watcher-east"]["spec"]["template"]["spec"][
+        "containers"][0]["env"]}
+    assert east_env["GPUPLACE_LEADER_ELECTION_NAMESPACE"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert named(objects, "Role", "leader-election")["metadata"]["namespace"] == namespace
+    west_env = {e["name"]: e for e in watchers["gp-gpuplace-cluster-watcher-west"]["spec"]["template"]["spec"][
+        "containers"][0]["env"]}
+    assert west_env["GPUPLACE_LEADER_ELECTION_NAMESPACE"]["value"] == "gpuplace-system"
     west_volumes = watchers["gp-gpuplace-cluster-watcher-west"]["spec"]["template"]["spec"]["volumes"]
     assert {"secretName": "gpuplace-west-kubeconfig", "items": [{"key": "kubeconfig", "path": "kubeconfig"}]} in [
         v.get("secret") for v in west_volumes]

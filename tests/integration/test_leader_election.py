@@ -26,6 +26,7 @@ import yaml
 from aiokafka import AIOKafkaConsumer
 from kubernetes_asyncio import client
 
+from gpuplace.adapters.dependencies import Misconfigured
 from gpuplace.adapters.kafka import ensure_topics
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, connect, raw_json
 from gpuplace.adapters.kube.leader_election import (
@@ -252,8 +253,8 @@ async def test_a_leader_that_finds_another_holder_stops_publishing_until_the_lea
 
 async def test_a_missing_lease_namespace_fails_with_the_reason(scene: Scene) -> None:
     settings = scene.settings.model_copy(update={"leader_election_namespace": f"absent-{scene.run}"})
-    with pytest.raises(LeaseUnusable, match=f"namespace absent-{scene.run} does not exist.*"
-                                             "GPUPLACE_LEADER_ELECTION_NAMESPACE"):
+    with pytest.raises(Misconfigured, match=f"namespace absent-{scene.run} does not exist.*"
+                                            "GPUPLACE_LEADER_ELECTION_NAMESPACE"):
         await asyncio.wait_for(cluster_watcher.run(settings, asyncio.Event(), kubeconfig=scene.kubeconfig), 30)
 
 

@@ -1,5 +1,5 @@
 """Start-up failures are one line naming the setting and the address (issue 15), run as an operator would:
-the `gpuplace` command in a subprocess, against the real PostgreSQL and Kafka of the local stack.
+the `gpuplace` command in a subprocess, against the real PostgreSQL, Kafka and apiserver of the local stack.
 
 The line is what `gpuplace: error: ...` prints; nothing of a traceback may appear unless `--debug` is given,
 and a password in GPUPLACE_DATABASE_URL never appears at all.
@@ -11,10 +11,13 @@ import os
 import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
+
+from gpuplace.cli.stack_env import cluster_kubeconfigs
 
 pytestmark = pytest.mark.integration
 GPUPLACE = [sys.executable, "-m", "gpuplace.cli.app"]
@@ -74,6 +77,19 @@ def test_cluster_watcher_without_its_kubeconfig_file(database_url: str, kafka_bo
                       GPUPLACE_KAFKA_BOOTSTRAP=kafka_bootstrap, GPUPLACE_DATABASE_URL=database_url)
     assert error_line(result) == (f"gpuplace: error: kubeconfig at {missing}: no such file: {missing} "
                                   "(KUBECONFIG, GPUPLACE_KUBECONFIG or GPUPLACE_KUBECONFIGS)")
+
+
+def test_cluster_watcher_whose_lease_namespace_does_not_exist(kafka_bootstrap: str, kube_clusters: dict) -> None:
+    run = uuid.uuid4().hex[:6]
+    kubeconfig = next(iter(cluster_kubeconfigs().values()))
+    result = gpuplace("service", "cluster-watcher", GPUPLACE_KUBECONFIG=kubeconfig, GPUPLACE_CLUSTER=f"east-{run}",
+                      GPUPLACE_KAFKA_BOOTSTRAP=kafka_bootstrap, GPUPLACE_LEADER_ELECTION_NAMESPACE=f"absent-{run}",
+                      GPUPLACE_TOPIC_SUFFIX=f".startup-{run}", GPUPLACE_NODE_LABEL_SELECTOR=f"gpuplace.io/fleet={run}")
+    assert error_line(result) == (
+        f"gpuplace: error: leader election at cluster east-{run}: cannot create Lease absent-{run}/gpuplace-cluster-"
+        f"watcher-east-{run}-startup-{run}: namespace absent-{run} does not exist (namespaces \"absent-{run}\" not "
+        "found); create it, or elect in a namespace that exists (GPUPLACE_LEADER_ELECTION_NAMESPACE; "
+        "GPUPLACE_LEADER_ELECTION=false runs one replica without a Lease)")
 
 
 def test_invalid_settings_are_listed_by_variable_without_their_values() -> None:
