@@ -6,13 +6,14 @@ Runs one per cluster (`GPUPLACE_CLUSTER`, `KUBECONFIG`). It only produces, so it
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
 from faststream import FastStream
 from faststream.specification import AsyncAPI
 
-from gpuplace.adapters.kafka import make_broker, publish_json
+from gpuplace.adapters.kafka import check_broker, make_broker, publish_json
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.watcher import NodeGate, pump_nodes, pump_pods, run_until
 from gpuplace.bootstrap import cluster_api
@@ -20,11 +21,15 @@ from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope
 from gpuplace.contracts.events import EventTooLarge, NodeEvent, PodEvent, encode_within
 from gpuplace.settings import Settings
+from services.telemetry import Telemetry
 
+NAME = "cluster-watcher"
 log = logging.getLogger(__name__)
 
 
-async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None = None) -> None:
+async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None = None,
+              telemetry: Telemetry | None = None) -> None:
+    telemetry = telemetry or Telemetry()
     path = kubeconfig or settings.kubeconfig
     if not path:
         raise SystemExit("cluster-watcher needs KUBECONFIG (or GPUPLACE_KUBECONFIG) for its cluster")
@@ -45,13 +50,14 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
             {"label_selector": settings.node_label_selector} if settings.node_label_selector else {})
         common = {"cluster": settings.cluster, "region": settings.region}
         gate = NodeGate()
-        await run_until(
-            stop,
-            pump_pods(list_and_watch(api, "pods", stop=stop), publish, topic=topics.PODS,
-                      scheduler_name=settings.scheduler_name, namespace=settings.namespace, gate=gate, **common),
-            pump_nodes(list_and_watch(api, "nodes", stop=stop, **node_selector), publish,
-                       topic=topics.NODES, gate=gate, pods_topic=topics.PODS, **common),
-        )
+        with telemetry.health.running(NAME, kafka=functools.partial(check_broker, broker)):
+            await run_until(
+                stop,
+                pump_pods(list_and_watch(api, "pods", stop=stop), publish, topic=topics.PODS,
+                          scheduler_name=settings.scheduler_name, namespace=settings.namespace, gate=gate, **common),
+                pump_nodes(list_and_watch(api, "nodes", stop=stop, **node_selector), publish,
+                           topic=topics.NODES, gate=gate, pods_topic=topics.PODS, **common),
+            )
 
 
 def asyncapi_app(settings: Settings) -> FastStream:

@@ -22,7 +22,7 @@ from services.latency_ingest import app as latency_ingest
 from services.placement import app as placement
 from services.telemetry_ingest import app as telemetry_ingest
 
-SERVICES = {
+SERVICES: dict[str, runtime.Service] = {
     "cluster-watcher": cluster_watcher.run,
     "placement": placement.run,
     "telemetry-ingest": telemetry_ingest.run,
@@ -39,7 +39,7 @@ def service(name: str = typer.Argument(..., help=f"one of: {', '.join(SERVICES)}
         raise typer.BadParameter(f"unknown service {name!r}; choose from {', '.join(SERVICES)}")
     settings = Settings()
     runtime.configure_logging(settings.log_level)
-    asyncio.run(runtime.serve(SERVICES[name], settings=settings))
+    asyncio.run(runtime.serve({name: SERVICES[name]}, settings=settings))
 
 
 def up() -> None:
@@ -48,7 +48,7 @@ def up() -> None:
     runtime.configure_logging(settings.log_level)
     migrations.upgrade(settings.database_url.get_secret_value())
     asyncio.run(ensure_topics(settings.kafka, [settings.topic(t) for t in topics.ALL_TOPICS]))
-    asyncio.run(runtime.serve(*(SERVICES[n] for n in UP), settings=settings))
+    asyncio.run(runtime.serve({n: SERVICES[n] for n in UP}, settings=settings))
 
 
 def migrate(revision: str = typer.Argument("head", help="Alembic revision to upgrade to")) -> None:
