@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import logging
+import os
 from collections.abc import AsyncIterator
 
 from gpuplace.adapters.metrics import CONTENT_TYPE
@@ -38,8 +40,9 @@ async def serving(telemetry: Telemetry, port: int, host: str = HOST) -> AsyncIte
     try:
         server = await asyncio.start_server(functools.partial(_handle, telemetry), host, port)
     except OSError as exc:
-        raise SystemExit(f"GPUPLACE_HTTP_PORT={port}: cannot listen on {host}:{port}: "
-                         f"{exc.strerror or exc}") from None
+        why = "address already in use (set GPUPLACE_HTTP_PORT to a free port, or 0 for any)" \
+            if exc.errno == errno.EADDRINUSE else os.strerror(exc.errno) if exc.errno else str(exc)
+        raise SystemExit(f"GPUPLACE_HTTP_PORT={port}: cannot listen on {host}:{port}: {why}") from None
     bound = server.sockets[0].getsockname()
     address = (str(bound[0]), int(bound[1]))
     log.info("serving /metrics, /healthz and /readyz on http://%s:%d", *address)

@@ -104,9 +104,7 @@ class PrometheusMetrics:
         self._lag = Gauge(
             "gpuplace_consumer_lag_records", "Records of a partition this process consumes not handled yet.",
             ["topic", "partition"], registry=registry)
-        self._backlog = Gauge(
-            "gpuplace_outbox_backlog_rows", "Committed outbox rows not published to Kafka yet (the whole outbox: "
-            "every placement worker's relay reports the same number).", registry=registry)
+        self._backlog = _Backlog()  # only a process with an outbox relay (placement) reports one
         self._dead_letters = Counter(
             "gpuplace_dead_letters", "Records sent to the dead-letter topic, by the topic they came from.",
             ["topic"], registry=registry)
@@ -117,6 +115,7 @@ class PrometheusMetrics:
         self._lag_sources: weakref.WeakSet[LagSource] = weakref.WeakSet()  # what a stopped consumer drops
         self._last_lags: weakref.WeakKeyDictionary[LagSource, dict[LagKey, int]] = weakref.WeakKeyDictionary()
         self._slo = _SloWindows(slo_horizon_s, clock)
+        registry.register(self._backlog)
         registry.register(_ClusterCollector(self._sources))
         registry.register(self._slo)
 
@@ -162,7 +161,7 @@ class PrometheusMetrics:
         self._dead_letters.labels(topic).inc()
 
     def outbox_backlog(self, rows: int) -> None:
-        self._backlog.set(rows)
+        self._backlog.rows = rows
 
     def track_lag(self, source: LagSource) -> None:
         """Report `source`'s lag at each scrape for as long as it lives (held weakly: a consumer whose broker
@@ -258,6 +257,28 @@ class _ClusterCollector(Collector):
                               "Free GPU memory the typical workload could not use (F(M)'s rule on memory).",
                               labels=["cluster"]),
         )
+
+
+class _Backlog(Collector):
+    """The outbox backlog, exposed once a relay has counted it: a process without a relay says nothing, rather
+    than a backlog of 0 it does not know."""
+
+    def __init__(self) -> None:
+        self.rows: int | None = None
+
+    def describe(self) -> list[Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterable[Metric]:
+        family = self._family()
+        if self.rows is not None:
+            family.add_metric([], self.rows)
+        return [family]
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily("gpuplace_outbox_backlog_rows", "Committed outbox rows not published to Kafka yet "
+                                 "(the whole outbox: every placement worker's relay reports the same number).")
 
 
 class _SloWindows(Collector):

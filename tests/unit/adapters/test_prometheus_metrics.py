@@ -102,6 +102,7 @@ def test_cluster_gauges_are_read_at_the_scrape_and_two_workers_pending_pods_add_
 
 def test_a_failing_source_costs_its_own_gauges_only(caplog):
     metrics = PrometheusMetrics(process_metrics=False)
+    assert value(metrics, "gpuplace_outbox_backlog_rows") is None  # no relay counted it: nothing to say
     metrics.dead_lettered("gpuplace.pods.v1")
     metrics.outbox_backlog(7)
 
