@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from aiokafka import ConsumerRebalanceListener
 from faststream.kafka import KafkaBroker
 
-from gpuplace.adapters.kafka import Route, subscribe
+from gpuplace.adapters.kafka import Route, start_broker, subscribe
 from gpuplace.adapters.metrics import PrometheusMetrics
 from gpuplace.settings import Settings
 
@@ -26,10 +26,11 @@ def wire(broker: KafkaBroker, settings: Settings, service: str, routes: list[Rou
               instance_id=settings.instance_id, metrics=metrics)
 
 
-async def run_broker(broker: KafkaBroker, stop: asyncio.Event, running: AbstractContextManager[None]) -> None:
+async def run_broker(broker: KafkaBroker, settings: Settings, stop: asyncio.Event,
+                     running: AbstractContextManager[None]) -> None:
     """Consume until `stop`; `running` (Health.running) is entered once the broker started."""
     async with broker:
-        await broker.start()
+        await start_broker(broker, settings.kafka)
         with running:
             await stop.wait()
 

@@ -18,11 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from typing import Protocol
 
+from gpuplace.adapters.dependencies import Unreachable
 from gpuplace.adapters.kafka import is_transient
 from gpuplace.settings import Settings
 from services import http_server
@@ -67,9 +70,24 @@ class RepeatLimiter(logging.Filter):
         return True
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line (GPUPLACE_LOG_FORMAT=json) for log pipelines that index fields: time (UTC,
+    RFC 3339), level, logger, message, and the traceback as one string when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+                 "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """Root logging for a service process: `text` lines for a terminal, or `json` lines for a log pipeline."""
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     for handler in logging.getLogger().handlers:
+        if log_format == "json":
+            handler.setFormatter(JsonFormatter())
         handler.addFilter(RepeatLimiter())
 
 
@@ -89,8 +107,8 @@ async def keep_running(main: ServiceMain, settings: Settings, stop: asyncio.Even
                 raise
             failures = 1 if loop.time() - started > HEALTHY_RUN_S else failures + 1
             pause = min(0.5 * 2 ** (failures - 1), max_pause_s)
-            log.warning("%s: a dependency is unreachable (%s: %s); starting again in %.1f s (try %d)", name,
-                        type(exc).__name__, exc, pause, failures + 1)
+            why = exc if isinstance(exc, Unreachable) else f"a dependency is unreachable ({type(exc).__name__}: {exc})"
+            log.warning("%s: %s; starting again in %.1f s (try %d)", name, why, pause, failures + 1)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), pause)
 
@@ -124,4 +142,5 @@ async def run_services(services: Mapping[str, Service], settings: Settings, stop
             raise result
 
 
-__all__ = ["RepeatLimiter", "Service", "ServiceMain", "configure_logging", "keep_running", "run_services", "serve"]
+__all__ = ["JsonFormatter", "RepeatLimiter", "Service", "ServiceMain", "configure_logging", "keep_running",
+           "run_services", "serve"]

@@ -3,8 +3,8 @@
 #
 # - Debian packages, installed when missing (one `apt-get update`, only then): PostgreSQL server binaries,
 #   openssl (cluster certificates), curl (health checks), util-linux (setsid, setpriv), coreutils.
-# - Toolchains, checked and never installed: Go (builds etcd, kube-apiserver, kube-controller-manager and KWOK
-#   from the module proxy; at least the newest `go` directive of deploy/local/*/go.mod), Java 17+ (Kafka),
+# - Toolchains, checked and never installed: Go (builds etcd, kube-apiserver, kube-controller-manager, KWOK and
+#   helm from the module proxy; at least the newest `go` directive of deploy/local/*/go.mod), Java 17+ (Kafka),
 #   Maven (resolves the Kafka jars).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -42,7 +42,7 @@ java_major=$("$java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | h
 ((${java_major:-0} >= 17)) || fail "Kafka 4 needs Java 17+, found $java version ${java_major:-unknown}"
 
 # The newest `go` directive among the wrapper modules is the oldest Go that can build the stack.
-needed_go=$(awk '$1 == "go" {print $2}' etcd/go.mod kube/go.mod kwok/go.mod | sort -V | tail -n 1)
+needed_go=$(awk '$1 == "go" {print $2}' etcd/go.mod kube/go.mod kwok/go.mod helm/go.mod | sort -V | tail -n 1)
 have_go=$(go env GOVERSION | sed 's/^go//')
 if [[ $(printf '%s\n%s\n' "$needed_go" "$have_go" | sort -V | head -n 1) != "$needed_go" ]]; then
   fail "Go $have_go is older than $needed_go (deploy/local/*/go.mod): install a newer Go" \

@@ -46,6 +46,7 @@ write_env() {
     printf 'export GPUPLACE_STACK_KAFKA_SASL_PASSWORD=%q\n' "$(kafka_sasl_password)"
     printf 'export GPUPLACE_STACK_KAFKA_CA_FILE=%q\n' "$PKI_DIR/ca.crt"
     printf 'export GPUPLACE_DATABASE_URL=%q\n' "$(postgres_url)"
+    printf 'export GPUPLACE_STACK_HELM=%q\n' "$HELM_BIN"
     printf 'export KUBECONFIG=%q\n' "$(kubeconfig_of "${CLUSTER_LIST[0]}")"
     for c in "${CLUSTER_LIST[@]}"; do
       printf 'export GPUPLACE_KUBECONFIG_%s=%q\n' "${c^^}" "$(kubeconfig_of "$c")"
@@ -62,7 +63,7 @@ cmd_up() {
   touch "$MARKER"
   say "stack up: runtime dir $STACK_DIR, clusters: ${CLUSTER_LIST[*]}"
   build_all
-  say "builds ready: kafka $KAFKA_VERSION, etcd $ETCD_VERSION, kubernetes $KUBE_VERSION, kwok $KWOK_VERSION"
+  say "builds ready: kafka $KAFKA_VERSION, etcd $ETCD_VERSION, kubernetes $KUBE_VERSION, kwok $KWOK_VERSION, helm $HELM_VERSION"
   ensure_pki
   start_postgres
   start_etcd

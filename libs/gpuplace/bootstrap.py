@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from faststream.kafka import KafkaBroker
 
+from gpuplace.adapters import dependencies
 from gpuplace.adapters.kafka import make_broker
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, connect
 from gpuplace.adapters.postgres import migrate
@@ -29,9 +30,12 @@ class Resources:
 
 @contextlib.asynccontextmanager
 async def database(settings: Settings, *, check_schema: bool = True) -> AsyncIterator[PostgresUnitOfWorkFactory]:
-    """The unit-of-work factory; refuses a schema behind the code's migrations (SchemaOutOfDate)."""
+    """The unit-of-work factory; refuses a schema behind the code's migrations (SchemaOutOfDate) and says which
+    database it could not reach (dependencies.Unreachable)."""
     if check_schema:
-        await migrate.require_current(settings.database_url.get_secret_value())
+        url = settings.database_url.get_secret_value()
+        with dependencies.reaching(dependencies.postgres(url)):
+            await migrate.require_current(url)
     engine = make_engine(settings.database_url.get_secret_value())
     try:
         yield PostgresUnitOfWorkFactory(engine)

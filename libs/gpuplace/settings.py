@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 KafkaProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -67,7 +67,12 @@ class Settings(BaseSettings):
     # session times out and the group rebalances. Unique per worker; unset: dynamic membership.
     instance_id: str | None = Field(default=None, min_length=1, max_length=200)
     topic_suffix: str = ""  # lets tests share one broker without colliding
-    log_level: str = "INFO"
+    # copies of each topic's partitions that gpuplace creates (`gpuplace up`, the chart's topic job): 1 suits one
+    # broker; 3 a production cluster, where the broker's min.insync.replicas then decides what a send waits for
+    topic_replication_factor: int = Field(default=1, ge=1, le=16)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    # text: one readable line per record; json: one JSON object per line, for a log pipeline (Loki, Elasticsearch)
+    log_format: Literal["text", "json"] = "text"
     # poison input: a handler that raises (not a transient outage) is tried this often, then its record is
     # dead-lettered; an event over max_event_bytes is never sent (Kafka's default message limit is 1 MB)
     handler_attempts: int = Field(default=3, ge=1, le=100)
@@ -82,6 +87,11 @@ class Settings(BaseSettings):
     # every service process serves /metrics (Prometheus), /healthz and /readyz on this port (0: any free port,
     # logged at start-up; what tests, the demo and the chaos bench use so that runs never collide)
     http_port: int = Field(default=8080, ge=0, le=65535)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_in_capitals(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _kafka_security_complete(self) -> Settings:

@@ -13,7 +13,7 @@ from typing import Any
 from faststream import FastStream
 from faststream.specification import AsyncAPI
 
-from gpuplace.adapters.kafka import check_broker, make_broker, publish_json
+from gpuplace.adapters.kafka import check_broker, make_broker, publish_json, start_broker
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.watcher import NodeGate, pump_nodes, pump_pods, run_until
 from gpuplace.bootstrap import cluster_api
@@ -44,7 +44,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
         await publish_json(broker, body, topic=settings.topic(topic), key=event.kafka_key())
 
     async with cluster_api(path) as api, broker:
-        await broker.start()
+        await start_broker(broker, settings.kafka)
         # Every pod of every namespace, whatever its scheduler: other pods use the nodes too (pump_pods).
         node_selector: dict[str, Any] = (
             {"label_selector": settings.node_label_selector} if settings.node_label_selector else {})

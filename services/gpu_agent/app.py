@@ -13,7 +13,7 @@ import logging
 from gpuplace.adapters.gpu.dcgm import DcgmSource
 from gpuplace.adapters.gpu.nvml import NvmlSource
 from gpuplace.adapters.gpu.sample import GpuSample
-from gpuplace.adapters.kafka import check_broker, make_broker, publish_event
+from gpuplace.adapters.kafka import check_broker, make_broker, publish_event, start_broker
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry
 from gpuplace.settings import Settings
@@ -41,7 +41,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
     broker = make_broker(settings.kafka, client_id=f"{NAME}-{settings.node_name}", by_cluster=False)
     try:
         async with broker:
-            await broker.start()
+            await start_broker(broker, settings.kafka)
             with telemetry.health.running(NAME, kafka=functools.partial(check_broker, broker)):
                 while not stop.is_set():
                     try:

@@ -26,4 +26,4 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
         wire(broker, settings, NAME, [Route(topics.LATENCY, LatencyWindow, handler)], metrics=telemetry.metrics)
         running = telemetry.health.running(NAME, postgres=uow_factory.check,
                                            kafka=functools.partial(check_broker, broker))
-        await run_broker(broker, stop, running)
+        await run_broker(broker, settings, stop, running)

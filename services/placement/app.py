@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
-from gpuplace.adapters.kafka import check_broker, check_copartitioned
+from gpuplace.adapters.kafka import check_broker, check_copartitioned, start_broker
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
 from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
@@ -54,7 +54,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
         ownership = ClusterOwnership(service, res.cluster_apis, settings.topic(topics.PODS), partitions)
         wire(res.broker, settings, NAME, routes, listener=ownership, partitions=partitions, metrics=metrics)
         async with res.broker:
-            await res.broker.start()
+            await start_broker(res.broker, settings.kafka)
             with metrics.watching(service.cluster_gauges), telemetry.health.running(
                     NAME, postgres=res.uow_factory.check, kafka=functools.partial(check_broker, res.broker)):
                 await asyncio.gather(relay.run(stop), service.resync(stop))

@@ -25,4 +25,4 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
         wire(broker, settings, NAME, [Route(topics.TELEMETRY, GpuTelemetry, handler)], metrics=telemetry.metrics)
         running = telemetry.health.running(NAME, postgres=uow_factory.check,
                                            kafka=functools.partial(check_broker, broker))
-        await run_broker(broker, stop, running)
+        await run_broker(broker, settings, stop, running)

@@ -39,9 +39,21 @@ T = TypeVar("T")
 START_STACK = "start it with `bash deploy/local/stack.sh up` (or `make stack-up`)"
 
 
+_ISSUED: set[str] = set()  # every unique_name of this session: its topics are the ones it may delete
+
+
+def run_id() -> str:
+    """A short id for a test's run (topic suffixes, cluster names), recorded like unique_name's names."""
+    name = uuid.uuid4().hex[:6]
+    _ISSUED.add(name)
+    return name
+
+
 def unique_name(prefix: str) -> str:
     """A DNS-1123-safe name no other test (or earlier run) uses."""
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    _ISSUED.add(name)
+    return name
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout_s: float = 30.0, what: str) -> T:
@@ -117,11 +129,13 @@ def _left_by_tests(before: set[str], after: set[str]) -> list[str]:
 
     Each test names its topics uniquely and a full run creates hundreds; a broker keeping them all restarts
     slowly (minutes once thousands of partitions add up), which the outage tests and the chaos bench then
-    measure. Kept: Kafka's own (`__…`), gpuplace's unsuffixed topics, and `.run-` topics, a PipelineRun's,
-    which deletes its own (a bench running alongside keeps them).
+    measure. Only topics named after a `unique_name` of this session go: another session sharing the broker
+    (a bench, a second test run) keeps its own, as do Kafka's (`__…`) and gpuplace's unsuffixed topics, and
+    `.run-` topics, a PipelineRun's, which deletes its own.
     """
     return sorted(t for t in after - before
-                  if not t.startswith("__") and t not in topics.ALL_TOPICS and ".run-" not in t)
+                  if not t.startswith("__") and t not in topics.ALL_TOPICS and ".run-" not in t
+                  and any(name in t for name in _ISSUED))
 
 
 def asyncpg_dsn(url: str) -> str:

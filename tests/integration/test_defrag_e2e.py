@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from typing import Any
 
 import pytest
@@ -31,7 +30,7 @@ from gpuplace.core.model import Node
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
-from tests.integration.conftest import eventually
+from tests.integration.conftest import eventually, run_id
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +73,7 @@ class Fleet:
 
 async def test_moves_pods_for_a_blocked_pod_and_aborts_cleanly_under_a_budget(kafka_bootstrap: str,
                                                                             database_url: str) -> None:
-    run = uuid.uuid4().hex[:6]
+    run = run_id()
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
     cluster, namespace = f"east-{run}", f"gpuplace-defrag-{run}"
     settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,

@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 import socket
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -29,7 +28,7 @@ from gpuplace.settings import Settings
 from services import runtime
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
-from tests.integration.conftest import eventually
+from tests.integration.conftest import eventually, run_id
 from tests.integration.shared_cluster import delete_quietly, node_manifest
 
 pytestmark = pytest.mark.integration
@@ -66,12 +65,14 @@ async def relay(port: int, target: str) -> AsyncIterator[None]:
 
 
 def _retries(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "a dependency is unreachable" in r.getMessage()]
+    """keep_running's line per try: `<service>: cannot reach <dependency> at <address> (<setting>): <reason>;
+    starting again in ...` (adapters.dependencies), or `a dependency is unreachable (...)` for other outages."""
+    return [r.getMessage() for r in caplog.records if "starting again in" in r.getMessage()]
 
 
 async def test_cluster_watcher_waits_for_kafka_and_publishes_once_it_is_reachable(
         kafka_bootstrap: str, caplog: pytest.LogCaptureFixture) -> None:
-    run, port = uuid.uuid4().hex[:6], _free_port()
+    run, port = run_id(), _free_port()
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
     settings = Settings(kafka_bootstrap=f"127.0.0.1:{port}", cluster=f"east-{run}", topic_suffix=f".outage-{run}",
                         node_label_selector=f"{FLEET_LABEL}={run}")
@@ -104,7 +105,7 @@ async def test_cluster_watcher_waits_for_kafka_and_publishes_once_it_is_reachabl
 
 async def test_placement_waits_for_postgresql_and_stores_events_once_it_is_reachable(
         kafka_bootstrap: str, database_url: str, caplog: pytest.LogCaptureFixture) -> None:
-    run, port = uuid.uuid4().hex[:6], _free_port()
+    run, port = run_id(), _free_port()
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
     real = Settings(database_url=database_url)
     host_port = database_url.split("@", 1)[1].split("/", 1)[0]
@@ -121,6 +122,8 @@ async def test_placement_waits_for_postgresql_and_stores_events_once_it_is_reach
         await asyncio.sleep(AWAY_S)
         assert not service.done(), "placement exited while PostgreSQL was unreachable"
         assert 2 <= len(_retries(caplog)) <= 8, _retries(caplog)
+        assert f"cannot reach PostgreSQL at 127.0.0.1:{port}/" in _retries(caplog)[0]
+        assert "(GPUPLACE_DATABASE_URL)" in _retries(caplog)[0]
         node = NodeEvent(cluster=settings.cluster, kind="upsert", name="n1", cpu_milli=1000, memory_mib=1024)
         async with relay(port, host_port):
             broker = make_broker(kafka_bootstrap)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 
 import pytest
 
+from gpuplace.adapters.dependencies import Unreachable
 from gpuplace.adapters.kafka import ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import database
@@ -23,7 +23,7 @@ from gpuplace.contracts.events import NodeEvent
 from gpuplace.settings import Settings
 from services import runtime
 from services.placement import app as placement
-from tests.integration.conftest import START_STACK, eventually
+from tests.integration.conftest import START_STACK, eventually, run_id
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ def sasl() -> dict[str, str]:
 async def test_placement_runs_end_to_end_over_sasl_ssl_and_never_logs_the_password(
         sasl: dict[str, str], database_url: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    run = uuid.uuid4().hex[:6]
+    run = run_id()
     settings = Settings(**sasl, database_url=database_url, cluster=f"east-{run}", topic_suffix=f".sasl-{run}",
                         kubeconfig=next(iter(cluster_kubeconfigs().values())), defrag_enabled=False)
     await migrate.upgrade_async(database_url)
@@ -77,11 +77,11 @@ async def test_placement_runs_end_to_end_over_sasl_ssl_and_never_logs_the_passwo
 async def test_a_client_without_tls_or_with_a_wrong_password_is_refused(
         sasl: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    probe = [f"gpuplace.sasl-probe-{uuid.uuid4().hex[:6]}"]
+    probe = [f"gpuplace.sasl-probe-{run_id()}"]
     with pytest.raises(Exception):  # noqa: B017,PT011 - plaintext speaks no TLS: aiokafka fails or times out
         await asyncio.wait_for(ensure_topics(sasl["kafka_bootstrap"], probe), 20)
     wrong = Settings(**{**sasl, "kafka_password": "not-the-password"})
-    with pytest.raises(Exception, match="Unable to bootstrap"):  # noqa: PT011
+    with pytest.raises(Unreachable, match="cannot reach Kafka at .* refusing these TLS/SASL settings"):
         await ensure_topics(wrong.kafka, probe)
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "Authentication failed" in logged  # aiokafka says why, once the handshake is refused

@@ -14,7 +14,6 @@ must refuse too. Some twins already run a host-network pod on port 8080 (of a th
 from __future__ import annotations
 
 import random
-import uuid
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from gpuplace.bootstrap import cluster_api
 from gpuplace.cli.pipeline_run import FLEET_LABEL
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
+from tests.integration.conftest import run_id
 from tests.integration.shared_cluster import (
     HOSTNAME,
     create_all,
@@ -114,7 +114,7 @@ def port_holder(name: str, node: str) -> dict[str, Any]:
 
 
 async def test_gpuplace_and_kube_scheduler_agree_on_every_pinned_pod(kafka_bootstrap: str, database_url: str) -> None:
-    run = uuid.uuid4().hex[:6]
+    run = run_id()
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
     cluster, namespace, holders_ns = f"east-{run}", f"gpuplace-parity-{run}", f"gpuplace-ports-{run}"
     settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -28,7 +27,7 @@ from services import http_server, runtime
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
 from services.telemetry import Telemetry
-from tests.integration.conftest import eventually
+from tests.integration.conftest import eventually, run_id
 from tests.integration.test_defrag_e2e import A100, V100, Fleet, _bound_app_pod, _pod_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -79,7 +78,7 @@ async def scraping(url: str) -> AsyncIterator[Scraper]:
 
 async def test_placement_metrics_move_as_pods_bind_wait_and_are_evicted(kafka_bootstrap: str,
                                                                        database_url: str) -> None:
-    run = uuid.uuid4().hex[:6]
+    run = run_id()
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
     cluster, namespace = f"east-{run}", f"gpuplace-metrics-{run}"
     settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -22,7 +21,7 @@ from gpuplace.settings import Settings
 from services import http_server, runtime
 from services.latency_ingest import app as latency_ingest
 from services.telemetry import Health, Telemetry
-from tests.integration.conftest import eventually
+from tests.integration.conftest import eventually, run_id
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +86,7 @@ async def test_readyz_is_503_while_the_database_is_away_and_200_once_it_is_back(
                                                                                database_url: str) -> None:
     await migrate.upgrade_async(database_url)
     target = urlsplit(database_url)
-    run = uuid.uuid4().hex[:6]
+    run = run_id()
     async with TcpProxy(target.hostname or "127.0.0.1", target.port or 5432) as proxy:
         proxied = database_url.replace(f"@{target.hostname}:{target.port}/", f"@127.0.0.1:{proxy.port}/", 1)
         assert proxied != database_url

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Builds of the local stack (sourced by stack.sh): Go binaries from the wrapper modules in deploy/local/{etcd,
-# kube,kwok} and the Kafka jars from deploy/local/kafka/pom.xml.
+# kube,kwok,helm} and the Kafka jars from deploy/local/kafka/pom.xml. helm is no component of the stack: the
+# chart tests (tests/integration/test_helm_chart.py) render deploy/helm/gpuplace with it.
 #
 # Each result lands in $CACHE_DIR/<name>-<version>-<hash>/, the hash covering the pinning files (go.mod, go.sum,
 # pom.xml), the Go version and the build flags, so a bump rebuilds and nothing else does. A build is written to a
@@ -90,6 +91,21 @@ build_kwok() {
   KWOK_BIN=$(go_build kwok "$dir" "$version" "-s -w" kwok=sigs.k8s.io/kwok/cmd/kwok)/kwok || exit 1
 }
 
+# helm's own Makefile stamps its version and the Kubernetes version `helm template` and `helm lint` assume (the
+# client-go minor it was built with; unstamped, v1.20, which fails charts asking for a newer kubeVersion).
+build_helm() {
+  local dir=$LOCAL_DIR/helm version client_go ldflags
+  version=$(module_version "$dir/go.mod" helm.sh/helm/v3)
+  client_go=$(module_version "$dir/go.mod" k8s.io/client-go)
+  [[ $client_go =~ ^v0\.([0-9]+)\. ]] || die "helm: cannot read the k8s.io/client-go version from $dir/go.mod"
+  ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$version"
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=${BASH_REMATCH[1]}"
+  done
+  HELM_VERSION=$version
+  HELM_BIN=$(go_build helm "$dir" "$version" "$ldflags" helm=helm.sh/helm/v3/cmd/helm)/helm || exit 1
+}
+
 # fetch_kafka: the broker's jars (with their log4j2 backend), copied from Maven Central by the pom.
 fetch_kafka() {
   local pom=$LOCAL_DIR/kafka/pom.xml version key out tmp log=$CACHE_DIR/build-kafka.log
@@ -119,4 +135,5 @@ build_all() {
   build_etcd
   build_kwok
   build_kube
+  build_helm
 }

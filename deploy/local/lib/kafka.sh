@@ -118,6 +118,9 @@ start_kafka() {
 # and its group coordinator finished loading every __consumer_offsets partition on disk, and it accepts
 # connections. Until the offsets are loaded no consumer group can join or commit: Kafka is not back yet,
 # however long that takes (seconds on a broker with millions of commits behind it).
+# Partitions are counted, not load lines: a restarted broker's partition epochs can move while it loads
+# (load at epoch 60, unload at 61, load at 62), and the later load logs "Scheduling" with no "Finished" of
+# its own once the first load is done; counting lines then waited forever (stack.sh up failed after 120 s).
 _kafka_started() {
   local offsets
   offsets=$(compgen -G "$KAFKA_DIR/data/__consumer_offsets-*" | wc -l)
@@ -126,9 +129,11 @@ _kafka_started() {
   tac "$LOGS_DIR/kafka.log" | awk -v need="$offsets" '
     /^=== / { exit }
     /Kafka Server started/ { ok = 1 }
-    /Scheduling loading of metadata from __consumer_offsets-/ { scheduled++ }
-    /Finished loading of metadata from __consumer_offsets-/ { loaded++ }
-    END { exit !(ok && scheduled >= need && loaded >= scheduled) }'
+    /Finished loading of metadata from __consumer_offsets-/ {
+      match($0, /__consumer_offsets-[0-9]+/); partition = substr($0, RSTART, RLENGTH)
+      if (!(partition in loaded)) { loaded[partition] = 1; count++ }
+    }
+    END { exit !(ok && count >= need) }'
   return "${PIPESTATUS[1]}"
 }
 

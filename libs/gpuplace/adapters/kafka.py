@@ -78,6 +78,7 @@ from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLS
 from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 
+from gpuplace.adapters import dependencies
 from gpuplace.adapters.metrics import PrometheusMetrics
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope
@@ -186,6 +187,13 @@ def make_broker(kafka: Kafka, *, client_id: str = "gpuplace", by_cluster: bool =
     partitioner = cluster_partitioner if by_cluster else _HASH
     return KafkaBroker(access.bootstrap, client_id=client_id, enable_idempotence=True, partitioner=partitioner,
                        security=_security(access), logger=log, log_level=logging.DEBUG)
+
+
+async def start_broker(broker: KafkaBroker, kafka: Kafka) -> None:
+    """`broker.start()`; brokers that do not answer raise `dependencies.Unreachable`, naming the address and
+    GPUPLACE_KAFKA_BOOTSTRAP, rather than aiokafka's "Unable to bootstrap" deep in a traceback."""
+    with dependencies.reaching(dependencies.kafka(kafka)):
+        await broker.start()
 
 
 def validation_reason(exc: ValidationError) -> str:
@@ -495,7 +503,8 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
 async def admin_client(kafka: Kafka) -> AsyncIterator[AIOKafkaAdminClient]:
     """A started admin client for the topic calls below, closed however the block ends."""
     admin = AIOKafkaAdminClient(**client_options(kafka))
-    await admin.start()
+    with dependencies.reaching(dependencies.kafka(kafka)):
+        await admin.start()
     try:
         yield admin
     finally:
@@ -523,7 +532,7 @@ async def check_copartitioned(kafka: Kafka, names: Sequence[str]) -> int | None:
     return next(iter(counts.values()), None)
 
 
-async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4,
+async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4, replication_factor: int = 1,
                         visible_within_s: float = 30.0) -> None:
     """Create missing topics up front (keyed by cluster, so partitions spread clusters over workers).
 
@@ -536,7 +545,8 @@ async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4,
     """
     async with admin_client(kafka) as admin:
         existing = set(await admin.list_topics())
-        missing = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
+        missing = [NewTopic(n, num_partitions=partitions, replication_factor=replication_factor)
+                   for n in names if n not in existing]
         if not missing:
             return
         response = (await admin.create_topics(missing)).to_object()

@@ -1,13 +1,35 @@
-"""The root `gpuplace` command: each sub-command lives in its own module and is mounted here."""
+"""gpuplace places GPU pods on Kubernetes fleets so that GPU memory stays usable (few stranded holes) and every
+pod's predicted p95 latency stays inside its deadline; it binds through the Kubernetes API and moves pods out of
+the way when fragmentation blocks one. Services: `gpuplace service NAME`; try it: `gpuplace demo`."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import sys
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+from gpuplace.cli.errors import one_line
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__, pretty_exceptions_enable=False)
+_DEBUG = {"on": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gpuplace {importlib.metadata.version('gpuplace')}")
+        raise typer.Exit
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print gpuplace's version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an error instead of one line."),
+) -> None:
+    _DEBUG["on"] = debug
+
 
 # Sub-command modules each expose `register(app)`; a module that is missing is a packaging bug.
 _COMMAND_MODULES = (
@@ -27,7 +49,7 @@ _COMMAND_MODULES = (
 # service killed and restarted reads its partitions again in ~2 s rather than after importing the simulators and
 # benchmarks too (half its start-up on a loaded node).
 _SERVICE_COMMANDS = {"service": "gpuplace.cli.services", "up": "gpuplace.cli.services",
-                     "migrate": "gpuplace.cli.services"}
+                     "migrate": "gpuplace.cli.services", "topics": "gpuplace.cli.services"}
 
 
 def _register_all() -> None:
@@ -36,12 +58,18 @@ def _register_all() -> None:
 
 
 def main() -> None:
-    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), "")
     if command in _SERVICE_COMMANDS:
         importlib.import_module(_SERVICE_COMMANDS[command]).register(app)
     else:
         _register_all()
-    app()
+    try:
+        app()
+    except Exception as exc:
+        if _DEBUG["on"]:
+            raise
+        print(f"gpuplace: error: {one_line(exc)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

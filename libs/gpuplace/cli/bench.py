@@ -44,7 +44,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(bench_app, name="bench")
 
 
-@bench_app.command("sim")
+@bench_app.command("sim", help="Every paper policy on every trace with the paper's harness, beside FGD's published "
+                               "figures (results/sim-vs-published.md).")
 def bench_sim(
     seeds: str = typer.Option("42-51", help="Seeds: N, N-M, or a comma-separated list."),
     traces: str = typer.Option("", help="Comma-separated trace names (default: every trace in the directory)."),

@@ -38,7 +38,7 @@ def rows(predictions: list[latency_evaluation.ConfigPrediction]) -> list[dict]:
              "predicted_overload": p.predicted_overload} for p in predictions]
 
 
-@latency_app.command("fit")
+@latency_app.command("fit", help="Fit the model on DIR's measurements and predict every config of --eval (or DIR).")
 def fit_command(
     data: Path = typer.Option(..., help="Directory with colocation_frames.csv to fit on."),
     eval_dir: Path | None = typer.Option(None, "--eval", help="Directory to predict (default: --data)."),
@@ -59,7 +59,8 @@ def fit_command(
         _print(predictions, f"fitted on {data}, predicting {eval_dir or data}")
 
 
-@latency_app.command("cv")
+@latency_app.command("cv", help="Leave-one-config-out: predict each config from a fit on the others; print "
+                                 "the acceptance figures.")
 def cv_command(
     data: Path = typer.Option(..., help="Directory with colocation_frames.csv."),
     gpu: str = typer.Option(colocation.DEFAULT_GPU, help="GPU product the frames were measured on."),

@@ -1,4 +1,4 @@
-"""`gpuplace service NAME`, `gpuplace up`, `gpuplace migrate`, `gpuplace docs`."""
+"""`gpuplace service NAME`, `gpuplace up`, `gpuplace migrate`, `gpuplace topics`, `gpuplace docs`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import typer
 from faststream import FastStream
 from faststream.specification import AsyncAPI
 
+from gpuplace.adapters import dependencies
 from gpuplace.adapters.kafka import ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate as migrations
 from gpuplace.contracts import topics
@@ -38,23 +39,48 @@ def service(name: str = typer.Argument(..., help=f"one of: {', '.join(SERVICES)}
     if name not in SERVICES:
         raise typer.BadParameter(f"unknown service {name!r}; choose from {', '.join(SERVICES)}")
     settings = Settings()
-    runtime.configure_logging(settings.log_level)
+    runtime.configure_logging(settings.log_level, settings.log_format)
     asyncio.run(runtime.serve({name: SERVICES[name]}, settings=settings))
 
 
 def up() -> None:
     """Run the pipeline's services together in one process (cluster-watcher, placement, ingest)."""
     settings = Settings()
-    runtime.configure_logging(settings.log_level)
-    migrations.upgrade(settings.database_url.get_secret_value())
-    asyncio.run(ensure_topics(settings.kafka, [settings.topic(t) for t in topics.ALL_TOPICS]))
+    runtime.configure_logging(settings.log_level, settings.log_format)
+    _migrate(settings)
+    asyncio.run(ensure_topics(settings.kafka, [settings.topic(t) for t in topics.ALL_TOPICS],
+                              replication_factor=settings.topic_replication_factor))
     asyncio.run(runtime.serve({n: SERVICES[n] for n in UP}, settings=settings))
 
 
 def migrate(revision: str = typer.Argument("head", help="Alembic revision to upgrade to")) -> None:
     """Upgrade the PostgreSQL schema (GPUPLACE_DATABASE_URL) to REVISION."""
-    migrations.upgrade(Settings().database_url.get_secret_value(), revision)
+    _migrate(Settings(), revision)
     typer.echo(f"schema at {revision}")
+
+
+def _migrate(settings: Settings, revision: str = "head") -> None:
+    url = settings.database_url.get_secret_value()
+    with dependencies.reaching(dependencies.postgres(url)):
+        migrations.upgrade(url, revision)
+
+
+def ensure(
+    partitions: int = typer.Option(4, min=1, help="partitions of each topic created; placement scales out to this "
+                                   "many workers, and needs one count on every topic it reads"),
+    replication_factor: int | None = typer.Option(None, min=1, help="replicas of each topic created (default: "
+                                                  "GPUPLACE_TOPIC_REPLICATION_FACTOR; 3 on a production cluster)"),
+) -> None:
+    """Create the topics that do not exist yet; existing ones are left as they are.
+
+    A deployment runs it before the services (the Helm hook, compose's `topics` job; GPUPLACE_KAFKA_* and
+    GPUPLACE_TOPIC_SUFFIX as the services), so no consumer starts on a topic the broker would auto-create with its
+    own partition count."""
+    settings = Settings()
+    names = [settings.topic(t) for t in topics.ALL_TOPICS]
+    asyncio.run(ensure_topics(settings.kafka, names, partitions=partitions,
+                              replication_factor=replication_factor or settings.topic_replication_factor))
+    typer.echo(f"topics present: {', '.join(names)}")
 
 
 def asyncapi_document() -> dict:
@@ -81,4 +107,5 @@ def register(app: typer.Typer) -> None:
     app.command("service")(service)
     app.command("up")(up)
     app.command("migrate")(migrate)
+    app.command("topics")(ensure)
     app.command("docs")(docs)

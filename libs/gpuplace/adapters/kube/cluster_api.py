@@ -16,8 +16,10 @@ placement.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import socket
 import time
 import uuid
@@ -30,6 +32,7 @@ from typing import Any, TypeVar
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from gpuplace.adapters import dependencies
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.usecases.ports import BindOutcome, EvictOutcome, Json
 
@@ -61,7 +64,10 @@ EVICT_ERRORS = {
 async def connect(kubeconfig: str) -> client.ApiClient:
     """An API client for one cluster; the caller closes it."""
     configuration = client.Configuration()
-    await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    with dependencies.reaching(dependencies.kubernetes(kubeconfig)):
+        if not os.path.isfile(kubeconfig):  # kubernetes_asyncio would only say "Expected key current-context"
+            raise FileNotFoundError(errno.ENOENT, "no such file", kubeconfig)
+        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     return client.ApiClient(configuration)
 
 
