@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractContextManager
 
 from aiokafka import ConsumerRebalanceListener
 from faststream.kafka import KafkaBroker
 
 from gpuplace.adapters.kafka import Route, start_broker, subscribe
+from gpuplace.adapters.metrics import PrometheusMetrics
 from gpuplace.settings import Settings
 
 
@@ -17,16 +19,20 @@ def group_id(settings: Settings, service: str) -> str:
 
 
 def wire(broker: KafkaBroker, settings: Settings, service: str, routes: list[Route],
-         listener: ConsumerRebalanceListener | None = None, partitions: int | None = None) -> None:
+         listener: ConsumerRebalanceListener | None = None, partitions: int | None = None,
+         metrics: PrometheusMetrics | None = None) -> None:
     subscribe(broker, routes, group_id=group_id(settings, service), consumer=service, suffix=settings.topic_suffix,
               listener=listener, attempts=settings.handler_attempts, partitions=partitions,
-              instance_id=settings.instance_id)
+              instance_id=settings.instance_id, metrics=metrics)
 
 
-async def run_broker(broker: KafkaBroker, settings: Settings, stop: asyncio.Event) -> None:
+async def run_broker(broker: KafkaBroker, settings: Settings, stop: asyncio.Event,
+                     running: AbstractContextManager[None]) -> None:
+    """Consume until `stop`; `running` (Health.running) is entered once the broker started."""
     async with broker:
         await start_broker(broker, settings.kafka)
-        await stop.wait()
+        with running:
+            await stop.wait()
 
 
 __all__ = ["Route", "group_id", "wire", "run_broker"]

@@ -7,23 +7,40 @@ CrashLoopBackOff, whose pauses grow to five minutes, and a whole consumer-group 
 `keep_running` starts the service again in process after a growing pause (0.5 s doubling to 2 s, one warning
 line per try: short, because a worker that waits past its dependency's return leaves its partitions unread).
 Anything else (bad settings, a bug) still ends the process.
+
+`serve` also opens the process's HTTP port (GPUPLACE_HTTP_PORT: /metrics, /healthz, /readyz, http_server.py)
+before any service starts, and hands every service the process's one Telemetry: a service restarted in process
+reports into the same counters, and is not ready while it waits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
+from typing import Protocol
 
 from gpuplace.adapters.dependencies import Unreachable
 from gpuplace.adapters.kafka import is_transient
 from gpuplace.settings import Settings
+from services import http_server
+from services.telemetry import Telemetry
 
 ServiceMain = Callable[[Settings, asyncio.Event], Awaitable[None]]
+
+
+class Service(Protocol):
+    """A service's `run`: until `stop`, reporting through `telemetry` (its own, unserved, when None)."""
+
+    def __call__(self, settings: Settings, stop: asyncio.Event, *,
+                 telemetry: Telemetry | None = None) -> Awaitable[None]: ...
+
+
 log = logging.getLogger(__name__)
 HEALTHY_RUN_S = 60.0  # a run this long before failing starts the pauses over
 
@@ -75,11 +92,11 @@ def configure_logging(level: str, log_format: str = "text") -> None:
 
 
 async def keep_running(main: ServiceMain, settings: Settings, stop: asyncio.Event, *,
-                       max_pause_s: float = 2.0) -> None:
+                       max_pause_s: float = 2.0, name: str | None = None) -> None:
     """Run `main` until `stop`; start it again after a growing pause when it fails with a transient error."""
     loop = asyncio.get_running_loop()
     failures = 0
-    name = getattr(main, "__module__", repr(main))
+    name = name or getattr(main, "__module__", repr(main))
     while not stop.is_set():
         started = loop.time()
         try:
@@ -96,13 +113,25 @@ async def keep_running(main: ServiceMain, settings: Settings, stop: asyncio.Even
                 await asyncio.wait_for(stop.wait(), pause)
 
 
-async def serve(*mains: ServiceMain, settings: Settings) -> None:
-    """Run one or more services until a signal arrives, then stop them all."""
+async def serve(services: Mapping[str, Service], settings: Settings) -> None:
+    """Run services (name -> run) until a signal arrives, then stop them all; the HTTP port is open throughout."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(keep_running(main, settings, stop)) for main in mains]
+    telemetry = Telemetry()
+    async with http_server.serving(telemetry, settings.http_port):
+        await run_services(services, settings, stop, telemetry)
+
+
+async def run_services(services: Mapping[str, Service], settings: Settings, stop: asyncio.Event,
+                       telemetry: Telemetry) -> None:
+    """Each service kept running (keep_running) until `stop` or until one fails for good, then all stopped;
+    the first failure is raised."""
+    for name in services:
+        telemetry.health.expect(name)
+    tasks = [asyncio.create_task(keep_running(functools.partial(run, telemetry=telemetry), settings, stop, name=name))
+             for name, run in services.items()]
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
     stop.set()
@@ -113,4 +142,5 @@ async def serve(*mains: ServiceMain, settings: Settings) -> None:
             raise result
 
 
-__all__ = ["JsonFormatter", "RepeatLimiter", "configure_logging", "keep_running", "serve", "ServiceMain"]
+__all__ = ["JsonFormatter", "RepeatLimiter", "Service", "ServiceMain", "configure_logging", "keep_running",
+           "run_services", "serve"]

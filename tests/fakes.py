@@ -249,6 +249,9 @@ class FakeStateRepository:
             if row["id"] in ids:
                 row["published_at"] = now
 
+    async def count_unpublished(self) -> int:
+        return sum(1 for r in self.t["outbox"] if r["published_at"] is None)
+
     async def count_bound_twice(self, cluster: str) -> int:
         bound = [d["pod_uid"] for d in self.t["decisions"] if d["cluster"] == cluster and d["kind"] == "bound"]
         return sum(1 for uid in set(bound) if bound.count(uid) > 1)

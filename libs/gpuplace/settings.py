@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     node_name: str | None = None
     dcgm_url: str | None = None
     telemetry_interval_s: float = Field(default=5.0, gt=0)
+    # every service process serves /metrics (Prometheus), /healthz and /readyz on this port (0: any free port,
+    # logged at start-up; what tests, the demo and the chaos bench use so that runs never collide)
+    http_port: int = Field(default=8080, ge=0, le=65535)
 
     @field_validator("log_level", mode="before")
     @classmethod

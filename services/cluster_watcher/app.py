@@ -10,6 +10,7 @@ what a list cannot show, a pod deleted while no one watched, placement's reconci
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -19,7 +20,7 @@ from faststream import FastStream
 from faststream.specification import AsyncAPI
 
 from gpuplace.adapters.dependencies import Dependency, Misconfigured
-from gpuplace.adapters.kafka import make_broker, publish_json, start_broker
+from gpuplace.adapters.kafka import check_broker, make_broker, publish_json, start_broker
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.leader_election import ElectionTiming, KubeLeases, LeaseElector, LeaseUnusable, lease_name
 from gpuplace.adapters.kube.watcher import NodeGate, pump_nodes, pump_pods, run_until
@@ -28,7 +29,9 @@ from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope
 from gpuplace.contracts.events import EventTooLarge, NodeEvent, PodEvent, encode_within
 from gpuplace.settings import Settings
+from services.telemetry import Telemetry
 
+NAME = "cluster-watcher"
 log = logging.getLogger(__name__)
 
 
@@ -44,7 +47,9 @@ def election_identity(settings: Settings) -> str:
     return settings.instance_id or f"{socket.gethostname()}_{os.getpid()}"
 
 
-async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None = None) -> None:
+async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None = None,
+              telemetry: Telemetry | None = None) -> None:
+    telemetry = telemetry or Telemetry()
     path = kubeconfig or settings.kubeconfig
     if not path:
         raise SystemExit("cluster-watcher needs KUBECONFIG (or GPUPLACE_KUBECONFIG) for its cluster")
@@ -79,20 +84,22 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
                            topic=topics.NODES, gate=gate, pods_topic=topics.PODS, **common),
             )
 
-        if not settings.leader_election:
-            await watch()
-            return
-        leases = KubeLeases(api.api_client, namespace=settings.leader_election_namespace,
-                            name=election_lease(settings))
-        timing = ElectionTiming(settings.leader_election_lease_duration_s, settings.leader_election_renew_deadline_s,
-                                settings.leader_election_retry_period_s)
-        elector = LeaseElector(leases, identity=election_identity(settings), timing=timing)
-        try:
-            await elector.run(stop, watch)
-        except LeaseUnusable as exc:  # no namespace, no permission: one line, and the service ends
-            where = Dependency("leader election", f"cluster {settings.cluster}", "GPUPLACE_LEADER_ELECTION_NAMESPACE; "
-                               "GPUPLACE_LEADER_ELECTION=false runs one replica without a Lease")
-            raise Misconfigured(where, str(exc)) from exc
+        with telemetry.health.running(NAME, kafka=functools.partial(check_broker, broker)):  # a standby is ready
+            if not settings.leader_election:
+                await watch()
+                return
+            leases = KubeLeases(api.api_client, namespace=settings.leader_election_namespace,
+                                name=election_lease(settings))
+            timing = ElectionTiming(settings.leader_election_lease_duration_s,
+                                    settings.leader_election_renew_deadline_s, settings.leader_election_retry_period_s)
+            elector = LeaseElector(leases, identity=election_identity(settings), timing=timing)
+            try:
+                await elector.run(stop, watch)
+            except LeaseUnusable as exc:  # no namespace, no permission: one line, and the service ends
+                where = Dependency("leader election", f"cluster {settings.cluster}",
+                                   "GPUPLACE_LEADER_ELECTION_NAMESPACE; GPUPLACE_LEADER_ELECTION=false runs one "
+                                   "replica without a Lease")
+                raise Misconfigured(where, str(exc)) from exc
 
 
 def asyncapi_app(settings: Settings) -> FastStream:

@@ -7,15 +7,17 @@ exporter; otherwise it reads NVML directly and refuses to start where there is n
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 from gpuplace.adapters.gpu.dcgm import DcgmSource
 from gpuplace.adapters.gpu.nvml import NvmlSource
 from gpuplace.adapters.gpu.sample import GpuSample
-from gpuplace.adapters.kafka import make_broker, publish_event, start_broker
+from gpuplace.adapters.kafka import check_broker, make_broker, publish_event, start_broker
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry
 from gpuplace.settings import Settings
+from services.telemetry import Telemetry
 
 NAME = "gpu-agent"
 log = logging.getLogger(__name__)
@@ -30,7 +32,8 @@ def to_event(sample: GpuSample, settings: Settings, node: str) -> GpuTelemetry:
     )
 
 
-async def run(settings: Settings, stop: asyncio.Event) -> None:
+async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry | None = None) -> None:
+    telemetry = telemetry or Telemetry()
     if not settings.node_name:
         raise SystemExit("gpu-agent needs GPUPLACE_NODE_NAME (the node whose GPUs it reports)")
     nvml = None if settings.dcgm_url else NvmlSource()
@@ -39,23 +42,24 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
     try:
         async with broker:
             await start_broker(broker, settings.kafka)
-            while not stop.is_set():
-                try:
-                    if dcgm is not None:
-                        samples = await dcgm.sample()
-                    else:
-                        assert nvml is not None  # the one source without a DCGM URL
-                        samples = await asyncio.to_thread(nvml.sample)
-                except Exception as exc:  # noqa: BLE001 - a failed scrape is skipped, the agent keeps going
-                    log.warning("telemetry sample failed: %s", exc)
-                    samples = []
-                for sample in samples:
-                    event = to_event(sample, settings, settings.node_name)
-                    await publish_event(broker, event, topic=settings.topic(topics.TELEMETRY))
-                try:
-                    await asyncio.wait_for(stop.wait(), timeout=settings.telemetry_interval_s)
-                except TimeoutError:
-                    pass
+            with telemetry.health.running(NAME, kafka=functools.partial(check_broker, broker)):
+                while not stop.is_set():
+                    try:
+                        if dcgm is not None:
+                            samples = await dcgm.sample()
+                        else:
+                            assert nvml is not None  # the one source without a DCGM URL
+                            samples = await asyncio.to_thread(nvml.sample)
+                    except Exception as exc:  # noqa: BLE001 - a failed scrape is skipped, the agent keeps going
+                        log.warning("telemetry sample failed: %s", exc)
+                        samples = []
+                    for sample in samples:
+                        event = to_event(sample, settings, settings.node_name)
+                        await publish_event(broker, event, topic=settings.topic(topics.TELEMETRY))
+                    try:
+                        await asyncio.wait_for(stop.wait(), timeout=settings.telemetry_interval_s)
+                    except TimeoutError:
+                        pass
     finally:
         if nvml is not None:
             nvml.close()

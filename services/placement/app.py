@@ -8,8 +8,9 @@ of the clusters whose partitions it owns, and reads them again when its partitio
 from __future__ import annotations
 
 import asyncio
+import functools
 
-from gpuplace.adapters.kafka import check_copartitioned, start_broker
+from gpuplace.adapters.kafka import check_broker, check_copartitioned, start_broker
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
 from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
@@ -20,26 +21,30 @@ from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
 from services.consumer import Route, wire
 from services.placement.ownership import ClusterOwnership
+from services.telemetry import Telemetry
 
 NAME = "placement"
 
 
-async def run(settings: Settings, stop: asyncio.Event) -> None:
+async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry | None = None) -> None:
+    telemetry = telemetry or Telemetry()
+    metrics = telemetry.metrics
     kubeconfigs = settings.cluster_kubeconfigs()
     if not kubeconfigs:
         raise SystemExit("placement needs KUBECONFIG or GPUPLACE_KUBECONFIGS for the clusters it binds in")
     async with resources(settings, kubeconfigs=kubeconfigs, client_id=NAME) as res:
         relay = OutboxRelay(res.uow_factory, res.broker, max_event_bytes=settings.max_event_bytes,
-                            deadletter_topic=settings.topic(topics.DEADLETTER))
+                            deadletter_topic=settings.topic(topics.DEADLETTER), metrics=metrics)
         decide = decider(settings.policy, latency_margin=settings.latency_margin)
         defrag = None
         if settings.defrag_enabled:
             def defrag(host: PlacementService) -> Defragmenter:
                 return Defragmenter(res.uow_factory, res.cluster_apis, host, decide.planner_policy,
-                                    settings=DefragSettings(min_priority=settings.defrag_min_priority))
+                                    settings=DefragSettings(min_priority=settings.defrag_min_priority),
+                                    metrics=metrics)
         service = PlacementService(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
                                    topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag,
-                                   resync_s=settings.reconcile_interval_s or None)
+                                   resync_s=settings.reconcile_interval_s or None, metrics=metrics)
         routes = [Route(topics.NODES, NodeEvent, service.on_node), Route(topics.PODS, PodEvent, service.on_pod),
                   Route(topics.PLACEMENTS, PlacementEvent, service.on_placement)]
         try:
@@ -47,10 +52,12 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
         except ValueError as exc:
             raise SystemExit(f"placement: {exc}") from None
         ownership = ClusterOwnership(service, res.cluster_apis, settings.topic(topics.PODS), partitions)
-        wire(res.broker, settings, NAME, routes, listener=ownership, partitions=partitions)
+        wire(res.broker, settings, NAME, routes, listener=ownership, partitions=partitions, metrics=metrics)
         async with res.broker:
             await start_broker(res.broker, settings.kafka)
-            await asyncio.gather(relay.run(stop), service.resync(stop))
+            with metrics.watching(service.cluster_gauges), telemetry.health.running(
+                    NAME, postgres=res.uow_factory.check, kafka=functools.partial(check_broker, res.broker)):
+                await asyncio.gather(relay.run(stop), service.resync(stop))
             await service.drain()
             await relay.run_once()
 

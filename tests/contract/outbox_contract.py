@@ -75,3 +75,17 @@ class OutboxContract:
         assert len(first) + len(second) == 4
         async with uow_factory() as uow:
             assert await uow.state.take_unpublished(10) == []
+
+    @covers("count_unpublished")
+    async def test_the_backlog_counts_committed_rows_not_yet_published(self) -> None:
+        uow_factory = await self._with_rows(3)
+        async with uow_factory() as uow:
+            assert await uow.state.count_unpublished() == 3
+            rows = await uow.state.take_unpublished(2)
+            await uow.state.mark_published([r["id"] for r in rows])
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert await uow.state.count_unpublished() == 1
+            await uow.state.add_outbox(TOPIC, "east/pod-9", json.dumps({"n": 9}))  # never committed
+        async with uow_factory() as uow:
+            assert await uow.state.count_unpublished() == 1

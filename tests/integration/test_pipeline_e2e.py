@@ -2,7 +2,8 @@
 
 200 fake nodes x 8 GPUs over two clusters, 2,000 pending perception pods asking for GPU memory slices.
 Before any pod is submitted, one malformed message goes to each input topic: each must reach the
-dead-letter topic and change nothing. Then every pod must be bound exactly once, no GPU over its memory,
+dead-letter topic, be counted on the run's /metrics, and change nothing. Then every pod must be bound exactly
+once, no GPU over its memory,
 PostgreSQL must agree with the apiservers, and every decision must have its placements event.
 A smaller run with two placement workers in one consumer group, each owning one cluster, must hold the same.
 """
@@ -16,8 +17,10 @@ import uuid
 from collections import Counter
 from typing import Any
 
+import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from gpuplace.adapters.kafka import list_topics, partition_of
@@ -97,6 +100,14 @@ async def test_pipeline_places_every_pod_once_across_two_clusters(kafka_bootstra
         dead_letters.extend(await _read_topic(kafka_bootstrap, topics.DEADLETTER + run.suffix,
                                               expect=len(BAD_MESSAGES)))
         assert await _state_fingerprint(settings, clusters) == before, "a malformed message changed the state"
+        async with aiohttp.ClientSession() as session:  # the run's services, as a platform sees them
+            async with session.get(f"{run.http_url}/readyz") as ready:
+                assert ready.status == 200, await ready.text()
+            async with session.get(f"{run.http_url}/metrics") as scraped:
+                text = await scraped.text()
+        counted = {s.labels["topic"]: s.value for family in text_string_to_metric_families(text)
+                   for s in family.samples if s.name == "gpuplace_dead_letters_total"}
+        assert counted == {topic + run.suffix: 1.0 for topic in BAD_MESSAGES}
 
     try:
         result = await run.run(before_submit=inject_bad_messages)

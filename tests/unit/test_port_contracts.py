@@ -15,6 +15,7 @@ import pytest
 from gpuplace.usecases import ports
 from tests.contract.cluster_api_contract import ClusterApiContract
 from tests.contract.covers import covered, covers, port_methods
+from tests.contract.metrics_contract import MetricsContract
 from tests.contract.outbox_contract import OutboxContract
 from tests.contract.unit_of_work_contract import UnitOfWorkContract
 
@@ -26,6 +27,9 @@ SUITES: dict[type, tuple[tuple[type, ...], tuple[str, str]]] = {
                      ("tests.unit.test_fake_outbox", "tests.integration.test_postgres_outbox")),
     ClusterApiContract: ((ports.ClusterApi, ports.PodReader),
                          ("tests.unit.test_fake_cluster_api", "tests.integration.test_kube_cluster_api")),
+    # Prometheus's client is in-process: its side runs in the unit tests, beside the counters' own checks
+    MetricsContract: ((ports.Metrics,),
+                      ("tests.unit.test_null_metrics", "tests.unit.adapters.test_prometheus_metrics")),
 }
 
 

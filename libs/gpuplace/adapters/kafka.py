@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import math
 import os
@@ -78,6 +79,7 @@ from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 
 from gpuplace.adapters import dependencies
+from gpuplace.adapters.metrics import PrometheusMetrics
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope
 from gpuplace.contracts.events import DeadLetter
@@ -350,9 +352,66 @@ class OffsetCommits:
             self._failing = False
 
 
+class ConsumerLag(ConsumerRebalanceListener):
+    """One subscriber's lag, per partition it holds: the partition's highwater (from the consumer's last fetch)
+    less the offset of the next record to handle. That is the offset after the last record this member handled
+    (or dead-lettered) on it, else the consumer's position, which is where it resumed: the position alone runs
+    ahead of the handler by what the fetcher buffered, and would hide a slow handler.
+
+    It is the subscriber's rebalance listener too (wrapping the caller's), to forget what it handled on a
+    partition it loses: the partition's next owner moves it on."""
+
+    def __init__(self, inner: ConsumerRebalanceListener | None) -> None:
+        self._inner = inner
+        self._next: dict[TopicPartition, int] = {}
+        self.subscriber: Any = None  # FastStream's subscriber; its `consumer` is the started AIOKafkaConsumer
+
+    def handled(self, record: Any) -> None:
+        topic, partition, offset = (getattr(record, a, None) for a in ("topic", "partition", "offset"))
+        if topic is not None and partition is not None and offset is not None:  # not the in-memory test broker's
+            self._next[TopicPartition(topic, partition)] = offset + 1
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        for tp in revoked:
+            self._next.pop(tp, None)
+        if self._inner is not None:
+            await _maybe_await(self._inner.on_partitions_revoked(revoked))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        if self._inner is not None:
+            await _maybe_await(self._inner.on_partitions_assigned(assigned))
+
+    async def lags(self) -> dict[tuple[str, int], int]:
+        consumer = getattr(self.subscriber, "consumer", None)
+        if consumer is None:  # not started, or stopped
+            return {}
+        lags = {}
+        for tp in consumer.assignment():
+            high = consumer.highwater(tp)
+            if high is None:  # nothing fetched from it yet
+                continue
+            position = self._next.get(tp)
+            if position is None:
+                position = await consumer.position(tp)
+            lags[(tp.topic, tp.partition)] = max(0, high - position)
+        return lags
+
+
+async def _maybe_await(result: Any) -> None:
+    if inspect.isawaitable(result):
+        await result
+
+
+async def check_broker(broker: KafkaBroker, timeout_s: float = 2.0) -> None:
+    """Raise unless a broker answers `broker`'s admin client within `timeout_s` (a readiness check)."""
+    if not await broker.ping(timeout_s):
+        raise ConnectionError(f"no Kafka broker answered within {timeout_s:g} s")
+
+
 def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, consumer: str, suffix: str = "",
               listener: ConsumerRebalanceListener | None = None, attempts: int = 3,
-              backoff_s: float = 0.2, partitions: int | None = None, instance_id: str | None = None) -> None:
+              backoff_s: float = 0.2, partitions: int | None = None, instance_id: str | None = None,
+              metrics: PrometheusMetrics | None = None) -> None:
     """One consumer in `group_id` for every route's topic: typed events to its handler, malformed records to
     the dead-letter topic. `listener` hears which partitions this member gains and loses. A handler that
     raises is tried `attempts` times (pausing `backoff_s`, doubling) before its record is dead-lettered,
@@ -363,18 +422,25 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
     not own the cluster, and two workers would write one cluster's state.
 
     `instance_id` makes the member static (KIP-345, `group.instance.id`): restarted with the same id, it gets its
-    partitions back without a rebalance and without waiting out the killed member's session."""
+    partitions back without a rebalance and without waiting out the killed member's session.
+
+    `metrics` counts the records dead-lettered (by the topic they came from) and reports the consumer's lag."""
     by_topic = {route.topic + suffix: route for route in routes}
     home: dict[str, int] = {}  # cluster -> its partition, memoised (murmur2 in Python)
     outage = {"failures": 0}  # consecutive transient failures, for the pause before the next read
 
     commits = OffsetCommits()
+    lag = ConsumerLag(listener)
+    subscriber = broker.subscriber(
+        *by_topic, group_id=group_id, ack_policy=AckPolicy.MANUAL,
+        partition_assignment_strategy=(RangePartitionAssignor,), listener=lag, auto_offset_reset="earliest",
+        decoder=_raw_body, group_instance_id=instance_id, title=f"{consumer}:{'+'.join(r.topic for r in routes)}",
+        description="; ".join(f"{r.topic}: {r.model.__name__}" for r in routes))
+    lag.subscriber = subscriber
+    if metrics is not None:
+        metrics.track_lag(lag)
 
-    @broker.subscriber(*by_topic, group_id=group_id, ack_policy=AckPolicy.MANUAL,
-                       partition_assignment_strategy=(RangePartitionAssignor,), listener=listener,
-                       auto_offset_reset="earliest", decoder=_raw_body, group_instance_id=instance_id,
-                       title=f"{consumer}:{'+'.join(r.topic for r in routes)}",
-                       description="; ".join(f"{r.topic}: {r.model.__name__}" for r in routes))
+    @subscriber
     async def _on_record(msg: KafkaMessage) -> None:
         try:
             await _handle(msg)
@@ -382,6 +448,7 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
             await msg.nack()  # seek back to this record: it is read again (a transient failure, logged there)
             raise
         await commits.done(msg)
+        lag.handled(msg.raw_message)
 
     async def _handle(msg: KafkaMessage) -> None:
         record = msg.raw_message
@@ -392,6 +459,8 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
             await dead_letter(broker, topic=topic, consumer=consumer, reason=reason, value=body,
                               key=getattr(record, "key", None), partition=getattr(record, "partition", None),
                               offset=getattr(record, "offset", None), suffix=suffix)
+            if metrics is not None:
+                metrics.dead_lettered(topic)
 
         try:
             event = route.model.model_validate_json(body)
@@ -512,6 +581,7 @@ async def delete_topics(kafka: Kafka, names: Iterable[str]) -> list[str]:
         return present
 
 
-__all__ = ["Kafka", "client_options", "Route", "cluster_partitioner", "partition_of", "make_broker", "subscribe",
-           "dead_letter", "validation_reason", "is_transient", "check_copartitioned", "ensure_topics",
-           "delete_topics", "admin_client", "list_topics", "JSON_HEADERS", "publish_json", "publish_event"]
+__all__ = ["Kafka", "client_options", "Route", "ConsumerLag", "check_broker", "cluster_partitioner", "partition_of",
+           "make_broker", "subscribe", "dead_letter", "validation_reason", "is_transient", "check_copartitioned",
+           "ensure_topics", "delete_topics", "admin_client", "list_topics", "JSON_HEADERS", "publish_json",
+           "publish_event"]

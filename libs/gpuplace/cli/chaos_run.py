@@ -198,6 +198,8 @@ class ChaosRun:
             # deletions a killed cluster-watcher missed are found by placement's reconciliation, on its restart
             # and this often: the settle phase waits for it
             "GPUPLACE_RECONCILE_INTERVAL_S": str(RECONCILE_S),
+            # every service process serves /metrics and /readyz: on a free port each, many run on one machine
+            "GPUPLACE_HTTP_PORT": "0",
         }
         first = next(iter(self.clusters))
 

@@ -4,6 +4,9 @@ What `gpuplace demo`, the end-to-end test and `gpuplace bench pipeline` share. O
 every other by a run id: its cluster ids, topic suffix, consumer groups, namespace and node names all
 carry it, so runs can share one Kafka, one PostgreSQL and the same kube-apiservers. The run cleans up
 its nodes and namespace in the clusters when it ends (KWOK's fleet would otherwise grow run after run).
+
+Its services share one Telemetry, served while the run lasts on a free port of the loopback interface
+(`http_url`: /metrics, /healthz, /readyz), so that runs, tests and the chaos bench never collide on a port.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from gpuplace.contracts import topics
 from gpuplace.core.model import Node, Pod
 from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
+from services import http_server
 from services.cluster_watcher import app as cluster_watcher
 from services.latency_ingest import app as latency_ingest
 from services.placement import app as placement
+from services.telemetry import Telemetry
 from services.telemetry_ingest import app as telemetry_ingest
 
 FLEET_LABEL = "gpuplace.io/fleet"
@@ -132,11 +137,13 @@ class PipelineRun:
         self.submitted_at: dict[str, float] = {}
         self.bound_at: dict[str, float] = {}
         self.bound_node: dict[str, str] = {}
+        self.telemetry = Telemetry()
+        self.http_url = ""  # while the run lasts: http://127.0.0.1:<port>, the services' /metrics, /readyz
 
     def _settings(self, **overrides: Any) -> Settings:
         # cluster-watchers elect in the run's namespace, so their Leases go when the run cleans up
         return self.settings.model_copy(update={"topic_suffix": self.suffix, "policy": self.policy,
-                                                "namespace": self.namespace,
+                                                "namespace": self.namespace, "http_port": 0,
                                                 "leader_election_namespace": self.namespace,
                                                 "node_label_selector": f"{FLEET_LABEL}={self.config.run_id}",
                                                 **overrides})
@@ -148,7 +155,9 @@ class PipelineRun:
         stop = asyncio.Event()
         started = time.monotonic()
         tasks: list[asyncio.Task[None]] = []
-        async with _apis(self.config.kubeconfigs) as apis:
+        async with _apis(self.config.kubeconfigs) as apis, \
+                http_server.serving(self.telemetry, 0, host="127.0.0.1") as (host, port):
+            self.http_url = f"http://{host}:{port}"
             fleets = self._fleets()
             try:
                 await self._create_fleet(apis, fleets)
@@ -189,12 +198,16 @@ class PipelineRun:
 
     def _start_services(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         kubeconfigs = {cluster: self.config.kubeconfigs[name] for cluster, name in self.clusters.items()}
-        tasks = [asyncio.create_task(placement.run(self._settings(kubeconfigs=kubeconfigs), stop))
+        telemetry = self.telemetry
+        for service in (placement.NAME, telemetry_ingest.NAME, latency_ingest.NAME, cluster_watcher.NAME):
+            telemetry.health.expect(service)
+        tasks = [asyncio.create_task(placement.run(self._settings(kubeconfigs=kubeconfigs), stop, telemetry=telemetry))
                  for _ in range(self.config.placement_workers)]
-        tasks += [asyncio.create_task(svc.run(self._settings(), stop)) for svc in (telemetry_ingest, latency_ingest)]
+        tasks += [asyncio.create_task(svc.run(self._settings(), stop, telemetry=telemetry))
+                  for svc in (telemetry_ingest, latency_ingest)]
         for cluster, name in self.clusters.items():
             tasks.append(asyncio.create_task(cluster_watcher.run(
-                self._settings(cluster=cluster), stop, kubeconfig=self.config.kubeconfigs[name])))
+                self._settings(cluster=cluster), stop, kubeconfig=self.config.kubeconfigs[name], telemetry=telemetry)))
         return tasks
 
     async def _wait_inventory(self, fleets: dict[str, list[Node]]) -> None:

@@ -23,7 +23,7 @@ from services.latency_ingest import app as latency_ingest
 from services.placement import app as placement
 from services.telemetry_ingest import app as telemetry_ingest
 
-SERVICES = {
+SERVICES: dict[str, runtime.Service] = {
     "cluster-watcher": cluster_watcher.run,
     "placement": placement.run,
     "telemetry-ingest": telemetry_ingest.run,
@@ -40,7 +40,7 @@ def service(name: str = typer.Argument(..., help=f"one of: {', '.join(SERVICES)}
         raise typer.BadParameter(f"unknown service {name!r}; choose from {', '.join(SERVICES)}")
     settings = Settings()
     runtime.configure_logging(settings.log_level, settings.log_format)
-    asyncio.run(runtime.serve(SERVICES[name], settings=settings))
+    asyncio.run(runtime.serve({name: SERVICES[name]}, settings=settings))
 
 
 def up() -> None:
@@ -50,7 +50,7 @@ def up() -> None:
     _migrate(settings)
     asyncio.run(ensure_topics(settings.kafka, [settings.topic(t) for t in topics.ALL_TOPICS],
                               replication_factor=settings.topic_replication_factor))
-    asyncio.run(runtime.serve(*(SERVICES[n] for n in UP), settings=settings))
+    asyncio.run(runtime.serve({n: SERVICES[n] for n in UP}, settings=settings))
 
 
 def migrate(revision: str = typer.Argument("head", help="Alembic revision to upgrade to")) -> None:

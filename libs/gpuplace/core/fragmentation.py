@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuplace.core.arrays import FloatArray, IntArray
+from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import TypicalWorkload
 
@@ -68,18 +68,45 @@ def shape_fragmentation(
     Assumes validated arrays (see node_fragmentation()). For a satisfied shape the amount is the
     part counted as fragmentation (holes smaller than d), filed under LACK_GPU as the reference does.
     """
-    d = workload.share_milli_by_type[:, gpu_type_id].T  # per-GPU need, (n_states, n_shapes)
-    free = free_share_milli[:, None, :]  # (n_states, 1, max_gpus)
-    fits_gpu = (free >= d[:, :, None]).sum(axis=2) >= workload.gpu_count[None, :]  # (n_states, n_shapes)
-    holes = np.where(free < d[:, :, None], free, 0).sum(axis=2)  # F_n(m) when m fits, (n_states, n_shapes)
+    case, unusable = _cases(free_share_milli, cpu_free_milli, gpu_type_id, workload)
+    holes = np.where(unusable, free_share_milli[:, None, :], 0).sum(axis=2)  # F_n(m) when m fits
     total = free_share_milli.sum(axis=1)[:, None]  # all free share, (n_states, 1)
-    cpu_ok = cpu_free_milli[:, None] >= workload.cpu_milli[None, :]  # (n_states, n_shapes)
-    allowed = workload.allowed_by_type[:, gpu_type_id].T  # (n_states, n_shapes)
-    cpu_only = (workload.gpu_count == 0)[None, :]
-    case = 8 * cpu_only + 4 * allowed + 2 * fits_gpu + cpu_ok  # (n_states, n_shapes), see _CATEGORY
     category = _CATEGORY[case]
     amount = np.where(case == _SATISFIED_CASE, holes, total)
     return amount, category
+
+
+def stranded_gpu_memory(snapshot: ClusterSnapshot, workload: TypicalWorkload) -> FloatArray:
+    """The free GPU memory (MiB) of every node that the typical workload could not use, (n_nodes,): F_n(M)'s
+    rule applied to memory instead of share. For a shape that fits the node, the free memory of the GPUs whose
+    free share is below its need; for one that does not fit, is not allowed there or needs no GPU, all the
+    node's free GPU memory; weighted by p_m. Memory is what an operator sees idle on a GPU, and a hole's share
+    and memory differ when pods ask for memory on one GPU model and share on another."""
+    if workload.share_milli_by_type.shape[1] != len(snapshot.gpu_types):
+        raise ValueError("workload was resolved against a different set of GPU types")
+    case, unusable = _cases(snapshot.free_share_milli, snapshot.cpu_free_milli, snapshot.gpu_type_id, workload)
+    memory = snapshot.free_memory_mib
+    holes = np.where(unusable, memory[:, None, :], 0).sum(axis=2)  # (n_nodes, n_shapes)
+    total = memory.sum(axis=1)[:, None]  # (n_nodes, 1)
+    amount = np.where(case == _SATISFIED_CASE, holes, total).astype(np.float64)
+    stranded: FloatArray = amount @ workload.probability
+    return stranded
+
+
+def _cases(
+    free_share_milli: IntArray, cpu_free_milli: IntArray, gpu_type_id: IntArray, workload: TypicalWorkload
+) -> tuple[IntArray, BoolArray]:
+    """Each shape's case on each state (an index into _CATEGORY), (n_states, n_shapes), and which GPUs have
+    less free share than the shape needs on one GPU, (n_states, n_shapes, max_gpus)."""
+    d = workload.share_milli_by_type[:, gpu_type_id].T  # per-GPU need, (n_states, n_shapes)
+    free = free_share_milli[:, None, :]  # (n_states, 1, max_gpus)
+    unusable: BoolArray = free < d[:, :, None]
+    fits_gpu = (~unusable).sum(axis=2) >= workload.gpu_count[None, :]  # (n_states, n_shapes)
+    cpu_ok = cpu_free_milli[:, None] >= workload.cpu_milli[None, :]  # (n_states, n_shapes)
+    allowed = workload.allowed_by_type[:, gpu_type_id].T  # (n_states, n_shapes)
+    cpu_only = (workload.gpu_count == 0)[None, :]
+    case: IntArray = 8 * cpu_only + 4 * allowed + 2 * fits_gpu + cpu_ok  # see _CATEGORY
+    return case, unusable
 
 
 def _expected_fragmentation(
@@ -98,5 +125,5 @@ def _expected_fragmentation(
 
 __all__ = [
     "CPU_ONLY_LACK_CPU", "CPU_ONLY_SATISFIED", "LACK_BOTH", "LACK_CPU", "LACK_GPU", "NO_ACCESS", "SATISFIED",
-    "fragmentation", "node_fragmentation", "shape_fragmentation"
+    "fragmentation", "node_fragmentation", "shape_fragmentation", "stranded_gpu_memory"
 ]

@@ -26,6 +26,9 @@ completed if every victim is gone, aborted as in 3 otherwise. Evictions are not 
 Each plan is settled (3 or 4) exactly once. Any placement worker that loads the cluster runs recover() and
 may settle a plan another live worker is still carrying out; the plan's own worker then finds it settled
 (_plan_open) and stops: it evicts no further victim, records nothing, binds nothing.
+
+Each plan is counted (Metrics.defrag_plan) as it is planned, completed or aborted, by whoever records it, and
+each eviction call with its outcome.
 """
 
 from __future__ import annotations
@@ -43,7 +46,17 @@ from gpuplace.contracts.events import PlacementKind
 from gpuplace.core.defrag import planner
 from gpuplace.core.defrag.model import Limits, PastMove, Plan, Refusal, RunningPod
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
-from gpuplace.usecases.ports import ClusterApi, EvictOutcome, GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import (
+    NO_METRICS,
+    ClusterApi,
+    EvictOutcome,
+    EvictResult,
+    GpuGrant,
+    Metrics,
+    Row,
+    UnitOfWork,
+    UnitOfWorkFactory,
+)
 
 log = logging.getLogger(__name__)
 PLAN_KEY = "plan"  # the reasons entry of `defrag_planned` that recover() reads back
@@ -51,6 +64,8 @@ RESTARTED = "placement restarted mid-plan"
 BENEFICIARY_DELETED = {"beneficiary": "deleted"}  # in the outcome's reasons: its hold released, nothing bound
 SETTLED_ELSEWHERE = "settled by another placement worker"
 _PLAN_KINDS = ("defrag_planned", "defrag_completed", "defrag_aborted")
+_EVICT_RESULTS: dict[EvictOutcome, EvictResult] = {
+    EvictOutcome.EVICTED: "evicted", EvictOutcome.REFUSED: "refused", EvictOutcome.GONE: "gone"}
 
 
 class PlacementHost(Protocol):
@@ -92,13 +107,14 @@ class _Victim:
 class Defragmenter:
     def __init__(self, uow_factory: UnitOfWorkFactory, apis: Mapping[str, ClusterApi], host: PlacementHost,
                  policy_for: Callable[[ClusterView, Any, Any], Any], *, settings: DefragSettings | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, metrics: Metrics = NO_METRICS) -> None:
         self._uow_factory = uow_factory
         self._apis = apis
         self._host = host
         self._policy_for = policy_for
         self.settings = settings or DefragSettings()
         self._clock = clock
+        self._metrics = metrics
         # Evictions this process made, per cluster: all the history Limits' hourly caps count. It lives in memory,
         # so a restart forgets it and each placement process keeps its own (see Limits.max_evictions_per_hour).
         self._history: dict[str, list[PastMove]] = {}
@@ -121,11 +137,16 @@ class Defragmenter:
                 if view.snapshot is None:
                     return None
                 plan, running = await self._plan(view, row)
-                if not isinstance(plan, Plan) or not plan.moves:
+                if not isinstance(plan, Plan):
+                    self._metrics.defrag_plan(cluster, "infeasible")
+                    return plan
+                if not plan.moves:
                     return plan
                 reserved = await self._reserve(row, plan, running)
                 if reserved is None:
+                    self._metrics.defrag_plan(cluster, "stale")
                     return None
+                self._metrics.defrag_plan(cluster, "planned")
                 plan_id, victims = reserved
                 await self._host.reread(cluster)
             evicted, refusal = await self._evict_all(row, plan_id, plan, running)
@@ -236,7 +257,9 @@ class Defragmenter:
             try:
                 outcome = await api.evict(victim_row["namespace"], victim_row["name"], move.uid)
             except Exception as exc:  # noqa: BLE001 - any failure aborts the plan cleanly
+                self._metrics.eviction(row["cluster"], "error")
                 return evicted, f"eviction of {victim_row['name']}: error: {exc}"
+            self._metrics.eviction(row["cluster"], _EVICT_RESULTS[outcome])
             if outcome is EvictOutcome.REFUSED:
                 return evicted, f"eviction of {victim_row['name']} refused by a PodDisruptionBudget"
             evicted.append(move.uid)
@@ -275,6 +298,7 @@ class Defragmenter:
             await self._host.record(uow, row, "defrag_completed", node=node,
                                     reasons={**reasons, **(BENEFICIARY_DELETED if deleted else {})})
             await self._host.commit(uow)
+        self._metrics.defrag_plan(row["cluster"], "completed")
         return not deleted
 
     async def _abort(self, row: Row, plan_id: str | None, victims: Sequence[_Victim], gone: Collection[str], *,
@@ -309,6 +333,7 @@ class Defragmenter:
                 "reason": reason, "evicted": str(sum(v.uid in gone for v in victims)),
                 **(BENEFICIARY_DELETED if deleted else {})})
             await self._host.commit(uow)
+        self._metrics.defrag_plan(cluster, "aborted")
 
     # -- after a restart -----------------------------------------------------------------------------------
     async def recover(self, cluster: str) -> int:

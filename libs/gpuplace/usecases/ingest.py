@@ -9,7 +9,7 @@ from __future__ import annotations
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry, LatencyWindow, NodeEvent, PlacementEvent
 from gpuplace.usecases import latency_learning
-from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import NO_METRICS, Metrics, Row, UnitOfWork, UnitOfWorkFactory
 
 
 async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consumer: str) -> bool:
@@ -45,12 +45,15 @@ async def ingest_telemetry(uow_factory: UnitOfWorkFactory, event: GpuTelemetry, 
 
 
 async def ingest_latency(uow_factory: UnitOfWorkFactory, event: LatencyWindow, *, consumer: str,
-                         placements_topic: str = topics.PLACEMENTS, margin: float = 0.0) -> bool:
+                         placements_topic: str = topics.PLACEMENTS, margin: float = 0.0,
+                         metrics: Metrics = NO_METRICS) -> bool:
     """Store a latency window; a pod whose observed p95 is past its deadline raises an SLO violation.
 
     The window also refits the fleet's latency model (usecases/latency_learning.py).
     The violation closes the pod's GPU to new pods and marks the pod for a move, in the same transaction
     as the window, and publishes `slo_violation` through the outbox (once per GPU and pod, not per window).
+    Once committed, its frames and deadline misses are counted (SLO attainment per cluster and workload): a
+    redelivered window is not counted twice.
     """
     async with uow_factory() as uow:
         if not await uow.state.claim_event(consumer, event.event_id, event.digest()):
@@ -66,6 +69,7 @@ async def ingest_latency(uow_factory: UnitOfWorkFactory, event: LatencyWindow, *
             await latency_learning.learn(uow, event, held)
             await _check_slo(uow, event, held, placements_topic, margin)
         await uow.commit()
+    metrics.latency_window(event.cluster, event.workload, event.frames, event.deadline_misses)
     return True
 
 

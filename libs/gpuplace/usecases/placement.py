@@ -12,6 +12,10 @@ is bound already, so we reconcile with what the API says instead of retrying.
 Pods that do not fit wait in a queue (priority, then deadline, then arrival) and are tried again when the
 cluster changes: a node arrives or a pod leaves.
 
+What happens is counted through the Metrics port where it happens (each scheduling attempt and its result, each
+bind); what the clusters look like (pods not bound yet and why, GPU stranded by fragmentation) is read from the
+in-memory clusters when metrics are scraped (cluster_gauges).
+
 Destructive input is believed only when the apiserver agrees: a `deleted` pod that the apiserver still runs is
 refused (contracts.Rejected, dead-lettered) rather than freeing GPUs another pod would take at once; and what
 the event stream missed is found by comparing the database with the apiserver (usecases/reconcile) when a
@@ -24,7 +28,9 @@ import asyncio
 import contextlib
 import enum
 import logging
+import time
 import uuid
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
@@ -32,20 +38,36 @@ from typing import Any, Literal, TypeVar
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PlacementKind, PodEvent
 from gpuplace.contracts.rejected import Rejected
+from gpuplace.core.fragmentation import fragmentation, stranded_gpu_memory
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
+from gpuplace.core.workload import typical_workload
 from gpuplace.usecases import feedback, latency_learning
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
-from gpuplace.usecases.ports import BindOutcome, ClusterApi, GpuGrant, Row, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import (
+    NO_METRICS,
+    AttemptResult,
+    BindOutcome,
+    BindResult,
+    ClusterApi,
+    ClusterGauges,
+    GpuGrant,
+    Metrics,
+    PendingReason,
+    Row,
+    UnitOfWork,
+    UnitOfWorkFactory,
+)
 from gpuplace.usecases.reconcile import TRACKED, Drift, confirmed_gone, find_drift
 
 log = logging.getLogger(__name__)
 CONSUMER = "placement"
 AWAITING_NODE = "bound to a node not yet known: charged when it arrives"
 NODE_BURST_S = 0.25  # node events within this long of each other share one re-read and retry
+RECENT_PODS = 2_000  # the pods decided last in a cluster: the typical workload its stranded GPU is measured against
 _T = TypeVar("_T")
 
 
@@ -82,6 +104,8 @@ class _Cluster:
     awaiting_nodes: set[str] = field(default_factory=set)  # nodes pods were bound to before placement knew them
     retry: asyncio.Task[None] | None = None  # the retry of waiting pods after a burst of node events
     changed_nodes: set[str] = field(default_factory=set)  # nodes changed since that retry last looked
+    binding: set[str] = field(default_factory=set)  # uids whose bind call is in flight
+    recent: OrderedDict[str, Pod] = field(default_factory=OrderedDict)  # uid -> pod, the arriving workload M
 
 
 class PlacementService:
@@ -89,7 +113,7 @@ class PlacementService:
                  policy: str, topic_suffix: str = "", bind_concurrency: int = 16,
                  outbox_written: Callable[[], None] = lambda: None,
                  defrag: Callable[[PlacementService], Defragmenter] | None = None,
-                 resync_s: float | None = None) -> None:
+                 resync_s: float | None = None, metrics: Metrics = NO_METRICS) -> None:
         self._uow_factory = uow_factory
         self._apis = cluster_apis
         self._decide = decide
@@ -103,6 +127,7 @@ class PlacementService:
         self._background: set[asyncio.Task[Any]] = set()  # defragmentation plans, retries after node bursts
         self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
         self._resync_s = resync_s  # reconcile with the apiserver on taking a cluster and this often; None: never
+        self._metrics = metrics
 
     # -- entry points (one per topic) ---------------------------------------------------------------
     async def on_node(self, event: NodeEvent) -> None:
@@ -236,6 +261,24 @@ class PlacementService:
             await asyncio.gather(*list(self._binds), *list(self._background), *list(self._feedback.tasks),
                                  return_exceptions=True)
 
+    def cluster_gauges(self) -> list[ClusterGauges]:
+        """The clusters this worker holds, as metrics read them at a scrape (Metrics.watching): its pods not
+        bound yet, by why, and the GPU stranded by fragmentation. Clusters it no longer owns (not loaded since
+        its partitions moved) are left to their new owner."""
+        found = []
+        for cluster, state in self._clusters.items():
+            if not state.loaded:
+                continue
+            pending: Counter[PendingReason] = Counter({reason: 0 for reason in _PENDING_REASONS})
+            pending["binding"] += len(state.binding)
+            for uid, row in state.waiting.items():
+                pending["defrag" if self._plan_holds(row) else
+                        "unschedulable" if uid in state.last_reasons or row["state"] == "unschedulable" else
+                        "queued"] += 1
+            share, memory = _stranded(state)
+            found.append(ClusterGauges(cluster, dict(pending), share, memory))
+        return found
+
     # -- what the defragmenter uses (usecases/defrag.PlacementHost) ------------------------------------
     async def record(self, uow: UnitOfWork, row: Row, kind: PlacementKind, *, hold: Hold | None = None,
                      reasons: dict[str, str] | None = None, node: str | None = None) -> None:
@@ -283,8 +326,10 @@ class PlacementService:
                     return
                 row = await uow.state.upsert_pod(_pod_row(event))
                 if row["state"] == "pending" and event.request_error:
+                    started = time.perf_counter()
                     await uow.state.set_pod_state(event.cluster, event.uid, "invalid", reason=event.request_error)
                     await self._record(uow, row, "invalid_request", reasons={"request": event.request_error})
+                    self._metrics.scheduling_attempt(event.cluster, "invalid", time.perf_counter() - started)
                     await self._commit(uow)
                     self._report_unschedulable(row, f"invalid GPU request: {event.request_error}")
                     return
@@ -364,11 +409,26 @@ class PlacementService:
 
     async def _decide_and_reserve(self, uow: UnitOfWork, state: _Cluster, row: Row
                                   ) -> Hold | dict[str, str] | Literal[_Conflict.CONFLICT]:
-        """Inside `uow`: decide, then reserve (a Hold) or record why the pod waits (its reasons).
+        """Inside `uow`: decide, then reserve (a Hold) or record why the pod waits (its reasons); one scheduling
+        attempt, counted with its result and how long it took.
 
         Returns _CONFLICT when the database refused the reservation; the caller must not commit.
         """
+        started = time.perf_counter()
+        try:
+            outcome = await self._decide_and_reserve_once(uow, state, row)
+        except Exception:
+            self._metrics.scheduling_attempt(row["cluster"], "error", time.perf_counter() - started)
+            raise
+        result: AttemptResult = "reserved" if isinstance(outcome, Hold) else \
+            "conflict" if outcome is _CONFLICT else "unschedulable"
+        self._metrics.scheduling_attempt(row["cluster"], result, time.perf_counter() - started)
+        return outcome
+
+    async def _decide_and_reserve_once(self, uow: UnitOfWork, state: _Cluster, row: Row
+                                       ) -> Hold | dict[str, str] | Literal[_Conflict.CONFLICT]:
         pod, stream = core_pod(row), pod_stream(row)
+        _remember(state, row["uid"], pod)
         choice = self._decide(state.view, pod, stream) if state.view.snapshot is not None else \
             {"cluster": "no schedulable node"}
         if not isinstance(choice, Choice):
@@ -426,7 +486,9 @@ class PlacementService:
     def _spawn_bind(self, state: _Cluster, row: Row, hold: Hold) -> None:
         task = asyncio.create_task(self._bind(state, row, hold), name=row["cluster"] + row["uid"])
         self._binds.add(task)
+        state.binding.add(row["uid"])
         task.add_done_callback(self._binds.discard)
+        task.add_done_callback(lambda _: state.binding.discard(row["uid"]))
 
     async def _bind(self, state: _Cluster, row: Row, hold: Hold) -> None:
         api = self._apis[row["cluster"]]
@@ -445,6 +507,9 @@ class PlacementService:
             except Exception as exc:  # noqa: BLE001 - an API failure must release, not leak, the reservation
                 log.warning("bind of %s/%s failed: %s", row["namespace"], row["name"], exc)
                 outcome_name = "error"
+        result: BindResult = "bound" if outcome_name == "bound" else "conflict" if outcome_name == "conflict" else \
+            "gone" if outcome_name == "gone" else "error"
+        self._metrics.bind(row["cluster"], result)
         async with state.lock:
             await self._record_bind(state, row, hold, outcome_name)
 
@@ -623,6 +688,9 @@ class PlacementService:
             holders = await uow.state.pods_in_state(cluster, ("reserved", "bound", "promised"))
             model = await latency_learning.load_model(uow)
         state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders, model)
+        if not state.recent:  # after a restart: the pods running are the workload seen so far
+            for row in holders:
+                _remember(state, row["uid"], core_pod(row))
 
     async def _resume(self, state: _Cluster) -> None:
         """After a restart: waiting pods go back in the queue; reserved-but-unbound pods are bound again.
@@ -690,6 +758,29 @@ def _event_of(row: Row, kind: str, **changes: Any) -> PodEvent:
               "frame_rate_hz", "workload", "service_ms", "owner", "managed")
     return PodEvent.model_validate({**{k: row[k] for k in fields}, **(row.get("rules") or {}), "kind": kind,
                                     "gpu": row["request"], **changes})
+
+
+_PENDING_REASONS: tuple[PendingReason, ...] = ("unschedulable", "queued", "defrag", "binding")
+
+
+def _remember(state: _Cluster, uid: str, pod: Pod) -> None:
+    """Count a pod once in the cluster's recent workload, however often it is tried, dropping the oldest."""
+    if uid not in state.recent:
+        state.recent[uid] = pod
+        if len(state.recent) > RECENT_PODS:
+            state.recent.popitem(last=False)
+
+
+def _stranded(state: _Cluster) -> tuple[float | None, float | None]:
+    """GPU share and memory free but unusable by the cluster's typical workload (the FGD measure, DESIGN §6), M
+    being the shapes of the pods decided last; as a fraction of the cluster's GPU share, and in MiB. None
+    before the cluster has GPUs and pods to measure with."""
+    snapshot = state.view.snapshot
+    if snapshot is None or not state.recent or snapshot.total_gpu_milli == 0:
+        return None, None
+    workload = typical_workload(list(state.recent.values()), snapshot.gpu_types)
+    share = float(fragmentation(snapshot, workload).sum()) / snapshot.total_gpu_milli
+    return share, float(stranded_gpu_memory(snapshot, workload).sum())
 
 
 def _queue_order(row: Row) -> tuple[int, float, Any]:

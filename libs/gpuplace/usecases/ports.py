@@ -1,5 +1,5 @@
-"""The ports the use cases drive: a unit of work over the fleet state, the outbox as its relay reads it, and
-each cluster's API.
+"""The ports the use cases drive: a unit of work over the fleet state, the outbox as its relay reads it, each
+cluster's API, and the metrics they report to the operator.
 
 Adapters implement these structurally (adapters.postgres, adapters.kube) and may import this module for the
 values the ports speak in (GpuGrant, the outcome enums): it imports nothing but the standard library. Tests use
@@ -10,11 +10,13 @@ only these Protocols, never an adapter.
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 Row = Mapping[str, Any]
 Json = dict[str, Any]
@@ -219,6 +221,10 @@ class OutboxStore(Protocol):
         """Mark rows published, for good once committed; a row taken but not marked is taken again later."""
         ...
 
+    async def count_unpublished(self) -> int:
+        """How many committed rows are not marked published yet (the relay's backlog, for its metric)."""
+        ...
+
 
 class OutboxUnitOfWork(Protocol):
     """A unit of work as the outbox relay uses it (PostgresUnitOfWork is one, and a UnitOfWork too)."""
@@ -296,7 +302,101 @@ class ClusterApi(PodReader, Protocol):
         ...
 
 
+# -- metrics: the label values each counter takes, a closed vocabulary (a free-text reason would be a new time
+# series per pod). The README's "Metrics and health" table lists them.
+AttemptResult = Literal["reserved", "unschedulable", "conflict", "invalid", "error"]
+"""What one scheduling attempt (decide, then reserve, in one transaction) came to: the pod `reserved` on a node
+and GPUs (its bind follows), `unschedulable` (it fits nowhere and waits), `conflict` (the database refused what
+the in-memory view allowed: re-read and tried again), `invalid` (its GPU request cannot be read), `error` (an
+exception, such as the database going away)."""
+BindResult = Literal["bound", "conflict", "gone", "error"]
+"""A bind's outcome: BindOutcome's values (a CONFLICT found to be our own earlier bind counts as bound), or
+`error` when the call failed (the apiserver away, 5xx, 403)."""
+EvictResult = Literal["evicted", "refused", "gone", "error"]
+"""An eviction's outcome: EvictOutcome's values, or `error` when the call failed."""
+PlanOutcome = Literal["planned", "completed", "aborted", "infeasible", "stale"]
+"""What became of a defragmentation attempt: `planned` (places reserved, evictions start), `completed` (the
+blocked pod is bound), `aborted` (a PodDisruptionBudget refusal, a failure, victims still running, a restart),
+`infeasible` (the planner found no set of moves within the limits), `stale` (the plan no longer fitted the
+cluster when its places were reserved)."""
+PendingReason = Literal["unschedulable", "queued", "defrag", "binding"]
+"""Why a pod gpuplace places is not bound yet: `unschedulable` (tried, fits nowhere now), `queued` (waiting for
+its next try: after a failed bind, or read back after a restart), `defrag` (a plan is moving other pods out of
+its way), `binding` (reserved, its bind call in flight)."""
+
+
+@dataclass(frozen=True)
+class ClusterGauges:
+    """One cluster as a placement worker holds it, read when metrics are scraped."""
+
+    cluster: str
+    pending: Mapping[PendingReason, int]  # pods not bound yet, by why
+    stranded_share: float | None  # F(M) summed over nodes / the cluster's GPU share; None: no workload seen yet
+    stranded_memory_mib: float | None  # the free GPU memory the same shapes could not use
+
+
+class Metrics(Protocol):
+    """What the use cases tell the operator, counted where it happens (adapters/metrics.py: Prometheus).
+
+    Methods are called synchronously in the event loop, are cheap and never raise: a metric must not fail the
+    work it measures. Label values come from the vocabularies above."""
+
+    def scheduling_attempt(self, cluster: str, result: AttemptResult, seconds: float) -> None:
+        """One attempt to place a pod, and how long deciding and reserving took."""
+        ...
+
+    def bind(self, cluster: str, result: BindResult) -> None:
+        """One bind call's outcome."""
+        ...
+
+    def eviction(self, cluster: str, result: EvictResult) -> None:
+        """One eviction call's outcome (defragmentation)."""
+        ...
+
+    def defrag_plan(self, cluster: str, outcome: PlanOutcome) -> None:
+        """A defragmentation plan moved to `outcome`."""
+        ...
+
+    def latency_window(self, cluster: str, workload: str, frames: int, deadline_misses: int) -> None:
+        """A pod's latency window: `frames` frames, `deadline_misses` of them past their deadline."""
+        ...
+
+    def watching(self, source: Callable[[], Iterable[ClusterGauges]]) -> AbstractContextManager[None]:
+        """While the block runs, `source` is called at each scrape for the gauges of the clusters it holds
+        (it must be cheap and synchronous); after the block it no longer is, so a placement service that
+        stopped reports nothing. Registering does not call it."""
+        ...
+
+
+class NullMetrics:
+    """Metrics that go nowhere: the default of every use case, so one built without wiring (unit tests, the
+    simulators) needs none."""
+
+    def scheduling_attempt(self, cluster: str, result: AttemptResult, seconds: float) -> None:
+        pass
+
+    def bind(self, cluster: str, result: BindResult) -> None:
+        pass
+
+    def eviction(self, cluster: str, result: EvictResult) -> None:
+        pass
+
+    def defrag_plan(self, cluster: str, outcome: PlanOutcome) -> None:
+        pass
+
+    def latency_window(self, cluster: str, workload: str, frames: int, deadline_misses: int) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def watching(self, source: Callable[[], Iterable[ClusterGauges]]) -> Iterator[None]:
+        yield
+
+
+NO_METRICS: Metrics = NullMetrics()
+
+
 __all__ = [
-    "BindOutcome", "ClusterApi", "EvictOutcome", "GpuGrant", "Json", "OutboxStore", "OutboxUnitOfWork",
-    "PodReader", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
+    "AttemptResult", "BindOutcome", "BindResult", "ClusterApi", "ClusterGauges", "EvictOutcome", "EvictResult",
+    "GpuGrant", "Json", "Metrics", "NO_METRICS", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason",
+    "PlanOutcome", "PodReader", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
 ]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpuplace.core.fragmentation import fragmentation, node_fragmentation
+from gpuplace.core.fragmentation import fragmentation, node_fragmentation, stranded_gpu_memory
 from gpuplace.core.model import GpuRequest, Pod
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import typical_workload
@@ -101,3 +101,16 @@ def test_bad_state_arrays_are_refused(v100_node):
         node_fragmentation(np.array([600, 1000]), np.array([16000]), np.array([0]), workload)
     with pytest.raises(ValueError):
         node_fragmentation(np.array([[600, 1000]]), np.array([16000]), np.array([3]), workload)
+
+
+def test_stranded_memory_follows_the_share_rule_on_each_gpus_free_memory(v100_node):
+    snapshot = ClusterSnapshot([v100_node])
+    # free memory 16384, 4916 and 9831 MiB (what shares 1000, 300, 600 leave of 16384 MiB)
+    assert snapshot.free_memory_mib.tolist() == [[16384, 4916, 9831]]
+    fits = _workload([(4000, GpuRequest(1, 500), 1)], snapshot)
+    assert stranded_gpu_memory(snapshot, fits).tolist() == [4916.0]  # GPU1, whose 300m cannot serve 500m
+    blocked = _workload([(4000, GpuRequest(2, 700), 1)], snapshot)
+    assert stranded_gpu_memory(snapshot, blocked).tolist() == [16384.0 + 4916 + 9831]  # fits nowhere: all of it
+    mixed = _workload([(4000, GpuRequest(1, 500), 3), (4000, GpuRequest(), 1)], snapshot)
+    # p = 3/4 for the fitting shape (4916), 1/4 for the CPU-only one (all 31131): the expectation, as F_n(M)
+    assert stranded_gpu_memory(snapshot, mixed).tolist() == pytest.approx([0.75 * 4916 + 0.25 * 31131])

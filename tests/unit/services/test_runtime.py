@@ -9,8 +9,10 @@ import logging
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
+from gpuplace.adapters.metrics import PrometheusMetrics
 from gpuplace.settings import Settings
 from services import runtime
+from services.telemetry import Telemetry
 
 
 def _record(name: str, msg: str, created: float, *args: object) -> logging.LogRecord:
@@ -48,3 +50,30 @@ async def test_a_transient_failure_starts_the_service_again_and_a_bug_ends_it(mo
 
     with pytest.raises(KeyError):
         await runtime.keep_running(broken, Settings(), asyncio.Event())
+
+
+async def test_every_service_gets_the_process_telemetry_and_is_not_ready_until_it_runs():
+    telemetry = Telemetry(PrometheusMetrics(process_metrics=False))
+    stop, started = asyncio.Event(), asyncio.Event()
+    seen: list[Telemetry | None] = []
+
+    async def ready(settings: Settings, stop_event: asyncio.Event, *, telemetry: Telemetry | None = None) -> None:
+        seen.append(telemetry)
+        assert telemetry is not None
+        with telemetry.health.running("ready"):
+            started.set()
+            await stop_event.wait()
+
+    async def starting(settings: Settings, stop_event: asyncio.Event, *, telemetry: Telemetry | None = None) -> None:
+        seen.append(telemetry)
+        await stop_event.wait()
+
+    services = asyncio.create_task(runtime.run_services({"ready": ready, "starting": starting}, Settings(), stop,
+                                                        telemetry))
+    await asyncio.wait_for(started.wait(), 5)
+    assert seen == [telemetry, telemetry]
+    assert await telemetry.health.problems() == [
+        "starting: not running (starting, or starting again after an outage)"]
+    stop.set()
+    await asyncio.wait_for(services, 5)
+    assert len(await telemetry.health.problems()) == 2  # stopped: neither runs

@@ -12,6 +12,7 @@ from gpuplace.core.defrag.model import Limits
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
+from gpuplace.usecases.ports import NO_METRICS
 from tests.builders import node_event, pod_event
 from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
 
@@ -53,12 +54,12 @@ class SlowEvictionApi(FakeClusterApi):
         return await super().evict(namespace, name, uid)
 
 
-def service(uow_factory, api, settings=None, clock=time.monotonic):
+def service(uow_factory, api, settings=None, clock=time.monotonic, metrics=NO_METRICS):
     decide = decider("bestfit")
     return PlacementService(
-        uow_factory, {"east": api}, decide, policy="bestfit",
+        uow_factory, {"east": api}, decide, policy="bestfit", metrics=metrics,
         defrag=lambda host: Defragmenter(uow_factory, {"east": api}, host, decide.planner_policy, settings=settings,
-                                         clock=clock))
+                                         clock=clock, metrics=metrics))
 
 
 async def fragmented_fleet(refuse: bool = False, api: FakeClusterApi | None = None, **service_args):

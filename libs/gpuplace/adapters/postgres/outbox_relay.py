@@ -14,6 +14,9 @@ Per-key order holds with one relay only.
 No row goes out over `max_event_bytes` (Kafka's default message limit is 1 MB): one that would is sent to the
 dead-letter topic instead (truncated, with its size and digest) and marked published, so one oversize
 decision never stops the relay.
+
+The relay reports its backlog (rows committed, not yet published) to `metrics` after every batch and while idle,
+at most every BACKLOG_EVERY_S: a backlog that only grows is a relay that cannot reach Kafka.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from typing import Any
 from faststream.kafka import KafkaBroker
 
 from gpuplace.adapters.kafka import publish_json
+from gpuplace.adapters.metrics import PrometheusMetrics
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import DeadLetter
 from gpuplace.usecases.ports import OutboxUnitOfWork, Row
 
 log = logging.getLogger(__name__)
+BACKLOG_EVERY_S = 2.0
 
 
 class OutboxRelay:
@@ -39,7 +44,7 @@ class OutboxRelay:
 
     def __init__(self, uow_factory: Callable[[], OutboxUnitOfWork], broker: KafkaBroker, *,
                  batch_size: int = 500, idle_poll_s: float = 1.0, max_event_bytes: int = 900_000,
-                 deadletter_topic: str = topics.DEADLETTER) -> None:
+                 deadletter_topic: str = topics.DEADLETTER, metrics: PrometheusMetrics | None = None) -> None:
         self._uow_factory = uow_factory
         self._broker = broker
         self._batch_size = batch_size
@@ -48,6 +53,8 @@ class OutboxRelay:
         self._max_event_bytes = max_event_bytes
         self._deadletter_topic = deadletter_topic
         self.published = 0
+        self._metrics = metrics
+        self._backlog_at = -BACKLOG_EVERY_S  # loop time of the last backlog count
 
     def wake(self) -> None:
         """Called after a commit that wrote outbox rows; without it the relay still polls every idle_poll_s."""
@@ -75,6 +82,8 @@ class OutboxRelay:
             cluster = str(row["payload"].get("cluster") or "unknown")
             letter = DeadLetter.of(cluster=cluster, source_topic=topic, consumer="outbox-relay", value=body, key=key,
                                    reason=f"event of {len(body)} bytes exceeds the {self._max_event_bytes}-byte limit")
+            if self._metrics is not None:
+                self._metrics.dead_lettered(topic)
             body, topic, key = (letter.model_dump_json(by_alias=True).encode(), self._deadletter_topic,
                                 letter.kafka_key())
         return await publish_json(self._broker, body, topic=topic, key=key, no_confirm=True)
@@ -84,12 +93,21 @@ class OutboxRelay:
         while not stop.is_set():
             try:
                 sent = await self.run_once()
+                await self._report_backlog()
             except Exception:  # noqa: BLE001 - the relay must outlive a broker or database restart
                 log.exception("outbox relay failed; retrying")
                 sent = 0
                 await asyncio.sleep(1.0)
             if sent == 0:
                 await self._idle(stop)
+
+    async def _report_backlog(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if self._metrics is None or now - self._backlog_at < BACKLOG_EVERY_S:
+            return
+        self._backlog_at = now
+        async with self._uow_factory() as uow:
+            self._metrics.outbox_backlog(await uow.state.count_unpublished())
 
     async def _idle(self, stop: asyncio.Event) -> None:
         waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]

@@ -280,6 +280,11 @@ class StateRepository:
     async def mark_published(self, ids: Sequence[int]) -> None:
         await self._conn.execute(update(outbox).where(outbox.c.id.in_(ids)).values(published_at=func.now()))
 
+    async def count_unpublished(self) -> int:
+        """Served by the partial index `outbox_unpublished`: as cheap as the backlog is short."""
+        query = select(func.count()).select_from(outbox).where(outbox.c.published_at.is_(None))
+        return int((await self._conn.execute(query)).scalar_one())
+
     async def count_bound_twice(self, cluster: str) -> int:
         """Pods with more than one `bound` decision: must always be zero."""
         twice = select(decisions.c.pod_uid).where(decisions.c.cluster == cluster, decisions.c.kind == "bound") \

@@ -11,8 +11,10 @@ Usage (Architecture Patterns with Python, ch. 6):
 
 from __future__ import annotations
 
+import asyncio
 from types import TracebackType
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction, create_async_engine
 
 from gpuplace.adapters.postgres.state_repository import StateRepository
@@ -65,6 +67,12 @@ class PostgresUnitOfWorkFactory:
 
     def __call__(self) -> PostgresUnitOfWork:
         return PostgresUnitOfWork(self.engine)
+
+    async def check(self, timeout_s: float = 2.0) -> None:
+        """Raise unless PostgreSQL answers `SELECT 1` within `timeout_s` (a readiness check: the pool's pre-ping
+        replaces a connection the server dropped, so a failure means no new one could be opened either)."""
+        async with asyncio.timeout(timeout_s), self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
 
 
 __all__ = ["PostgresUnitOfWork", "PostgresUnitOfWorkFactory", "make_engine"]
