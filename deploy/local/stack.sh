@@ -73,6 +73,9 @@ cmd_up() {
   wait_postgres
   wait_kafka
   for c in "${CLUSTER_LIST[@]}"; do wait_apiserver "$c"; done
+  # where cluster-watchers elect their leader by default (GPUPLACE_LEADER_ELECTION_NAMESPACE), as
+  # deploy/k8s/rbac.yaml creates it on a real cluster: `gpuplace up` and `gpuplace service` run as they are
+  for c in "${CLUSTER_LIST[@]}"; do ensure_namespace "$c" gpuplace; done
   for c in "${CLUSTER_LIST[@]}"; do
     start_kcm "$c"
     start_scheduler "$c"

@@ -83,7 +83,8 @@ async def test_placement_metrics_move_as_pods_bind_wait_and_are_evicted(kafka_bo
     cluster, namespace = f"east-{run}", f"gpuplace-metrics-{run}"
     settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
                         kubeconfig=kubeconfig, kubeconfigs={cluster: kubeconfig}, topic_suffix=f".metrics-{run}",
-                        namespace=namespace, node_label_selector=f"{FLEET_LABEL}={run}", policy="bestfit")
+                        namespace=namespace, node_label_selector=f"{FLEET_LABEL}={run}", policy="bestfit",
+                        leader_election_namespace=namespace)
     await migrate.upgrade_async(database_url)
     await ensure_topics(kafka_bootstrap, [settings.topic(t) for t in topics.ALL_TOPICS], partitions=PARTITIONS)
     names = [f"m{run}-n1", f"m{run}-n2", f"m{run}-n3"]

@@ -70,3 +70,13 @@ kube_get() {
   curl -fsS --max-time 5 --cacert "$PKI_DIR/ca.crt" --cert "$PKI_DIR/admin.crt" --key "$PKI_DIR/admin.key" \
     "https://127.0.0.1:$(apiserver_port "$1")$2"
 }
+
+# ensure_namespace CLUSTER NAME: create the namespace unless it exists.
+ensure_namespace() {
+  kube_get "$1" "/api/v1/namespaces/$2" >/dev/null 2>&1 && return
+  curl -fsS --max-time 5 --cacert "$PKI_DIR/ca.crt" --cert "$PKI_DIR/admin.crt" --key "$PKI_DIR/admin.key" \
+    -X POST -H 'Content-Type: application/json' \
+    -d "{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {\"name\": \"$2\"}}" \
+    "https://127.0.0.1:$(apiserver_port "$1")/api/v1/namespaces" >/dev/null ||
+    die "$1: cannot create namespace $2"
+}
