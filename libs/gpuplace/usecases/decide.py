@@ -106,6 +106,7 @@ class Decider:
             node=decision.node_name or "", gpu_indices=decision.gpu_indices,
             share_milli=int(demand.share_milli_by_type[gpu_type]) if decision.gpu_indices else 0,
             gpu_memory_mib=int(demand.gpu_memory_mib_by_type[gpu_type]) if decision.gpu_indices else 0,
+            score=decision.score, runners_up=decision.runners_up,
         )
 
 
@@ -114,14 +115,16 @@ def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> Deci
 
 
 def reasons_by_node_class(view: ClusterView, statuses: Mapping[str, Status]) -> dict[str, str]:
-    """Per GPU product: how many nodes said what (the most common reason first)."""
+    """Per GPU product: how many nodes said what (the most common reason first), each reason followed by the
+    filter that gave it in parentheses, e.g. "2 node(s): 0 of 1 GPU(s) with ... free (GpuFit)"."""
     assert view.snapshot is not None
     snapshot = view.snapshot
     by_class: dict[str, Counter[str]] = {}
     for name, status in statuses.items():
         row = snapshot.index_of(name)
         product = snapshot.gpu_types[snapshot.gpu_type_id[row]].model or "cpu-only"
-        by_class.setdefault(product, Counter())["; ".join(status.reasons) or status.code.name.lower()] += 1
+        reason = "; ".join(status.reasons) or status.code.name.lower()
+        by_class.setdefault(product, Counter())[f"{reason} ({status.plugin})" if status.plugin else reason] += 1
     return {
         product: ", ".join(f"{n} node(s): {reason}" for reason, n in counts.most_common(3))
         for product, counts in sorted(by_class.items())

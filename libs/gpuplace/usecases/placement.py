@@ -86,6 +86,20 @@ class Choice:
     gpu_indices: tuple[int, ...]
     share_milli: int
     gpu_memory_mib: int
+    score: float | None = None  # the policy's score of `node`, and the next best candidates: what the
+    runners_up: tuple[tuple[str, float], ...] = ()  # `decided` event records for `gpuplace explain`
+
+    def reasons(self) -> dict[str, str]:
+        """The `decided` event's reasons: the chosen node's score and the runners-up, when the policy scored."""
+        if self.score is None:
+            return {}
+        reasons = {SCORE_KEY: f"{self.score:.6g}"}
+        if self.runners_up:
+            reasons[RUNNERS_UP_KEY] = ", ".join(f"{node}={score:.6g}" for node, score in self.runners_up)
+        return reasons
+
+
+SCORE_KEY, RUNNERS_UP_KEY = "score", "runners_up"  # in a `decided` event's reasons
 
 
 Decide = Callable[[ClusterView, Pod, "Stream | None"], "Choice | dict[str, str]"]
@@ -445,7 +459,7 @@ class PlacementService:
             log.info("reservation of %s/%s lost a race: %s", row["namespace"], row["name"], conflict)
             return _CONFLICT
         await uow.state.set_pod_state(row["cluster"], row["uid"], "reserved", node=hold.node, reason=None)
-        await self._record(uow, row, "decided", hold=hold, decision_id=decision_id)
+        await self._record(uow, row, "decided", hold=hold, decision_id=decision_id, reasons=choice.reasons())
         return hold
 
     async def _record_waiting(self, uow: UnitOfWork, state: _Cluster, row: Row,

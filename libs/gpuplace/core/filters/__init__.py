@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 class Filter(Protocol):
     """What a filter module provides (the modules satisfy it as they are: a module is an object too)."""
 
+    NAME: str
+
     def mask(self, snapshot: ClusterSnapshot, demand: Demand) -> BoolArray: ...
 
     def status(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status: ...

@@ -44,8 +44,12 @@ class Code(enum.IntEnum):
 
 @dataclass(frozen=True)
 class Status:
+    """A filter's verdict on one node; `plugin` names the filter that gave it (kube's Status.Plugin()), so that
+    `gpuplace explain` can say which rule kept a pod off a node class, not only what it said."""
+
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
+    plugin: str = ""
 
     @property
     def ok(self) -> bool:

@@ -4,6 +4,10 @@ The pick is the highest score; ties go to the first candidate in the snapshot's 
 paper's harness: its scheduler breaks ties by the lowest node name, and names carry the seeded
 order). `place` is what the placement service calls for one pending pod; the simulator calls
 `decide` and `bind` on resolved demands directly.
+
+With `explain` (the service's `place`), a decision also says why: per-node statuses when the pod fits
+nowhere, and the best-scored other candidates (`runners_up`) when it fits, which `gpuplace explain` shows
+beside the chosen node's score. Explaining never changes the choice.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ class Decision:
     gpu_indices: tuple[int, ...] = ()
     score: float | None = None
     statuses: Mapping[str, Status] = field(default_factory=dict)
+    runners_up: tuple[tuple[str, float], ...] = ()  # (node, score): the next best candidates, best first
+
 
     @property
     def scheduled(self) -> bool:
@@ -53,7 +59,20 @@ def decide(snapshot: ClusterSnapshot, demand: Demand, policy: Policy, *, explain
     best = _pick(snapshot, demand, feasible, scores)
     node = int(feasible[best])
     gpus = policy.choose_gpus(snapshot, demand, node)
-    return Decision(demand.pod_name, node, snapshot.node_names[node], tuple(gpus), float(scores[best]))
+    runners_up = _runners_up(snapshot, feasible, scores, best) if explain else ()
+    return Decision(demand.pod_name, node, snapshot.node_names[node], tuple(gpus), float(scores[best]),
+                    runners_up=runners_up)
+
+
+RUNNERS_UP = 3  # how many other candidates an explained decision keeps
+
+
+def _runners_up(snapshot: ClusterSnapshot, feasible: IntArray, scores: ScoreArray, best: int
+                ) -> tuple[tuple[str, float], ...]:
+    """The RUNNERS_UP best candidates other than the chosen one, by score then node order."""
+    order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+    picked = [int(i) for i in order if int(i) != best][:RUNNERS_UP]
+    return tuple((snapshot.node_names[int(feasible[i])], float(scores[i])) for i in picked)
 
 
 def _pick(snapshot: ClusterSnapshot, demand: Demand, feasible: IntArray, scores: ScoreArray) -> int:
@@ -95,9 +114,9 @@ def _statuses(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> dict
     for node in range(snapshot.n_nodes):
         status = explain(snapshot, demand, node) if explain else Status(Code.UNSCHEDULABLE, ("filtered",))
         if status.ok:  # passed the standard chain but the policy's own filter said no
-            status = Status(Code.UNSCHEDULABLE, (f"rejected by policy {policy.name}",))
+            status = Status(Code.UNSCHEDULABLE, (f"rejected by policy {policy.name}",), policy.name)
         out[snapshot.node_names[node]] = status
     return out
 
 
-__all__ = ["Decision", "bind", "decide", "place"]
+__all__ = ["Decision", "RUNNERS_UP", "bind", "decide", "place"]

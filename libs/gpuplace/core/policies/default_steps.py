@@ -7,6 +7,8 @@ and implement `score`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuplace.core import gpu_selection
 from gpuplace.core.arrays import BoolArray
 from gpuplace.core.demand import Demand
@@ -32,11 +34,11 @@ class DefaultSteps:
         return gpu_selection.best_fit(snapshot, demand, node)
 
     def explain(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
-        """Why the pod may not go on `node`: the first failing filter's status, or SUCCESS."""
+        """Why the pod may not go on `node`: the first failing filter's status, named for it, or SUCCESS."""
         for plugin in FILTERS:
             status = plugin.status(snapshot, demand, node)
             if not status.ok:
-                return status
+                return status if status.plugin else replace(status, plugin=plugin.NAME)
         return SUCCESS
 
 

@@ -61,7 +61,7 @@ class Exclusive(DefaultSteps):
         if status.ok and demand.needs_gpu and not self.filter(snapshot, demand)[node]:
             idle = int(idle_gpus(snapshot)[node].sum())
             return Status(Code.UNSCHEDULABLE, (
-                f"{idle} idle GPU(s), the pod needs {demand.gpu_count} (exclusive: one pod per GPU)",))
+                f"{idle} idle GPU(s), the pod needs {demand.gpu_count} (exclusive: one pod per GPU)",), self.name)
         return status
 
 

@@ -15,6 +15,7 @@ cycles (an online refit, latency/update.py).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from gpuplace.core.arrays import BoolArray, IntArray, ScoreArray
 from gpuplace.core.demand import Demand
@@ -63,7 +64,8 @@ class LatencyAware:
         view = self._view(snapshot, demand)
         if not status.ok or view is None:
             return status
-        return latency_fit.status(view[1], node)
+        status = latency_fit.status(view[1], node)
+        return status if status.ok or status.plugin else replace(status, plugin=latency_fit.NAME)
 
     def check(self, snapshot: ClusterSnapshot, demand: Demand) -> LatencyCheck | None:
         """The latency verdict for `demand` on every GPU (None when the pod has no stream)."""
