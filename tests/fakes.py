@@ -129,6 +129,11 @@ class FakeStateRepository:
         rows = [dict(p) for (c, _), p in self.t["pods"].items() if c == cluster and p["state"] in states]
         return sorted(rows, key=lambda p: p["first_seen_at"])
 
+    async def find_pods(self, name: str, *, namespace: str | None = None, cluster: str | None = None) -> list[Row]:
+        found = [dict(p) for (c, _), p in self.t["pods"].items() if p["name"] == name
+                 and namespace in (None, p["namespace"]) and cluster in (None, c)]
+        return sorted(found, key=lambda p: (-p["first_seen_at"].timestamp(), p["cluster"], p["uid"]))
+
     async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]:
         holders = {a["pod_uid"] for a in self.t["allocations"].values() if a["cluster"] == cluster}
         return [p for p in await self.pods_in_state(cluster, states) if p["uid"] in holders]
@@ -224,7 +229,14 @@ class FakeStateRepository:
         return node
 
     async def add_decision(self, decision: Mapping[str, Any]) -> None:
-        self.t["decisions"].append(dict(decision))
+        self.t["decisions"].append({"created_at": self._now(), **decision})
+
+    async def decisions_of(self, cluster: str, pod_uid: str) -> list[Row]:
+        return [copy.deepcopy(d) for d in self.t["decisions"] if d["cluster"] == cluster and d["pod_uid"] == pod_uid]
+
+    async def decisions_with_reason(self, cluster: str, kind: str, key: str, value: str) -> list[Row]:
+        return [copy.deepcopy(d) for d in self.t["decisions"]
+                if d["cluster"] == cluster and d["kind"] == kind and d["reasons"].get(key) == value]
 
     async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
         for decision in reversed(self.t["decisions"]):  # appended in commit order

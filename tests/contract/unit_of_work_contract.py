@@ -274,6 +274,51 @@ class UnitOfWorkContract:
             assert await uow.state.latest_decision(CLUSTER, "a", ("evicted",)) is None
             assert await uow.state.latest_decision(CLUSTER, "c", plans) is None
 
+    @covers("decisions_of", "decisions_with_reason")
+    async def test_a_pods_decisions_oldest_first_and_decisions_found_by_a_reason(self) -> None:
+        uow_factory = await self._seeded()
+        for i, (uid, kind, reasons) in enumerate([
+                ("a", "unschedulable", {"V100": "2 node(s): full (GpuFit)"}), ("b", "decided", {"score": "90"}),
+                ("a", "decided", {"defrag": "place promised as promise-p1-0"}), ("a", "bound", {}),
+                ("b", "decided", {"defrag": "place promised as promise-p1-0x"})]):
+            async with uow_factory() as uow:  # one transaction each, as their writers do
+                await uow.state.add_decision(decision_row(f"d{i}", uid, kind, reasons))
+                await uow.commit()
+        async with uow_factory() as uow:
+            history = await uow.state.decisions_of(CLUSTER, "a")
+            assert [(d["id"], d["kind"]) for d in history] == [("d0", "unschedulable"), ("d2", "decided"),
+                                                               ("d3", "bound")]
+            assert history[0]["reasons"] == {"V100": "2 node(s): full (GpuFit)"}
+            assert history[0]["created_at"] < history[1]["created_at"] < history[2]["created_at"]
+            assert await uow.state.decisions_of(CLUSTER, "c") == []
+            adopted = await uow.state.decisions_with_reason(CLUSTER, "decided", "defrag",
+                                                            "place promised as promise-p1-0")
+            assert [(d["id"], d["pod_uid"]) for d in adopted] == [("d2", "a")]
+            assert await uow.state.decisions_with_reason(CLUSTER, "bound", "defrag",
+                                                         "place promised as promise-p1-0") == []
+            assert await uow.state.decisions_with_reason("elsewhere", "decided", "score", "90") == []
+
+    @covers("find_pods")
+    async def test_pods_are_found_by_name_newest_first_in_any_state(self) -> None:
+        uow_factory = await self._fresh()
+        for uid, namespace, cluster in [("old", "ns", CLUSTER), ("new", "ns", CLUSTER), ("other-ns", "team", CLUSTER),
+                                        ("west", "ns", "west")]:
+            async with uow_factory() as uow:  # one each: first_seen_at is the transaction's time
+                await uow.state.upsert_pod({**pod_row(uid, "slam"), "namespace": namespace, "cluster": cluster})
+                await uow.commit()
+        async with uow_factory() as uow:
+            await uow.state.set_pod_state(CLUSTER, "old", "deleted")
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert [p["uid"] for p in await uow.state.find_pods("slam", namespace="ns", cluster=CLUSTER)] == \
+                ["new", "old"]
+            assert [(p["cluster"], p["uid"]) for p in await uow.state.find_pods("slam", namespace="ns")] == \
+                [("west", "west"), (CLUSTER, "new"), (CLUSTER, "old")]
+            assert {p["uid"] for p in await uow.state.find_pods("slam")} == {"old", "new", "other-ns", "west"}
+            assert [p["state"] for p in await uow.state.find_pods("slam", cluster=CLUSTER, namespace="ns")] == \
+                ["pending", "deleted"]
+            assert await uow.state.find_pods("nobody") == []
+
     @covers("upsert_node", "load_nodes", "load_gpus")
     async def test_a_node_refreshed_keeps_what_it_holds_and_drops_gpus_past_its_count(self) -> None:
         uow_factory = await self._seeded()

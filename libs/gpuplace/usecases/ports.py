@@ -88,6 +88,11 @@ class StateRepository(Protocol):
         """The cluster's pods in one of `states`, oldest first (first_seen_at)."""
         ...
 
+    async def find_pods(self, name: str, *, namespace: str | None = None, cluster: str | None = None) -> list[Row]:
+        """The pods named `name` (in `namespace`, in `cluster`, when given), whatever their state, newest first
+        (first_seen_at): a name may have been used by several pods over time, and in several clusters."""
+        ...
+
     async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]:
         """The pods in `states` that still hold allocations, oldest first: for states whose pods normally hold
         none (`deleted`), without reading every such pod."""
@@ -142,6 +147,16 @@ class StateRepository(Protocol):
     async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
         """The pod's most recent decision of one of `kinds`, None if it has none. Decisions are ordered by their
         unit of work's time: ask only about kinds written in separate units of work."""
+        ...
+
+    async def decisions_of(self, cluster: str, pod_uid: str) -> list[Row]:
+        """Every decision recorded about the pod, oldest first (by their unit of work's time), each with its
+        `created_at`: the pod's history as `gpuplace explain` tells it."""
+        ...
+
+    async def decisions_with_reason(self, cluster: str, kind: str, key: str, value: str) -> list[Row]:
+        """The cluster's decisions of `kind` whose reasons[key] is `value`, oldest first: e.g. the `decided` of
+        the replacement that adopted a promise (reasons {"defrag": "place promised as <uid>"})."""
         ...
 
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:

@@ -136,6 +136,16 @@ class StateRepository:
             pods.c.cluster == cluster, pods.c.state.in_(states)).order_by(pods.c.first_seen_at))
         return _rows(result)
 
+    async def find_pods(self, name: str, *, namespace: str | None = None, cluster: str | None = None) -> list[Row]:
+        """Pods by name, newest first; with a cluster, served by the index pods_by_name."""
+        query = select(pods).where(pods.c.name == name)
+        if namespace is not None:
+            query = query.where(pods.c.namespace == namespace)
+        if cluster is not None:
+            query = query.where(pods.c.cluster == cluster)
+        result = await self._conn.execute(query.order_by(pods.c.first_seen_at.desc(), pods.c.cluster, pods.c.uid))
+        return _rows(result)
+
     async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]:
         """Pods in `states` that still hold allocations: for states whose pods normally hold none (`deleted`),
         without reading every such pod."""
@@ -267,6 +277,20 @@ class StateRepository:
             .order_by(decisions.c.created_at.desc()).limit(1))
         row = result.first()
         return _row(row) if row else None
+
+    async def decisions_of(self, cluster: str, pod_uid: str) -> list[Row]:
+        """The pod's decisions, oldest first (index decisions_by_pod); within one transaction in no set order."""
+        result = await self._conn.execute(select(decisions).where(
+            decisions.c.cluster == cluster, decisions.c.pod_uid == pod_uid).order_by(decisions.c.created_at))
+        return _rows(result)
+
+    async def decisions_with_reason(self, cluster: str, kind: str, key: str, value: str) -> list[Row]:
+        """Decisions of `kind` with reasons[key] == value: a scan of the cluster's decisions of that kind, for the
+        rare question `gpuplace explain` asks (who adopted a promise), not for a hot path."""
+        result = await self._conn.execute(select(decisions).where(
+            decisions.c.cluster == cluster, decisions.c.kind == kind, decisions.c.reasons[key].astext == value)
+            .order_by(decisions.c.created_at))
+        return _rows(result)
 
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
         await self._conn.execute(insert(outbox).values(topic=topic, key=key, payload=json.loads(payload_json)))
