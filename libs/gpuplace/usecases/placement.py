@@ -100,6 +100,7 @@ class Choice:
 
 
 SCORE_KEY, RUNNERS_UP_KEY = "score", "runners_up"  # in a `decided` event's reasons
+ADOPTED = "place promised as "  # reasons["defrag"] of a replacement's `decided`, then the promise's uid
 
 
 Decide = Callable[[ClusterView, Pod, "Stream | None"], "Choice | dict[str, str]"]
@@ -418,7 +419,7 @@ class PlacementService:
         hold = Hold(node or "", tuple(sorted(g["gpu_index"] for g in grants)),
                     grants[0]["share_milli"] if grants else 0, grants[0]["memory_mib"] if grants else 0,
                     row["cpu_milli"], row["memory_mib"])
-        await self._record(uow, row, "decided", hold=hold, reasons={"defrag": f"place promised as {promise['uid']}"})
+        await self._record(uow, row, "decided", hold=hold, reasons={"defrag": ADOPTED + promise["uid"]})
         return True
 
     async def _decide_and_reserve(self, uow: UnitOfWork, state: _Cluster, row: Row
