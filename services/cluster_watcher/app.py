@@ -20,7 +20,7 @@ from faststream import FastStream
 from faststream.specification import AsyncAPI
 
 from gpuplace.adapters.dependencies import Dependency, Misconfigured
-from gpuplace.adapters.kafka import check_broker, make_broker, publish_json, start_broker
+from gpuplace.adapters.kafka import check_broker, ensure_copartitioned, make_broker, publish_json, start_broker
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.leader_election import ElectionTiming, KubeLeases, LeaseElector, LeaseUnusable, lease_name
 from gpuplace.adapters.kube.watcher import NodeGate, pump_nodes, pump_pods, run_until
@@ -32,6 +32,7 @@ from gpuplace.settings import Settings
 from services.telemetry import Telemetry
 
 NAME = "cluster-watcher"
+COPARTITIONED = (topics.PODS, topics.NODES, topics.PLACEMENTS)  # what placement reads together
 log = logging.getLogger(__name__)
 
 
@@ -68,6 +69,10 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
 
     async with cluster_api(path) as api, broker:
         await start_broker(broker, settings.kafka)
+        # the topics placement reads together, created before the first send rather than by it (auto-created
+        # topics can misroute a cluster's first records: adapters/kafka.ensure_copartitioned)
+        await ensure_copartitioned(settings.kafka, [settings.topic(t) for t in COPARTITIONED],
+                                   replication_factor=settings.topic_replication_factor)
 
         async def watch() -> None:
             """List and watch until `stop` (or, under election, until the term ends): fresh state each time."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
-from gpuplace.adapters.kafka import check_broker, check_copartitioned, start_broker
+from gpuplace.adapters.kafka import check_broker, ensure_copartitioned, start_broker
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
 from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
@@ -48,7 +48,8 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
         routes = [Route(topics.NODES, NodeEvent, service.on_node), Route(topics.PODS, PodEvent, service.on_pod),
                   Route(topics.PLACEMENTS, PlacementEvent, service.on_placement)]
         try:
-            partitions = await check_copartitioned(settings.kafka, [settings.topic(r.topic) for r in routes])
+            partitions = await ensure_copartitioned(settings.kafka, [settings.topic(r.topic) for r in routes],
+                                                    replication_factor=settings.topic_replication_factor)
         except ValueError as exc:
             raise SystemExit(f"placement: {exc}") from None
         ownership = ClusterOwnership(service, res.cluster_apis, settings.topic(topics.PODS), partitions)

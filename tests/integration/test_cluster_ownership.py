@@ -17,6 +17,7 @@ from aiokafka import ConsumerRebalanceListener
 from gpuplace.adapters.kafka import (
     Route,
     check_copartitioned,
+    ensure_copartitioned,
     ensure_topics,
     list_topics,
     make_broker,
@@ -124,3 +125,17 @@ async def test_created_topics_are_visible_as_soon_as_ensure_topics_returns(kafka
 async def test_a_topic_the_broker_refuses_is_an_error_not_a_silent_skip(kafka_bootstrap: str) -> None:
     with pytest.raises(RuntimeError, match="refused to create topics.*bad name"):
         await ensure_topics(kafka_bootstrap, ["bad name with spaces"])
+
+
+async def test_services_create_the_topics_they_read_together_with_one_count(kafka_bootstrap: str) -> None:
+    """cluster-watcher and placement start with ensure_copartitioned: missing topics take the count the existing
+    ones have, and two services starting at once on no topics agree on one count."""
+    suffix = "." + unique_name("copart")
+    names = [t + suffix for t in READ]
+    await ensure_topics(kafka_bootstrap, [names[0]], partitions=2)
+    assert await ensure_copartitioned(kafka_bootstrap, names) == 2
+    assert await check_copartitioned(kafka_bootstrap, names) == 2
+    fresh = [t + "." + unique_name("copart-race") for t in READ]
+    counts = await asyncio.gather(*(ensure_copartitioned(kafka_bootstrap, fresh) for _ in range(3)))
+    assert counts == [PARTITIONS] * 3
+    assert await check_copartitioned(kafka_bootstrap, fresh) == PARTITIONS

@@ -555,17 +555,37 @@ async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4, 
                   if e["error_code"] not in (0, kafka_errors.TopicAlreadyExistsError.errno)}
         if failed:
             raise RuntimeError(f"the broker refused to create topics: {failed}")
+        # ours must show every partition; one another client created meanwhile (TopicAlreadyExists), any
+        expected = {e["topic"]: partitions if e["error_code"] == 0 else None for e in response["topic_errors"]}
         created = [t.name for t in missing]
         deadline = asyncio.get_running_loop().time() + visible_within_s
         while True:
             described = await admin.describe_topics(created)
             if len(described) == len(created) and all(
-                    t["error_code"] == 0 and len(t["partitions"]) == partitions for t in described):
+                    t["error_code"] == 0 and t["partitions"]
+                    and expected.get(t["topic"]) in (None, len(t["partitions"])) for t in described):
                 return
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"created topics {created} but the broker's metadata did not show them "
                                    f"with {partitions} partitions within {visible_within_s} s")
             await asyncio.sleep(0.1)
+
+
+async def ensure_copartitioned(kafka: Kafka, names: Sequence[str], *, partitions: int = 4,
+                               replication_factor: int = 1) -> int:
+    """Topics read together exist with one partition count; return it. Missing ones are created with the count
+    the existing ones have (else `partitions`), a mix is refused (check_copartitioned).
+
+    A service that starts before its topics exist would otherwise have them auto-created by the first producer,
+    with the broker's own count, and a producer whose first metadata of a topic just auto-created lists fewer
+    partitions sends a cluster's record to the wrong one (placement then refuses it: "cluster belongs to
+    partition 1 of 3; this record came on partition 0"). So cluster-watcher and placement both call this first;
+    a deployment's `gpuplace topics` job makes it a no-op."""
+    count = await check_copartitioned(kafka, names) or partitions
+    await ensure_topics(kafka, list(names), partitions=count, replication_factor=replication_factor)
+    found = await check_copartitioned(kafka, names)  # another service may have created them meanwhile
+    assert found is not None
+    return found
 
 
 async def delete_topics(kafka: Kafka, names: Iterable[str]) -> list[str]:
@@ -581,7 +601,7 @@ async def delete_topics(kafka: Kafka, names: Iterable[str]) -> list[str]:
         return present
 
 
-__all__ = ["Kafka", "client_options", "Route", "ConsumerLag", "check_broker", "cluster_partitioner", "partition_of",
-           "make_broker", "subscribe", "dead_letter", "validation_reason", "is_transient", "check_copartitioned",
-           "ensure_topics", "delete_topics", "admin_client", "list_topics", "JSON_HEADERS", "publish_json",
-           "publish_event"]
+__all__ = ["Kafka", "client_options", "Route", "ConsumerLag", "check_broker", "cluster_partitioner",
+           "ensure_copartitioned", "partition_of", "make_broker", "subscribe", "dead_letter", "validation_reason",
+           "is_transient", "check_copartitioned", "ensure_topics", "delete_topics", "admin_client", "list_topics",
+           "JSON_HEADERS", "publish_json", "publish_event"]
