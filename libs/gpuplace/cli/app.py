@@ -42,6 +42,7 @@ _COMMAND_MODULES = (
     "gpuplace.cli.bench_chaos",
     "gpuplace.cli.latency",
     "gpuplace.cli.scenario",
+    "gpuplace.cli.event_log",
 )
 
 
