@@ -111,8 +111,8 @@ def asyncapi_document(server: str = DOC_SERVER) -> dict:
     for topic in topics.ALL_TOPICS:
         model = TOPIC_MODELS[topic]
         broker.publisher(topic, schema=model, title=topic, description=inspect.cleandoc(model.__doc__ or ""))
-    app = FastStream(broker, specification=AsyncAPI(title="gpuplace events", version="1",
-                                                    description=_DOC_DESCRIPTION))
+    paragraphs = ("\n\n".join(" ".join(p.split()) for p in _DOC_DESCRIPTION.split("\n\n")))  # no hard breaks
+    app = FastStream(broker, specification=AsyncAPI(title="gpuplace events", version="1", description=paragraphs))
     document = json.loads(app.schema.to_specification().to_json())
     for schema in document.get("components", {}).get("schemas", {}).values():
         if schema.get("additionalProperties") is False:
