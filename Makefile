@@ -30,7 +30,7 @@ stack-status:
 
 # The static checks CI runs before any test: style, types (mypy reads [tool.mypy]), import contracts.
 lint: venv
-	$(VENV)/bin/ruff check libs services tests bench
+	$(VENV)/bin/ruff check libs services tests bench examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

@@ -21,7 +21,8 @@ successor, which the consumers' idempotence by event id makes harmless.
 No record stalls its partition. What can go wrong with a record, and what happens:
 
     record bytes (never decoded by FastStream: the subscriber's decoder hands over the raw body)
-    ├── not JSON, not the topic's schema, out of bounds, an unknown `schema` version
+    ├── not JSON, not the topic's schema, out of bounds, an unknown `schema` version (fields the model does
+    │       not know are ignored, not refused: contracts.read_event, the schema evolution rule)
     │       -> dead-lettered at once with pydantic's reason; offset committed
     ├── valid, but on a partition its cluster does not hash to (when the subscriber knows the count)
     │       -> dead-lettered at once: the worker owning that partition does not own the cluster
@@ -81,7 +82,7 @@ from sqlalchemy import exc as sa_exc
 from gpuplace.adapters import dependencies
 from gpuplace.adapters.metrics import PrometheusMetrics
 from gpuplace.contracts import topics
-from gpuplace.contracts.envelope import Envelope
+from gpuplace.contracts.envelope import Envelope, read_event
 from gpuplace.contracts.events import DeadLetter
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.settings import KafkaAccess
@@ -463,7 +464,7 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
                 metrics.dead_lettered(topic)
 
         try:
-            event = route.model.model_validate_json(body)
+            event = read_event(route.model, body)
         except ValidationError as exc:
             await reject(validation_reason(exc))
             return

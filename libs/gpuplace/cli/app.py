@@ -43,6 +43,7 @@ _COMMAND_MODULES = (
     "gpuplace.cli.latency",
     "gpuplace.cli.scenario",
     "gpuplace.cli.explain",
+    "gpuplace.cli.event_log",
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from pathlib import Path
 
@@ -83,19 +84,46 @@ def ensure(
     typer.echo(f"topics present: {', '.join(names)}")
 
 
-def asyncapi_document() -> dict:
-    """One AsyncAPI 3 document for every topic gpuplace reads or writes, generated from the contracts."""
-    broker = make_broker(Settings().kafka)
+DOC_SERVER = "127.0.0.1:29092"  # the local stack's broker: the document names no deployment's addresses
+_DOC_DESCRIPTION = """\
+The events gpuplace publishes on Kafka, one channel per topic, each message's payload a JSON object whose schema
+is the pydantic model in gpuplace.contracts (the source of truth; `pip install` gpuplace and import
+gpuplace.contracts to read them with the same models).
+
+Record key: `<cluster>/<entity>`; every record of one cluster is on one partition of each topic (telemetry aside:
+spread by the whole key), so a cluster's events are read in the order they were produced. Content type
+application/json. `event_id` is the idempotency key: a consumer may see a record twice.
+
+Schema evolution: adding an optional field keeps the topic and its `schema` version (1), so READERS MUST IGNORE
+FIELDS THEY DO NOT KNOW (the payload schemas below therefore allow additional properties, although gpuplace's own
+models refuse them when building an event). A breaking change (a field removed, renamed or retyped, a new enum
+value) goes to a new topic version, e.g. gpuplace.placements.v2, published alongside v1 until its consumers have
+moved. See README, "Subscribing to placements"."""
+
+
+def asyncapi_document(server: str = DOC_SERVER) -> dict:
+    """One AsyncAPI 3 document for every topic gpuplace reads or writes, generated from the contracts.
+
+    docs/asyncapi.json is this document, checked in (a test keeps it current). Payload schemas drop the models'
+    `additionalProperties: false`: that strictness is for gpuplace building events; a subscriber generating code
+    from the document must ignore fields added later (the schema evolution rule)."""
+    broker = make_broker(server)
     for topic in topics.ALL_TOPICS:
         model = TOPIC_MODELS[topic]
-        broker.publisher(topic, schema=model, title=topic, description=(model.__doc__ or "").strip())
-    app = FastStream(broker, specification=AsyncAPI(title="gpuplace events", version="1"))
-    return json.loads(app.schema.to_specification().to_json())
+        broker.publisher(topic, schema=model, title=topic, description=inspect.cleandoc(model.__doc__ or ""))
+    paragraphs = ("\n\n".join(" ".join(p.split()) for p in _DOC_DESCRIPTION.split("\n\n")))  # no hard breaks
+    app = FastStream(broker, specification=AsyncAPI(title="gpuplace events", version="1", description=paragraphs))
+    document = json.loads(app.schema.to_specification().to_json())
+    for schema in document.get("components", {}).get("schemas", {}).values():
+        if schema.get("additionalProperties") is False:
+            del schema["additionalProperties"]
+    return document
 
 
-def docs(out: Path = typer.Option(None, "--out", "-o", help="write the AsyncAPI JSON here instead of stdout")) -> None:
-    """Print (or write) the AsyncAPI document of gpuplace's event contracts."""
-    text = json.dumps(asyncapi_document(), indent=2)
+def docs(out: Path = typer.Option(None, "--out", "-o", help="write the AsyncAPI JSON here instead of stdout"),
+         server: str = typer.Option(DOC_SERVER, help="the Kafka bootstrap address the document names")) -> None:
+    """Print (or write) the AsyncAPI 3 document of gpuplace's event contracts (docs/asyncapi.json)."""
+    text = json.dumps(asyncapi_document(server), indent=2, sort_keys=True, ensure_ascii=False)
     if out:
         out.write_text(text + "\n")
         typer.echo(f"wrote {out}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -65,9 +66,23 @@ class Envelope(BaseModel):
         return hashlib.sha256(self.model_dump_json(by_alias=True).encode()).hexdigest()
 
 
+E = TypeVar("E", bound=BaseModel)
+
+
+def read_event(model: type[E], body: bytes | str) -> E:
+    """Read a record's JSON as `model`, ignoring fields this model does not know (at any depth).
+
+    Why not the models' own `extra="forbid"`: that strictness is for the producing side, where an unknown keyword
+    is a typo in gpuplace's code. A reader must instead keep reading when a newer producer has added an optional
+    field (the schema evolution rule, contracts/__init__.py): during a rolling upgrade the new cluster-watcher
+    publishes the field before the last old placement worker is replaced, and a subscribing team upgrades on its
+    own schedule. Every other check (types, bounds, the `schema` version) still applies."""
+    return model.model_validate_json(body, extra="ignore")
+
+
 def kafka_key(cluster: str, entity: str) -> bytes:
     """Kafka key rule: `cluster/<entity>` (DESIGN §4)."""
     return f"{cluster}/{entity}".encode()
 
 
-__all__ = ["Envelope", "kafka_key", "SCHEMA_VERSIONS", "INT32_MAX", "INT32_MIN", "QUANTITY_MAX"]
+__all__ = ["Envelope", "kafka_key", "read_event", "SCHEMA_VERSIONS", "INT32_MAX", "INT32_MIN", "QUANTITY_MAX"]

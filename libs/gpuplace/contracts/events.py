@@ -1,7 +1,9 @@
 """The public event schema of gpuplace: one pydantic model per topic (AsyncAPI source).
 
 Subscribing teams can install and import this package alone; it imports nothing else from gpuplace.
-Each model is the `v1` shape of its topic. Adding optional fields keeps v1; anything else is a v2 topic.
+Each model is the `v1` shape of its topic. Adding optional fields keeps v1; anything else is a v2 topic, published
+alongside v1 during the switch (the rule in full: contracts/__init__.py). Models forbid unknown fields when
+gpuplace builds an event (a typo fails at once); readers use read_event, which ignores them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Programs a team can copy to build on gpuplace's events (each depends on gpuplace.contracts and FastStream only)."""

@@ -1,0 +1,3 @@
+from examples.placement_subscriber.subscriber import main
+
+main()
