@@ -71,15 +71,42 @@ class Fleet:
         return [p for p in body["items"] if not p["metadata"].get("deletionTimestamp")]
 
 
-async def test_moves_pods_for_a_blocked_pod_and_aborts_cleanly_under_a_budget(kafka_bootstrap: str,
-                                                                            database_url: str) -> None:
+def scene_settings(kafka_bootstrap: str, database_url: str, purpose: str) -> tuple[str, str, Settings]:
+    """A run id, the stack's first kubeconfig, and settings for a cluster, namespace (leader election's too) and
+    topics of the run's own: what each test on this scene starts its services with."""
     run = run_id()
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
-    cluster, namespace = f"east-{run}", f"gpuplace-defrag-{run}"
-    settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
-                        kubeconfigs={cluster: kubeconfig}, topic_suffix=f".defrag-{run}", namespace=namespace,
-                        leader_election_namespace=namespace,
-                        node_label_selector=f"{FLEET_LABEL}={run}", policy="bestfit")
+    cluster, namespace = f"east-{run}", f"gpuplace-{purpose}-{run}"
+    return run, kubeconfig, Settings(
+        kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster, kubeconfig=kubeconfig,
+        kubeconfigs={cluster: kubeconfig}, topic_suffix=f".{purpose}-{run}", namespace=namespace,
+        leader_election_namespace=namespace, node_label_selector=f"{FLEET_LABEL}={run}", policy="bestfit")
+
+
+async def fragment(fleet: Fleet, names: list[str]) -> dict:
+    """The scene (module docstring): the Deployment `victim`'s 9000 MiB pod on V100 names[0], filler-a (9000 MiB)
+    on V100 names[1], filler-b (30000 MiB) on A100 names[2], each bound before the next node exists. Returns
+    the victim's first pod."""
+    await fleet.node(names[0], V100)
+    apps = client.AppsV1Api(fleet.api.api_client)
+    await apps.create_namespaced_deployment(fleet.namespace, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "victim"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "victim"}},
+                 "template": _pod_spec(9000, 0, 100.0, {"app": "victim"})}})
+    first = await eventually(lambda: _bound_app_pod(fleet, names[0]), timeout_s=90, what="victim on n1")
+    await fleet.node(names[1], V100)
+    await fleet.pod("filler-a", 9000, 1000, 10.0)
+    assert await eventually(lambda: fleet.node_of("filler-a"), timeout_s=60, what="filler-a") == names[1]
+    await fleet.node(names[2], A100)
+    await fleet.pod("filler-b", 30000, 1000, 10.0)
+    assert await eventually(lambda: fleet.node_of("filler-b"), timeout_s=60, what="filler-b") == names[2]
+    return first
+
+
+async def test_moves_pods_for_a_blocked_pod_and_aborts_cleanly_under_a_budget(kafka_bootstrap: str,
+                                                                            database_url: str) -> None:
+    run, kubeconfig, settings = scene_settings(kafka_bootstrap, database_url, "defrag")
+    cluster, namespace = settings.cluster, settings.namespace
     await migrate.upgrade_async(database_url)
     stop = asyncio.Event()
     names = [f"d{run}-n1", f"d{run}-n2", f"d{run}-n3"]
@@ -90,19 +117,7 @@ async def test_moves_pods_for_a_blocked_pod_and_aborts_cleanly_under_a_budget(ka
         services = [asyncio.create_task(placement.run(settings, stop)),
                     asyncio.create_task(cluster_watcher.run(settings, stop, kubeconfig=kubeconfig))]
         try:
-            await fleet.node(names[0], V100)
-            apps = client.AppsV1Api(api.api_client)
-            await apps.create_namespaced_deployment(namespace, {
-                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "victim"},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "victim"}},
-                         "template": _pod_spec(9000, 0, 100.0, {"app": "victim"})}})
-            first = await eventually(lambda: _bound_app_pod(fleet, names[0]), timeout_s=90, what="victim on n1")
-            await fleet.node(names[1], V100)
-            await fleet.pod("filler-a", 9000, 1000, 10.0)
-            assert await eventually(lambda: fleet.node_of("filler-a"), timeout_s=60, what="filler-a") == names[1]
-            await fleet.node(names[2], A100)
-            await fleet.pod("filler-b", 30000, 1000, 10.0)
-            assert await eventually(lambda: fleet.node_of("filler-b"), timeout_s=60, what="filler-b") == names[2]
+            first = await fragment(fleet, names)
             before = await _assigned(settings, cluster)
             assert before == {names[0]: 9000, names[1]: 9000, names[2]: 30000}
 

@@ -22,14 +22,12 @@ from kubernetes_asyncio import client
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.pipeline_run import FLEET_LABEL, _ensure_priority_classes
-from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.cli.pipeline_run import _ensure_priority_classes
 from gpuplace.contracts import topics
-from gpuplace.settings import Settings
 from gpuplace.usecases.explain import explain
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
-from tests.integration.conftest import eventually, run_id
+from tests.integration.conftest import eventually
 from tests.integration.test_defrag_e2e import (
     A100,
     V100,
@@ -37,7 +35,8 @@ from tests.integration.test_defrag_e2e import (
     _bound_app_pod,
     _budget_computed,
     _placement_event,
-    _pod_spec,
+    fragment,
+    scene_settings,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -45,13 +44,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 async def test_explain_answers_for_a_bound_a_waiting_and_a_moved_pod(kafka_bootstrap: str,
                                                                      database_url: str) -> None:
-    run = run_id()
-    kubeconfig = next(iter(cluster_kubeconfigs().values()))
-    cluster, namespace = f"east-{run}", f"gpuplace-explain-{run}"
-    settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
-                        kubeconfigs={cluster: kubeconfig}, topic_suffix=f".explain-{run}", namespace=namespace,
-                        leader_election_namespace=namespace,
-                        node_label_selector=f"{FLEET_LABEL}={run}", policy="bestfit")
+    run, kubeconfig, settings = scene_settings(kafka_bootstrap, database_url, "explain")
+    cluster, namespace = settings.cluster, settings.namespace
     await migrate.upgrade_async(database_url)
     stop = asyncio.Event()
     names = [f"x{run}-n1", f"x{run}-n2", f"x{run}-n3"]
@@ -62,19 +56,7 @@ async def test_explain_answers_for_a_bound_a_waiting_and_a_moved_pod(kafka_boots
         services = [asyncio.create_task(placement.run(settings, stop)),
                     asyncio.create_task(cluster_watcher.run(settings, stop, kubeconfig=kubeconfig))]
         try:
-            await fleet.node(names[0], V100)
-            apps = client.AppsV1Api(api.api_client)
-            await apps.create_namespaced_deployment(namespace, {
-                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "victim"},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "victim"}},
-                         "template": _pod_spec(9000, 0, 100.0, {"app": "victim"})}})
-            first = await eventually(lambda: _bound_app_pod(fleet, names[0]), timeout_s=90, what="victim on n1")
-            await fleet.node(names[1], V100)
-            await fleet.pod("filler-a", 9000, 1000, 10.0)
-            assert await eventually(lambda: fleet.node_of("filler-a"), timeout_s=60, what="filler-a") == names[1]
-            await fleet.node(names[2], A100)
-            await fleet.pod("filler-b", 30000, 1000, 10.0)
-            assert await eventually(lambda: fleet.node_of("filler-b"), timeout_s=60, what="filler-b") == names[2]
+            first = await fragment(fleet, names)
 
             policy_api = client.PolicyV1Api(api.api_client)
             await policy_api.create_namespaced_pod_disruption_budget(namespace, {

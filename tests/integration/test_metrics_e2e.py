@@ -12,23 +12,20 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuplace.adapters.kafka import ensure_topics, partition_of
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.pipeline_run import FLEET_LABEL, _ensure_priority_classes
-from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.cli.pipeline_run import _ensure_priority_classes
 from gpuplace.contracts import topics
-from gpuplace.settings import Settings
 from services import http_server, runtime
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
 from services.telemetry import Telemetry
-from tests.integration.conftest import eventually, run_id
-from tests.integration.test_defrag_e2e import A100, V100, Fleet, _bound_app_pod, _pod_spec
+from tests.integration.conftest import eventually
+from tests.integration.test_defrag_e2e import Fleet, _bound_app_pod, fragment, scene_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -78,13 +75,8 @@ async def scraping(url: str) -> AsyncIterator[Scraper]:
 
 async def test_placement_metrics_move_as_pods_bind_wait_and_are_evicted(kafka_bootstrap: str,
                                                                        database_url: str) -> None:
-    run = run_id()
-    kubeconfig = next(iter(cluster_kubeconfigs().values()))
-    cluster, namespace = f"east-{run}", f"gpuplace-metrics-{run}"
-    settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
-                        kubeconfig=kubeconfig, kubeconfigs={cluster: kubeconfig}, topic_suffix=f".metrics-{run}",
-                        namespace=namespace, node_label_selector=f"{FLEET_LABEL}={run}", policy="bestfit",
-                        leader_election_namespace=namespace)
+    run, kubeconfig, settings = scene_settings(kafka_bootstrap, database_url, "metrics")
+    cluster, namespace = settings.cluster, settings.namespace
     await migrate.upgrade_async(database_url)
     await ensure_topics(kafka_bootstrap, [settings.topic(t) for t in topics.ALL_TOPICS], partitions=PARTITIONS)
     names = [f"m{run}-n1", f"m{run}-n2", f"m{run}-n3"]
@@ -99,19 +91,7 @@ async def test_placement_metrics_move_as_pods_bind_wait_and_are_evicted(kafka_bo
             async with scraping(f"http://{host}:{port}") as scraper:
                 metric = _Reader(scraper, cluster)
                 # 1. Bound: a Deployment's pod, then two fillers; a pod too big for any GPU waits.
-                await fleet.node(names[0], V100)
-                apps = client.AppsV1Api(api.api_client)
-                await apps.create_namespaced_deployment(namespace, {
-                    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "victim"},
-                    "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "victim"}},
-                             "template": _pod_spec(9000, 0, 100.0, {"app": "victim"})}})
-                await eventually(lambda: _bound_app_pod(fleet, names[0]), timeout_s=90, what="victim on n1")
-                await fleet.node(names[1], V100)
-                await fleet.pod("filler-a", 9000, 1000, 10.0)
-                assert await eventually(lambda: fleet.node_of("filler-a"), timeout_s=60, what="filler-a") == names[1]
-                await fleet.node(names[2], A100)
-                await fleet.pod("filler-b", 30000, 1000, 10.0)
-                assert await eventually(lambda: fleet.node_of("filler-b"), timeout_s=60, what="filler-b") == names[2]
+                await fragment(fleet, names)
                 await fleet.pod("too-big", 60000, 0, 100.0)  # 60000 MiB: no GPU has that much at all
                 await eventually(lambda: metric.now("gpuplace_pending_pods", reason="unschedulable", equals=1),
                                  timeout_s=60, what="the waiting pod counted as unschedulable")
