@@ -142,8 +142,14 @@ class Settings(BaseSettings):
         return f"{name}{self.topic_suffix}"
 
 
+class ConfigurationError(RuntimeError):
+    """A service cannot run as configured: a setting it needs is missing (the message names the variable), or
+    what it reads disagrees with itself (topics of different partition counts). Not SystemExit: raised in a
+    service's task, that would escape asyncio's task machinery with a traceback."""
+
+
 def load() -> Settings:
     return Settings()
 
 
-__all__ = ["KafkaAccess", "Settings", "load"]
+__all__ = ["ConfigurationError", "KafkaAccess", "Settings", "load"]

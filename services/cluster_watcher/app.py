@@ -28,7 +28,7 @@ from gpuplace.bootstrap import cluster_api
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope
 from gpuplace.contracts.events import EventTooLarge, NodeEvent, PodEvent, encode_within
-from gpuplace.settings import Settings
+from gpuplace.settings import ConfigurationError, Settings
 from services.telemetry import Telemetry
 
 NAME = "cluster-watcher"
@@ -53,7 +53,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
     telemetry = telemetry or Telemetry()
     path = kubeconfig or settings.kubeconfig
     if not path:
-        raise SystemExit("cluster-watcher needs KUBECONFIG (or GPUPLACE_KUBECONFIG) for its cluster")
+        raise ConfigurationError("cluster-watcher needs KUBECONFIG (or GPUPLACE_KUBECONFIG) for its cluster")
     broker = make_broker(settings.kafka, client_id=f"cluster-watcher-{settings.cluster}")
     elector: LeaseElector | None = None
 

@@ -16,7 +16,7 @@ from gpuplace.adapters.gpu.sample import GpuSample
 from gpuplace.adapters.kafka import check_broker, make_broker, publish_event, start_broker
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry
-from gpuplace.settings import Settings
+from gpuplace.settings import ConfigurationError, Settings
 from services.telemetry import Telemetry
 
 NAME = "gpu-agent"
@@ -35,7 +35,7 @@ def to_event(sample: GpuSample, settings: Settings, node: str) -> GpuTelemetry:
 async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry | None = None) -> None:
     telemetry = telemetry or Telemetry()
     if not settings.node_name:
-        raise SystemExit("gpu-agent needs GPUPLACE_NODE_NAME (the node whose GPUs it reports)")
+        raise ConfigurationError("gpu-agent needs GPUPLACE_NODE_NAME (the node whose GPUs it reports)")
     nvml = None if settings.dcgm_url else NvmlSource()
     dcgm = DcgmSource(settings.dcgm_url, hostname=settings.node_name) if settings.dcgm_url else None
     broker = make_broker(settings.kafka, client_id=f"{NAME}-{settings.node_name}", by_cluster=False)

@@ -15,7 +15,7 @@ from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
 from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
-from gpuplace.settings import Settings
+from gpuplace.settings import ConfigurationError, Settings
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
@@ -31,7 +31,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
     metrics = telemetry.metrics
     kubeconfigs = settings.cluster_kubeconfigs()
     if not kubeconfigs:
-        raise SystemExit("placement needs KUBECONFIG or GPUPLACE_KUBECONFIGS for the clusters it binds in")
+        raise ConfigurationError("placement needs KUBECONFIG or GPUPLACE_KUBECONFIGS for the clusters it binds in")
     async with resources(settings, kubeconfigs=kubeconfigs, client_id=NAME) as res:
         relay = OutboxRelay(res.uow_factory, res.broker, max_event_bytes=settings.max_event_bytes,
                             deadletter_topic=settings.topic(topics.DEADLETTER), metrics=metrics)
@@ -51,7 +51,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
             partitions = await ensure_copartitioned(settings.kafka, [settings.topic(r.topic) for r in routes],
                                                     replication_factor=settings.topic_replication_factor)
         except ValueError as exc:
-            raise SystemExit(f"placement: {exc}") from None
+            raise ConfigurationError(f"placement: {exc}") from None
         ownership = ClusterOwnership(service, res.cluster_apis, settings.topic(topics.PODS), partitions)
         wire(res.broker, settings, NAME, routes, listener=ownership, partitions=partitions, metrics=metrics)
         async with res.broker:

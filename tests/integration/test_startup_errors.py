@@ -116,8 +116,9 @@ def test_a_service_waiting_for_its_database_says_which_in_json_lines() -> None:
     import json
 
     port = closed_port()
+    kubeconfig = next(iter(cluster_kubeconfigs().values()))  # CI finds the stack's through its env file only
     process = subprocess.Popen([*GPUPLACE, "service", "placement"], stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "GPUPLACE_LOG_FORMAT": "json",
+                               env={**os.environ, "GPUPLACE_LOG_FORMAT": "json", "GPUPLACE_KUBECONFIG": kubeconfig,
                                     "GPUPLACE_DATABASE_URL": f"postgresql+asyncpg://u:p@127.0.0.1:{port}/db"})
     try:
         assert process.stderr is not None
@@ -132,3 +133,9 @@ def test_a_service_waiting_for_its_database_says_which_in_json_lines() -> None:
     assert f"cannot reach PostgreSQL at 127.0.0.1:{port}/db (GPUPLACE_DATABASE_URL): connection refused" in \
         entry["message"]
     assert set(entry) == {"time", "level", "logger", "message"}
+
+
+def test_a_service_without_its_kubeconfig_says_which_settings(database_url: str) -> None:
+    result = gpuplace("service", "placement", GPUPLACE_DATABASE_URL=database_url)
+    assert error_line(result) == ("gpuplace: error: placement needs KUBECONFIG or GPUPLACE_KUBECONFIGS for the "
+                                  "clusters it binds in")

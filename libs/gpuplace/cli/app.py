@@ -67,6 +67,11 @@ def main() -> None:
         _register_all()
     try:
         app()
+    except SystemExit as exc:  # a service's SystemExit("... needs KUBECONFIG"): the same one-line shape
+        if isinstance(exc.code, str):
+            print(f"gpuplace: error: {exc.code}", file=sys.stderr)
+            sys.exit(1)
+        raise
     except Exception as exc:
         if _DEBUG["on"]:
             raise

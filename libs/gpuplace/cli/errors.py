@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from gpuplace.adapters.dependencies import Misconfigured, Unreachable
 from gpuplace.adapters.event_log import BadLogLine
 from gpuplace.adapters.postgres.migrate import SchemaOutOfDate
-from gpuplace.settings import Settings
+from gpuplace.settings import ConfigurationError, Settings
 
 
 def _setting_name(loc: tuple[int | str, ...]) -> str:
@@ -35,7 +35,7 @@ def _invalid_settings(exc: ValidationError) -> str:
 
 def one_line(exc: BaseException) -> str:
     """The line `gpuplace` prints for an error that ends a command."""
-    if isinstance(exc, Unreachable | Misconfigured | SchemaOutOfDate | BadLogLine):
+    if isinstance(exc, Unreachable | Misconfigured | SchemaOutOfDate | BadLogLine | ConfigurationError):
         return str(exc)
     if isinstance(exc, ValidationError) and exc.title == Settings.__name__:
         return _invalid_settings(exc)
