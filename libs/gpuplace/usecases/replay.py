@@ -15,7 +15,7 @@ Decider on the state as it stood then.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,7 @@ class RunFigures:
     stranded_gpu_pct: float | None = None
     pending_ms: list[float] = field(default_factory=list)  # per placed pod: first pending -> decided
     timeline: list[tuple[int, int]] = field(default_factory=list)  # (ms since start, pods placed so far)
+    slo_attainment_pct: float | None = None  # frames within deadline, from latency.v1 (the recorded run only)
 
     def mean_pending_ms(self) -> float | None:
         return sum(self.pending_ms) / len(self.pending_ms) if self.pending_ms else None
@@ -99,8 +100,10 @@ class ReplayResult:
 class Replayer:
     """Replays one cluster's entries in order (`feed`, then `finish`)."""
 
-    def __init__(self, cluster: str, *, policy: str | None = None, latency_margin: float = DEFAULT_MARGIN) -> None:
+    def __init__(self, cluster: str, *, policy: str | None = None, latency_margin: float = DEFAULT_MARGIN,
+                 start_ms: int | None = None) -> None:
         self.cluster = cluster
+        self._compare_from = start_ms  # before it the recorded decisions are applied: the state at T1
         self._policy_override = policy
         self._margin = latency_margin
         self._decider: Decider | None = None
@@ -111,6 +114,8 @@ class Replayer:
         self._view: ClusterView | None = None
         self._waiting: dict[str, Row] = {}  # what-if: pods the replay could not place yet
         self._recorded_placed: set[str] = set()
+        self.slo_frames = 0  # latency.v1 windows of the recorded run: frames and deadline misses
+        self.slo_misses = 0
         self._start_ms: int | None = None
         self.result: ReplayResult | None = None
 
@@ -119,7 +124,7 @@ class Replayer:
         for entry in entries:
             if entry.event.get("cluster") != self.cluster:
                 continue
-            if self._start_ms is None:
+            if self._start_ms is None and (self._compare_from is None or entry.timestamp_ms >= self._compare_from):
                 self._start_ms = entry.timestamp_ms
             if entry.topic == topics.NODES:
                 self._on_node(entry)
@@ -127,14 +132,22 @@ class Replayer:
                 self._on_pod(entry)
             elif entry.topic == topics.PLACEMENTS:
                 self._on_placement(entry)
+            elif entry.topic == topics.LATENCY and self._start_ms is not None:
+                self.slo_frames += int(entry.event.get("frames") or 0)
+                self.slo_misses += int(entry.event.get("deadline_misses") or 0)
         return self.finish()
 
     def finish(self) -> ReplayResult:
         result = self._result_or_new(None)
-        result.replayed.pods_waiting = len(self._waiting) if result.what_if else result.replayed.pods_waiting
+        result.replayed.pods_waiting = sum(1 for uid, row in self._pods.items()
+                                           if row["managed"] and uid not in self._holds)
         result.recorded.pods_placed = len(self._recorded_placed)
         pods = [core_pod(r) for r in self._pods.values() if r["managed"]]
         result.replayed.stranded_gpu_pct = self._stranded(pods)
+        if self.slo_frames:
+            result.recorded.slo_attainment_pct = 100.0 * (1 - self.slo_misses / self.slo_frames)
+            if not result.what_if:
+                result.replayed.slo_attainment_pct = result.recorded.slo_attainment_pct
         return result
 
     def _result_or_new(self, recorded_policy: str | None) -> ReplayResult:
@@ -193,7 +206,16 @@ class Replayer:
             if not result.what_if:
                 self._charge_recorded(uid, event)
             return
-        if event.kind in ("decided", "unschedulable"):
+        if event.kind in ("decided", "unschedulable") and self._compare_from is not None and \
+                entry.timestamp_ms < self._compare_from:
+            if uid in self._pods:  # decided again, unseen: a policy that learns the arrivals learns them
+                self._decide(self._current_view(), self._pods[uid])
+            if event.kind == "decided":  # before T1: the state the range starts from
+                self._charge_recorded(uid, event)
+                self._waiting.pop(uid, None)
+            elif result.what_if and uid in self._pods:  # waiting at T1 in the what-if too
+                self._waiting[uid] = self._pods[uid]
+        elif event.kind in ("decided", "unschedulable"):
             self._decision_point(entry, event)
         elif event.kind == "bind_failed" and not result.what_if:
             self._refund(uid)
@@ -359,9 +381,18 @@ def _gpu_rows(event: NodeEvent) -> list[Row]:
 
 
 def replay(cluster: str, entries: Iterable[Entry], *, policy: str | None = None,
-           latency_margin: float = DEFAULT_MARGIN) -> ReplayResult:
-    """Replay `cluster`'s entries (log order) with its recorded policy, or with `policy` as a what-if."""
-    return Replayer(cluster, policy=policy, latency_margin=latency_margin).feed(entries)
+           latency_margin: float = DEFAULT_MARGIN, start_ms: int | None = None) -> ReplayResult:
+    """Replay `cluster`'s entries (log order) with its recorded policy, or with `policy` as a what-if; decisions
+    before `start_ms` are applied as recorded (the state at T1), not decided again."""
+    return Replayer(cluster, policy=policy, latency_margin=latency_margin, start_ms=start_ms).feed(entries)
 
 
-__all__ = ["Difference", "Entry", "Outcome", "ReplayResult", "Replayer", "RunFigures", "replay"]
+def what_if(cluster: str, entries: Sequence[Entry], policy: str, *, latency_margin: float = DEFAULT_MARGIN,
+            start_ms: int | None = None) -> tuple[ReplayResult, ReplayResult]:
+    """The recorded run (replayed with its own policy: its figures, and whether it reproduces) beside a replay
+    with `policy` that applies its own decisions."""
+    recorded = replay(cluster, entries, latency_margin=latency_margin, start_ms=start_ms)
+    return recorded, replay(cluster, entries, policy=policy, latency_margin=latency_margin, start_ms=start_ms)
+
+
+__all__ = ["Difference", "Entry", "Outcome", "ReplayResult", "Replayer", "RunFigures", "replay", "what_if"]
