@@ -114,6 +114,7 @@ class Replayer:
         self._view: ClusterView | None = None
         self._waiting: dict[str, Row] = {}  # what-if: pods the replay could not place yet
         self._recorded_placed: set[str] = set()
+        self._decided: set[str | None] = set()
         self.slo_frames = 0  # latency.v1 windows of the recorded run: frames and deadline misses
         self.slo_misses = 0
         self._start_ms: int | None = None
@@ -121,6 +122,11 @@ class Replayer:
 
     # -- driving -----------------------------------------------------------------------------------------
     def feed(self, entries: Iterable[Entry]) -> ReplayResult:
+        entries = list(entries)
+        # gpuplace's own decisions: their pods' `bound` events charge nothing (the decision did), even when the
+        # watcher's event reached the log before the outbox published the decision (they race after the commit)
+        self._decided = {e.event.get("pod_uid") for e in entries
+                         if e.topic == topics.PLACEMENTS and e.event.get("kind") == "decided"}
         for entry in entries:
             if entry.event.get("cluster") != self.cluster:
                 continue
@@ -188,7 +194,7 @@ class Replayer:
         if (event.kind == "bound" or not event.managed) and where and event.uid not in self._holds:
             # another scheduler's pod is charged where it runs; gpuplace's own pod bound without a decision
             # (created with its node set) too, unless this is a what-if, whose own decisions place those pods
-            if not event.managed or not self._what_if():
+            if not event.managed or (not self._what_if() and event.uid not in self._decided):
                 self._charge_bound_elsewhere(event.uid, row, where)
 
     def _what_if(self) -> bool:
