@@ -119,6 +119,7 @@ def write_report(path: Path, cluster: str, recorded: ReplayResult, replayed: Rep
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    path.parent.mkdir(parents=True, exist_ok=True)
     runs = [(f"recorded ({recorded.policy})", recorded.replayed)]
     if replayed is not None:
         runs.append((f"what-if ({replayed.policy})", replayed.replayed))

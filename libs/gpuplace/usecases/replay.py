@@ -115,6 +115,7 @@ class Replayer:
         self._waiting: dict[str, Row] = {}  # what-if: pods the replay could not place yet
         self._recorded_placed: set[str] = set()
         self._decided: set[str | None] = set()
+        self._closed: set[tuple[str, int]] = set()  # (node, GPU index) an SLO violation closed to new pods
         self.slo_frames = 0  # latency.v1 windows of the recorded run: frames and deadline misses
         self.slo_misses = 0
         self._start_ms: int | None = None
@@ -225,6 +226,9 @@ class Replayer:
             self._decision_point(entry, event)
         elif event.kind == "bind_failed" and not result.what_if:
             self._refund(uid)
+        elif event.kind == "slo_violation" and event.node and event.reasons.get("gpu_index", "").isdigit():
+            self._closed.add((event.node, int(event.reasons["gpu_index"])))  # the service re-reads the cluster
+            self._view = None
         elif event.kind in ("defrag_planned", "evicted", "defrag_completed", "defrag_aborted"):
             result.skipped[event.kind] = result.skipped.get(event.kind, 0) + 1
 
@@ -303,7 +307,8 @@ class Replayer:
         """The view as the service would hydrate it: nodes by name, then every hold charged in order."""
         if self._view is None:
             nodes = [_node_row(self._nodes[name]) for name in sorted(self._nodes)]
-            gpus = [g for name in sorted(self._nodes) for g in _gpu_rows(self._nodes[name])]
+            gpus = [{**g, "slo_blocked_at": "closed" if (name, g["index"]) in self._closed else None}
+                    for name in sorted(self._nodes) for g in _gpu_rows(self._nodes[name])]
             self._view = ClusterView.hydrate(self.cluster, nodes, gpus, [], [])
             for uid, hold in list(self._holds.items()):
                 self._charge_view(uid, hold)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gpuplace.contracts import topics
-from gpuplace.contracts.events import NodeEvent, PodEvent
+from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.placement import PlacementService
 from gpuplace.usecases.replay import Entry, Outcome, replay
@@ -127,3 +127,26 @@ async def test_what_if_applies_its_own_decisions():
     assert result.replayed.pods_placed > 0 and result.recorded.pods_placed > 0
     assert result.replayed.stranded_gpu_pct is not None
     assert len(result.replayed.pending_ms) == result.replayed.pods_placed
+
+
+async def test_a_gpu_closed_by_an_slo_violation_is_closed_in_the_replay_too():
+    uow_factory, api = FakeUnitOfWorkFactory(), FakeClusterApi()
+    recorder = Recorder(uow_factory, api, PlacementService(uow_factory, {"east": api}, decider("bestfit"),
+                                                           policy="bestfit"))
+    await recorder.node(node_event("n0", gpus=2))
+    first = pod_event("first", memory_mib=4096)
+    await recorder.pod(first)
+    async with uow_factory() as uow:  # what latency-ingest does on a deadline miss: close the GPU, publish it
+        await uow.state.flag_slo_violation("east", first.uid, "n0", 0)
+        await uow.commit()
+    violation = PlacementEvent(cluster="east", kind="slo_violation", namespace="robots", pod="first",
+                               pod_uid=first.uid, node="n0", reasons={"gpu_index": "0"})
+    recorder.entries.append(Entry(topics.PLACEMENTS, recorder._stamp(), violation.model_dump(mode="json")))
+    await recorder.placement.on_placement(violation)
+    await recorder.pod(pod_event("second", memory_mib=4096))  # best fit would share GPU 0; it is closed
+    assert decided(recorder.entries)[-1]["gpus"][0]["index"] == 1
+
+    result = replay("east", recorder.entries)
+    assert result.compared == 2 and result.differences == []
+    without = [e for e in recorder.entries if e.event.get("kind") != "slo_violation"]
+    assert [str(d.replayed) for d in replay("east", without).differences] == ["n0 GPUs [0]"]
