@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,11 @@ from .conftest import unique_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
+# Smaller than test_pipeline_e2e by default (the stack is shared); GPUPLACE_REPLAY_E2E_PODS=2000 and _NODES=200
+# replay that test's scale.
+NODES = int(os.environ.get("GPUPLACE_REPLAY_E2E_NODES", "20"))
+PODS = int(os.environ.get("GPUPLACE_REPLAY_E2E_PODS", "200"))
+
 
 async def _replay(bootstrap: str, cluster: str, *args: str, suffix: str = "") -> str:
     """The command in-process, in a thread: it runs its own event loop to read the topics."""
@@ -42,12 +48,12 @@ async def test_replay_of_a_pipeline_run_reproduces_every_decision(kafka_bootstra
     kubeconfigs = cluster_kubeconfigs()
     assert len(kubeconfigs) >= 2, f"the replay test needs two clusters, the stack has {list(kubeconfigs)}"
     settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url)
-    run = PipelineRun(RunConfig(kubeconfigs=dict(list(kubeconfigs.items())[:2]), nodes=20, pods=200, keep=True,
-                                timeout_s=600), settings)
+    run = PipelineRun(RunConfig(kubeconfigs=dict(list(kubeconfigs.items())[:2]), nodes=NODES, pods=PODS, keep=True,
+                                timeout_s=900), settings)
     imported = "." + unique_name("replay-import")
     try:
         result = await run.run()
-        assert result.pods_bound == result.pods_submitted == 200, result.summary()
+        assert result.pods_bound == result.pods_submitted == PODS, result.summary()
         figures: dict[str, Any] = {}
         for cluster in run.clusters:
             exported = await read_cluster_log(settings.kafka, cluster=cluster, topic_names=topics.ALL_TOPICS,
