@@ -9,8 +9,10 @@ which). Digests are SHA-256 prefixes of the arrays the core decides on, so two e
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 from dataclasses import asdict, is_dataclass
+from functools import cache
 
 import numpy as np
 
@@ -18,8 +20,16 @@ from gpuplace.core.latency.model import LatencyModel
 from gpuplace.core.policies import registry
 from gpuplace.core.snapshot import ClusterSnapshot
 
-PACKAGE_VERSION = "0.1.0"  # pyproject's version: the version of a policy that declares none
 _DIGEST_CHARS = 16
+
+
+@cache
+def package_version() -> str:
+    """gpuplace's installed version: the version of a policy that declares no VERSION of its own."""
+    try:
+        return importlib.metadata.version("gpuplace")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _digest(data: bytes) -> str:
@@ -28,7 +38,7 @@ def _digest(data: bytes) -> str:
 
 def policy_version(name: str) -> str:
     """The policy's VERSION class attribute (bumped when its choices change), else the package's version."""
-    return str(getattr(registry.POLICIES.get(name), "VERSION", PACKAGE_VERSION))
+    return str(getattr(registry.POLICIES.get(name), "VERSION", None) or package_version())
 
 
 def config_digest(policy: str, latency_margin: float) -> str:
