@@ -34,6 +34,7 @@ def _options(
 # Sub-command modules each expose `register(app)`; a module that is missing is a packaging bug.
 _COMMAND_MODULES = (
     "gpuplace.cli.sim",
+    "gpuplace.cli.replay",
     "gpuplace.cli.bench",
     "gpuplace.cli.services",
     "gpuplace.cli.demo",

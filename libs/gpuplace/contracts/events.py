@@ -220,6 +220,23 @@ PlacementKind = Literal[
 ]
 
 
+class Provenance(BaseModel):
+    """What a decision was decided from, so that `gpuplace replay` can decide it again and say why not.
+
+    All optional: a field added later is read past by older consumers (the schema evolution rule).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy_version: str | None = None  # the policy's code version (its VERSION, else the package's)
+    config_digest: str | None = None  # SHA-256 prefix of the decision-relevant settings (policy, margins)
+    latency_model: str | None = None  # digest of the latency model the latency filter used
+    view_digest: str | None = None  # digest of the cluster state the decision saw (capacity, free GPU, slots)
+    attempt: int | None = Field(default=None, ge=0)  # decisions this worker made in the cluster before this one
+    last_pod_event: str | None = None  # event_id of the last pods.v1 event applied to the cluster before it
+    last_node_event: str | None = None  # event_id of the last nodes.v1 event applied to the cluster before it
+
+
 class PlacementEvent(Envelope):
     """gpuplace.placements.v1: what gpuplace decided or did about one pod, with its reasons."""
 
@@ -232,6 +249,7 @@ class PlacementEvent(Envelope):
     policy: str | None = None
     reasons: dict[str, str] = Field(default_factory=dict)  # node class or step -> why
     decision_id: str | None = None
+    provenance: Provenance | None = None  # on `decided` and `unschedulable`: what the decision saw
 
     def entity(self) -> str:
         return f"{self.namespace}/{self.pod}"
@@ -311,5 +329,5 @@ TOPIC_MODELS: dict[str, type[Envelope]] = {
 __all__ = [
     "GpuRequest", "Requirement", "SelectorTerm", "PreferredTerm", "Toleration", "HostPort", "PodEvent", "NodeEvent",
     "GpuTelemetry", "LatencyWindow", "GpuAssignment",
-    "PlacementKind", "PlacementEvent", "DeadLetter", "TOPIC_MODELS", "EventTooLarge", "encode_within",
+    "PlacementKind", "PlacementEvent", "Provenance", "DeadLetter", "TOPIC_MODELS", "EventTooLarge", "encode_within",
 ]

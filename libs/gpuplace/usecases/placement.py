@@ -36,14 +36,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from gpuplace.contracts import topics
-from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PlacementKind, PodEvent
+from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PlacementKind, PodEvent, Provenance
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.core.fragmentation import fragmentation, stranded_gpu_memory
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
 from gpuplace.core.workload import typical_workload
-from gpuplace.usecases import feedback, latency_learning
+from gpuplace.usecases import feedback, latency_learning, provenance
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
@@ -121,6 +121,9 @@ class _Cluster:
     changed_nodes: set[str] = field(default_factory=set)  # nodes changed since that retry last looked
     binding: set[str] = field(default_factory=set)  # uids whose bind call is in flight
     recent: OrderedDict[str, Pod] = field(default_factory=OrderedDict)  # uid -> pod, the arriving workload M
+    attempts: int = 0  # decisions made in this cluster by this worker (a decision's provenance)
+    last_pod_event: str | None = None  # the last pods.v1 / nodes.v1 event applied here (provenance)
+    last_node_event: str | None = None
 
 
 class PlacementService:
@@ -155,6 +158,7 @@ class PlacementService:
                 await self._charge_awaiting_node(state, event.name)
             state.stale = True
             state.changed_nodes.add(event.name)
+            state.last_node_event = event.event_id
         if state.retry is None or state.retry.done():
             state.retry = self._spawn_background(self._retry_after_nodes(state))
 
@@ -187,6 +191,7 @@ class PlacementService:
             await self._check_deleted(event)
         state = await self._cluster(event.cluster)
         async with state.lock:
+            state.last_pod_event = event.event_id
             if event.kind == "deleted":
                 freed = await self._forget(state, event)
                 if freed:
@@ -444,10 +449,11 @@ class PlacementService:
                                        ) -> Hold | dict[str, str] | Literal[_Conflict.CONFLICT]:
         pod, stream = core_pod(row), pod_stream(row)
         _remember(state, row["uid"], pod)
+        seen = self._provenance(state)
         choice = self._decide(state.view, pod, stream) if state.view.snapshot is not None else \
             {"cluster": "no schedulable node"}
         if not isinstance(choice, Choice):
-            return await self._record_waiting(uow, state, row, choice)
+            return await self._record_waiting(uow, state, row, choice, seen)
         hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib,
                     row["cpu_milli"], row["memory_mib"], stream, pod.rules)
         decision_id = uuid.uuid4().hex
@@ -460,15 +466,28 @@ class PlacementService:
             log.info("reservation of %s/%s lost a race: %s", row["namespace"], row["name"], conflict)
             return _CONFLICT
         await uow.state.set_pod_state(row["cluster"], row["uid"], "reserved", node=hold.node, reason=None)
-        await self._record(uow, row, "decided", hold=hold, decision_id=decision_id, reasons=choice.reasons())
+        await self._record(uow, row, "decided", hold=hold, decision_id=decision_id, reasons=choice.reasons(),
+                           seen=seen)
         return hold
 
+    def _provenance(self, state: _Cluster) -> Provenance:
+        """What the next decision in `state`'s cluster is decided from (contracts.Provenance), counted as one."""
+        margin = getattr(self._decide, "latency_margin", None)
+        seen = Provenance(
+            policy_version=provenance.policy_version(self._policy),
+            config_digest=provenance.config_digest(self._policy, margin) if margin is not None else None,
+            latency_model=provenance.latency_model_digest(state.view.latency_model),
+            view_digest=provenance.view_digest(state.view.snapshot), attempt=state.attempts,
+            last_pod_event=state.last_pod_event, last_node_event=state.last_node_event)
+        state.attempts += 1
+        return seen
+
     async def _record_waiting(self, uow: UnitOfWork, state: _Cluster, row: Row,
-                              reasons: dict[str, str]) -> dict[str, str]:
+                              reasons: dict[str, str], seen: Provenance | None = None) -> dict[str, str]:
         if state.last_reasons.get(row["uid"]) != reasons:  # report a new reason once, not on every retry
             await uow.state.set_pod_state(row["cluster"], row["uid"], "unschedulable",
                                           reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
-            await self._record(uow, row, "unschedulable", reasons=reasons)
+            await self._record(uow, row, "unschedulable", reasons=reasons, seen=seen)
         return reasons
 
     def _after_commit(self, state: _Cluster, row: Row, outcome: Hold | dict[str, str]) -> None:
@@ -734,14 +753,14 @@ class PlacementService:
 
     async def _record(self, uow: UnitOfWork, row: Row, kind: PlacementKind, *, hold: Hold | None = None,
                       reasons: dict[str, str] | None = None, decision_id: str | None = None,
-                      node: str | None = None) -> None:
+                      node: str | None = None, seen: Provenance | None = None) -> None:
         decision_id = decision_id or uuid.uuid4().hex
         gpus = tuple(GpuAssignment(index=i, memory_mib=hold.gpu_memory_mib, share_milli=hold.share_milli)
                      for i in hold.gpu_indices) if hold else ()
         event = PlacementEvent(
             cluster=row["cluster"], kind=kind, namespace=row["namespace"], pod=row["name"], pod_uid=row["uid"],
             node=hold.node if hold else node, gpus=gpus, policy=self._policy, reasons=reasons or {},
-            decision_id=decision_id,
+            decision_id=decision_id, provenance=seen,
         )
         await uow.state.add_decision({
             "id": event.event_id, "cluster": event.cluster, "namespace": event.namespace, "pod": event.pod,
@@ -751,6 +770,11 @@ class PlacementService:
         await uow.state.add_outbox(topics.PLACEMENTS + self._suffix, event.kafka_key().decode(),
                                    event.model_dump_json(by_alias=True))
 
+
+
+def pod_row(event: PodEvent) -> dict[str, Any]:
+    """The pods row a PodEvent writes (its state `pending` until placement moves it): also replay's pod."""
+    return _pod_row(event)
 
 
 def _pod_row(event: PodEvent) -> dict[str, Any]:
