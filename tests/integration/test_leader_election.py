@@ -32,6 +32,7 @@ from gpuplace.adapters.kube.cluster_api import KubeClusterApi, connect, raw_json
 from gpuplace.adapters.kube.leader_election import (
     ElectionTiming,
     KubeLeases,
+    LeaseConflict,
     LeaseElector,
     LeaseRecord,
     LeaseUnusable,
@@ -234,11 +235,18 @@ async def test_a_leader_that_finds_another_holder_stops_publishing_until_the_lea
     scene.start("watcher-a")
     await eventually(scene.leader, what="the watcher to hold the lease")
     leases = KubeLeases(scene.api.api_client, namespace=scene.namespace, name=scene.lease)
-    stored = await leases.get(timeout_s=5)
-    assert stored is not None
-    now = micro_time()
-    await leases.replace(stored, LeaseRecord("intruder", LEASE_S, now, now, stored.record.transitions + 1),
-                         timeout_s=5)
+    for _ in range(10):  # the leader renews every retry period: a renewal between read and write is a 409
+        stored = await leases.get(timeout_s=5)
+        assert stored is not None
+        now = micro_time()
+        try:
+            await leases.replace(stored, LeaseRecord("intruder", LEASE_S, now, now, stored.record.transitions + 1),
+                                 timeout_s=5)
+            break
+        except LeaseConflict:
+            continue
+    else:
+        pytest.fail("could not write the intruder into the Lease in 10 tries")
     stolen_at = loop.time()
     await asyncio.sleep(2 * RETRY_S + 0.3)  # the watcher reads the Lease every retry period: it has stopped by now
     await scene.create_pods("while-deposed")
