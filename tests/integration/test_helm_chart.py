@@ -26,6 +26,7 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.cli.services import SERVICES
 from gpuplace.cli.stack_env import resolve
 from gpuplace.settings import Settings
@@ -99,17 +100,7 @@ async def _request(api: client.ApiClient, method: str, path: str, *, body: Any =
     response = await api.call_api(path, method, query_params=query or [], body=body,
                                   header_params={"Content-Type": content_type, "Accept": "application/json"},
                                   auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
-    try:
-        data = await response.read()
-    finally:
-        response.release()
-    if not 200 <= response.status <= 299:
-        try:
-            message = json.loads(data).get("message", "")
-        except ValueError:
-            message = data[:300].decode(errors="replace")
-        raise ApiException(status=response.status, reason=message)
-    return json.loads(data)
+    return await raw_json(response)
 
 
 class Resources:
