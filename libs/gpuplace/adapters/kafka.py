@@ -99,6 +99,10 @@ class Route:
     topic: str
     model: type[Envelope]
     handler: Callable[[Any], Awaitable[object]]  # what it returns is not read
+    batch: Callable[[list[Any]], Awaitable[object]] | None = None
+    """Takes a run of this topic's valid events at once (a subscriber reading batches: `batch_records`). When it
+    raises anything but a transient error, each event of the run goes through `handler` on its own instead,
+    so one poison event is dead-lettered alone and the rest are handled (handlers are idempotent)."""
 
 
 def cluster_partitioner(key: bytes | None, all_partitions: list[int], available: list[int]) -> int:
@@ -279,7 +283,7 @@ def _error_reason(exc: BaseException, attempts: int) -> str:
     return f"handler failed {attempts} time(s): {type(exc).__module__}.{type(exc).__qualname__}: {exc}"
 
 
-async def _raw_body(msg: StreamMessage[Any]) -> bytes:
+async def _raw_body(msg: StreamMessage[Any]) -> Any:
     """The record's bytes as they came, whatever its content-type header says.
 
     FastStream decodes a body before the handler runs (faststream/message/utils.py `decode_message`:
@@ -287,9 +291,10 @@ async def _raw_body(msg: StreamMessage[Any]) -> bytes:
     `_on_record` could dead-letter it, and the seek back redelivered it forever. A subscriber-level decoder
     replaces that step (FastStream docs, "Custom Decoder": https://faststream.ag2.ai/latest/getting-started/
     serialization/decoder/ - "you can set this custom decoder at the broker or subscriber level"); pydantic
-    then parses the bytes once, in `_on_record`, where a failure can be dead-lettered.
+    then parses the bytes once, in `_on_record`, where a failure can be dead-lettered. A batch's body is the
+    list of its records' bodies, left as it is.
     """
-    return bytes(msg.body)
+    return msg.body if isinstance(msg.body, list) else bytes(msg.body)
 
 
 COMMIT_INTERVAL_S = 0.25
@@ -317,13 +322,15 @@ class OffsetCommits:
         self._failing = False
 
     async def done(self, msg: KafkaMessage) -> None:
-        record, consumer = msg.raw_message, getattr(msg, "consumer", None)
+        """`msg` (one record, or a batch of them) is handled: commit past it."""
+        consumer = getattr(msg, "consumer", None)
         if consumer is None or isinstance(consumer, FakeConsumer):  # the in-memory test broker: nothing to commit
             await msg.ack()
             return
-        assert not isinstance(record, tuple), "subscribers take one record at a time, not batches"
         self._consumer = consumer
-        self._done[TopicPartition(record.topic, record.partition)] = record.offset + 1
+        for record in _records(msg):
+            tp = TopicPartition(record.topic, record.partition)
+            self._done[tp] = max(self._done.get(tp, 0), record.offset + 1)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
 
@@ -412,7 +419,7 @@ async def check_broker(broker: KafkaBroker, timeout_s: float = 2.0) -> None:
 def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, consumer: str, suffix: str = "",
               listener: ConsumerRebalanceListener | None = None, attempts: int = 3,
               backoff_s: float = 0.2, partitions: int | None = None, instance_id: str | None = None,
-              metrics: PrometheusMetrics | None = None) -> None:
+              metrics: PrometheusMetrics | None = None, batch_records: int | None = None) -> None:
     """One consumer in `group_id` for every route's topic: typed events to its handler, malformed records to
     the dead-letter topic. `listener` hears which partitions this member gains and loses. A handler that
     raises is tried `attempts` times (pausing `backoff_s`, doubling) before its record is dead-lettered,
@@ -425,6 +432,11 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
     `instance_id` makes the member static (KIP-345, `group.instance.id`): restarted with the same id, it gets its
     partitions back without a rebalance and without waiting out the killed member's session.
 
+    `batch_records` reads up to that many records at a time (what the fetcher holds: a burst arrives as one
+    batch, a trickle one by one) and hands each run of a route's valid events to its `batch` handler, so a
+    service can decide a burst in one transaction; records are validated and dead-lettered one by one as
+    before, and the batch's offsets are committed once it is handled.
+
     `metrics` counts the records dead-lettered (by the topic they came from) and reports the consumer's lag."""
     by_topic = {route.topic + suffix: route for route in routes}
     home: dict[str, int] = {}  # cluster -> its partition, memoised (murmur2 in Python)
@@ -432,42 +444,49 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
 
     commits = OffsetCommits()
     lag = ConsumerLag(listener)
+    batching = {"batch": True, "max_records": batch_records, "batch_timeout_ms": 10} if batch_records else {}
     subscriber = broker.subscriber(
         *by_topic, group_id=group_id, ack_policy=AckPolicy.MANUAL,
         partition_assignment_strategy=(RangePartitionAssignor,), listener=lag, auto_offset_reset="earliest",
         decoder=_raw_body, group_instance_id=instance_id, title=f"{consumer}:{'+'.join(r.topic for r in routes)}",
-        description="; ".join(f"{r.topic}: {r.model.__name__}" for r in routes))
+        description="; ".join(f"{r.topic}: {r.model.__name__}" for r in routes), **batching)
     lag.subscriber = subscriber
     if metrics is not None:
         metrics.track_lag(lag)
 
     @subscriber
     async def _on_record(msg: KafkaMessage) -> None:
+        records = _records(msg)
         try:
-            await _handle(msg)
+            if batch_records:
+                await _handle_batch(records)
+            else:
+                await _handle(records[0], bytes(msg.body))
         except Exception:
-            await msg.nack()  # seek back to this record: it is read again (a transient failure, logged there)
+            await msg.nack()  # seek back to the first record: it is read again (a transient failure, logged there)
             raise
         await commits.done(msg)
-        lag.handled(msg.raw_message)
+        for record in records:
+            lag.handled(record)
 
-    async def _handle(msg: KafkaMessage) -> None:
-        record = msg.raw_message
-        topic = getattr(record, "topic", None) or routes[0].topic + suffix  # the in-memory test broker has none
-        route, body = by_topic[topic], bytes(msg.body)
-
+    def _rejecter(topic: str, record: Any, body: bytes) -> Callable[[str], Awaitable[None]]:
         async def reject(reason: str) -> None:
             await dead_letter(broker, topic=topic, consumer=consumer, reason=reason, value=body,
                               key=getattr(record, "key", None), partition=getattr(record, "partition", None),
                               offset=getattr(record, "offset", None), suffix=suffix)
             if metrics is not None:
                 metrics.dead_lettered(topic)
+        return reject
 
+    async def _validate(record: Any, body: bytes) -> tuple[Route, Envelope, Callable[[str], Awaitable[None]]] | None:
+        """The record's route, event and dead-letter call; None when it was dead-lettered as malformed."""
+        topic = getattr(record, "topic", None) or routes[0].topic + suffix  # the in-memory test broker has none
+        route, reject = by_topic[topic], _rejecter(topic, record, body)
         try:
             event = read_event(route.model, body)
         except ValidationError as exc:
             await reject(validation_reason(exc))
-            return
+            return None
         partition = getattr(record, "partition", None)
         if partitions and partition is not None:
             cluster = event.cluster
@@ -475,7 +494,52 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
             if partition != expected:
                 await reject(f"cluster {cluster!r} belongs to partition {expected} of {partitions}; "
                              f"this record came on partition {partition}")
+                return None
+        return route, event, reject
+
+    async def _handle(record: Any, body: bytes) -> None:
+        valid = await _validate(record, body)
+        if valid is not None:
+            await _dispatch(*valid)
+
+    async def _handle_batch(records: Sequence[Any]) -> None:
+        """Validate every record, then hand each run of one route's events to its batch handler (in order)."""
+        run: list[tuple[Route, Envelope, Callable[[str], Awaitable[None]]]] = []
+        for record in records:
+            valid = await _validate(record, bytes(record.value or b""))
+            if valid is None:
+                continue
+            if run and (valid[0] is not run[0][0] or valid[0].batch is None):
+                await _dispatch_run(run)
+                run = []
+            run.append(valid)
+        if run:
+            await _dispatch_run(run)
+
+    async def _dispatch_run(run: list[tuple[Route, Envelope, Callable[[str], Awaitable[None]]]]) -> None:
+        route = run[0][0]
+        if route.batch is not None and len(run) > 1:
+            try:
+                await route.batch([event for _, event, _ in run])
+            except Exception as exc:  # noqa: BLE001 - transient: read again; anything else: one event at a time
+                if is_transient(exc):
+                    await _pause_for_outage(route.topic + suffix, exc)
+                    raise
+                log.warning("%s: a batch of %d %s events failed (%r); handling them one by one", consumer,
+                            len(run), route.topic, exc)
+            else:
+                outage["failures"] = 0
                 return
+        for valid in run:
+            await _dispatch(*valid)
+
+    async def _pause_for_outage(topic: str, exc: BaseException) -> None:
+        outage["failures"] += 1
+        pause = min(0.5 * 2 ** (outage["failures"] - 1), 10.0)
+        log.warning("%s: transient failure on %s (%s); reading it again in %.1f s", consumer, topic, exc, pause)
+        await asyncio.sleep(pause)
+
+    async def _dispatch(route: Route, event: Envelope, reject: Callable[[str], Awaitable[None]]) -> None:
         for attempt in range(1, attempts + 1):
             try:
                 await route.handler(event)
@@ -484,20 +548,23 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
                 return
             except Exception as exc:  # noqa: BLE001 - sorted below: transient errors re-raise, others are bounded
                 if is_transient(exc):
-                    outage["failures"] += 1
-                    pause = min(0.5 * 2 ** (outage["failures"] - 1), 10.0)
-                    log.warning("%s: transient failure on %s (%s); reading it again in %.1f s", consumer, topic,
-                                exc, pause)
-                    await asyncio.sleep(pause)
+                    await _pause_for_outage(route.topic + suffix, exc)
                     raise
                 if attempt == attempts:
-                    log.exception("%s: %s failed %d time(s); dead-lettering it", consumer, topic, attempts)
+                    log.exception("%s: %s failed %d time(s); dead-lettering it", consumer, route.topic + suffix,
+                                  attempts)
                     await reject(_error_reason(exc, attempts))
                     return
                 await asyncio.sleep(backoff_s * 2 ** (attempt - 1))
             else:
                 outage["failures"] = 0
                 return
+
+
+def _records(msg: KafkaMessage) -> tuple[Any, ...]:
+    """The record(s) a message carries: a batch subscriber's tuple (a list on the in-memory test broker), or one."""
+    raw = msg.raw_message
+    return tuple(raw) if isinstance(raw, tuple | list) else (raw,)
 
 
 @contextlib.asynccontextmanager

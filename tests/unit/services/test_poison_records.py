@@ -271,3 +271,56 @@ async def test_a_commit_that_hangs_gives_up_and_is_tried_again():
     consumer.delay_s = 0.0
     await asyncio.sleep(0.1)
     assert consumer.commits == [{TopicPartition("t", 0): 1}]
+
+
+def _wire_batch(handler, batch):
+    broker = make_broker("127.0.0.1:9092")
+    letters: list[dict] = []
+    subscribe(broker, [Route(topics.PODS, PodEvent, handler, batch=batch)], group_id="g", consumer="placement",
+              attempts=2, backoff_s=0.001, batch_records=100)
+
+    @broker.subscriber(topics.DEADLETTER)
+    async def collect(body: dict) -> None:
+        letters.append(body)
+
+    return broker, letters
+
+
+async def test_a_batch_subscriber_hands_a_run_of_valid_events_to_the_batch_handler_at_once():
+    batches: list[list[str]] = []
+    one_by_one: list[str] = []
+
+    async def handler(event: PodEvent) -> None:
+        one_by_one.append(event.name)
+
+    async def batch(events: list[PodEvent]) -> None:
+        batches.append([e.name for e in events])
+
+    broker, letters = _wire_batch(handler, batch)
+    events = [pod_event(f"p{i}") for i in range(3)]
+    async with TestKafkaBroker(broker) as test_broker:
+        await test_broker.publish_batch(_bytes(events[0]), b"not json", *map(_bytes, events[1:]), topic=topics.PODS,
+                                        headers=JSON)
+    assert batches == [["p0", "p1", "p2"]] and one_by_one == []  # the malformed record left the run, alone
+    assert len(letters) == 1
+
+
+async def test_a_batch_that_fails_is_handled_one_by_one_so_only_the_poison_event_is_dead_lettered():
+    handled: list[str] = []
+
+    async def handler(event: PodEvent) -> None:
+        if event.name == "poison":
+            raise ValueError("this event breaks the handler")
+        handled.append(event.name)
+
+    async def batch(events: list[PodEvent]) -> None:
+        for event in events:
+            await handler(event)
+
+    broker, letters = _wire_batch(handler, batch)
+    events = [pod_event("a"), pod_event("poison"), pod_event("b")]
+    async with TestKafkaBroker(broker) as test_broker:
+        await test_broker.publish_batch(*map(_bytes, events), topic=topics.PODS, headers=JSON)
+    assert handled == ["a", "a", "b"]  # "a" again: handlers are idempotent, the batch's effects may be partial
+    assert [letter["reason"] for letter in letters] == [
+        "handler failed 2 time(s): builtins.ValueError: this event breaks the handler"]
