@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.contracts.rejected import Rejected, reused_id
-from gpuplace.usecases.ports import BindOutcome, EvictOutcome, GpuGrant, Json, Row
+from gpuplace.usecases.ports import BindOutcome, EvictOutcome, GpuGrant, Json, Reservation, Row
 
 
 @dataclass
@@ -50,6 +50,9 @@ class FakeStateRepository:
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(next(self._clock), UTC)
+
+    async def claim_events(self, consumer: str, claims: Sequence[tuple[str, str | None]]) -> set[str]:
+        return {event_id for event_id, digest in claims if await self.claim_event(consumer, event_id, digest)}
 
     async def claim_event(self, consumer: str, event_id: str, digest: str | None = None) -> bool:
         stored = self.t["processed"].get((consumer, event_id), False)
@@ -100,6 +103,9 @@ class FakeStateRepository:
 
     async def load_gpus(self, cluster: str) -> list[Row]:
         return [dict(g) for k, g in sorted(self.t["gpus"].items()) if k[0] == cluster]
+
+    async def upsert_pods(self, pods: Sequence[Mapping[str, Any]]) -> list[Row]:
+        return [await self.upsert_pod(pod) for pod in pods]
 
     async def upsert_pod(self, pod: Mapping[str, Any]) -> Row:
         key = (pod["cluster"], pod["uid"])
@@ -192,6 +198,21 @@ class FakeStateRepository:
                                           "decision_id": decision_id}
         return None
 
+    async def reserve_many(self, cluster: str, reservations: Sequence[Reservation]) -> str | None:
+        for r in reservations:
+            refused = await self.reserve(cluster=cluster, pod_uid=r.pod_uid, node=r.node, grants=r.grants,
+                                         cpu_milli=r.cpu_milli, memory_mib=r.memory_mib, decision_id=r.decision_id)
+            if refused:
+                return refused
+            await self.set_pod_state(cluster, r.pod_uid, "reserved", node=r.node, reason=None)
+        return None
+
+    async def mark_bound(self, cluster: str, uids: Sequence[str]) -> list[str]:
+        moved = [uid for uid in uids if (pod := self.t["pods"].get((cluster, uid))) and pod["state"] == "reserved"]
+        for uid in moved:
+            await self.set_pod_state(cluster, uid, "bound", mark_bound=True)
+        return moved
+
     async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant], cpu_milli: int,
                            memory_mib: int, decision_id: str) -> list[int]:
         n = self.t["nodes"].get((cluster, node))
@@ -231,6 +252,10 @@ class FakeStateRepository:
     async def add_decision(self, decision: Mapping[str, Any]) -> None:
         self.t["decisions"].append({"created_at": self._now(), **decision})
 
+    async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:
+        for decision in decisions:
+            await self.add_decision(decision)
+
     async def decisions_of(self, cluster: str, pod_uid: str) -> list[Row]:
         return [copy.deepcopy(d) for d in self.t["decisions"] if d["cluster"] == cluster and d["pod_uid"] == pod_uid]
 
@@ -249,6 +274,10 @@ class FakeStateRepository:
         PostgreSQL's JSONB column does."""
         self.t["outbox"].append({"id": len(self.t["outbox"]) + 1, "topic": topic, "key": key,
                                  "payload": payload_json, "published_at": None})
+
+    async def add_outbox_many(self, entries: Sequence[tuple[str, str, str]]) -> None:
+        for topic, key, payload_json in entries:
+            await self.add_outbox(topic, key, payload_json)
 
     async def take_unpublished(self, limit: int) -> list[Row]:
         """No SKIP LOCKED needed: a unit of work holds the whole database until it ends (FakeUnitOfWork)."""

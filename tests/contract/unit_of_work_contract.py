@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpuplace.contracts.rejected import Rejected
-from gpuplace.usecases.ports import GpuGrant
+from gpuplace.usecases.ports import GpuGrant, Reservation
 from tests.contract.covers import covers
 
 CLUSTER = "contract"
@@ -87,6 +87,62 @@ class UnitOfWorkContract:
             assert not await uow.state.claim_event("placement", "e3")  # no digest to compare: skipped
             with pytest.raises(Rejected, match="reused id"):
                 await uow.state.claim_event("placement", "e3", "digest-b")
+
+    @covers("claim_events")
+    async def test_events_are_claimed_in_a_batch_once_and_a_reused_id_is_refused(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            assert await uow.state.claim_events("placement", [("b1", "x"), ("b2", None)]) == {"b1", "b2"}
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert await uow.state.claim_events("placement", [("b1", "x"), ("b3", "y")]) == {"b3"}
+            assert await uow.state.claim_events("ingest", [("b1", "x")]) == {"b1"}  # per consumer
+        async with uow_factory() as uow:
+            with pytest.raises(Rejected, match="reused id"):
+                await uow.state.claim_events("placement", [("b4", None), ("b1", "other content")])
+
+    @covers("upsert_pods", "reserve_many", "mark_bound", "add_decisions", "add_outbox_many")
+    async def test_a_batch_of_pods_is_recorded_reserved_and_bound_together(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            await uow.state.upsert_node(node_row())
+            rows = await uow.state.upsert_pods([pod_row("a"), pod_row("b"), pod_row("c")])
+            assert [r["uid"] for r in rows] == ["a", "b", "c"] and {r["state"] for r in rows} == {"pending"}
+            refused = await uow.state.reserve_many(CLUSTER, [
+                Reservation("a", "n1", (GpuGrant(0, 9420, 575),), 1000, 1024, "da"),
+                Reservation("b", "n1", (GpuGrant(1, 9420, 575),), 1000, 1024, "db"),
+                Reservation("c", "n1", (GpuGrant(1, 6000, 366),), 1000, 1024, "dc")])
+            assert refused is None
+            await uow.state.add_decisions([decision_row("d1", "a", "decided"), decision_row("d2", "b", "decided")])
+            await uow.state.add_outbox_many([("t", "east/a", json.dumps({"n": 1})), ("t", "east/b", json.dumps({"n": 2}))])
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert {(g["index"], g["memory_assigned_mib"], g["share_assigned_milli"])
+                    for g in await uow.state.load_gpus(CLUSTER)} == {(0, 9420, 575), (1, 15420, 941)}
+            assert (await uow.state.load_nodes(CLUSTER))[0]["cpu_assigned_milli"] == 3000
+            assert {(p["uid"], p["state"], p["node"]) for p in await uow.state.pods_in_state(CLUSTER, ("reserved",))} \
+                == {("a", "reserved", "n1"), ("b", "reserved", "n1"), ("c", "reserved", "n1")}
+            assert len(await uow.state.load_allocations(CLUSTER)) == 3
+            assert [d["id"] for d in await uow.state.decisions_of(CLUSTER, "a")] == ["d1"]
+            assert [r["payload"] for r in await uow.state.take_unpublished(10)] == [{"n": 1}, {"n": 2}]
+            assert sorted(await uow.state.mark_bound(CLUSTER, ["a", "b", "zz"])) == ["a", "b"]
+            assert await uow.state.mark_bound(CLUSTER, ["a"]) == []  # bound already: not moved twice
+            await uow.commit()
+
+    @covers("reserve_many")
+    async def test_a_batch_that_would_overcommit_a_gpu_is_refused_whole(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            # 9420 + 9420 MiB on GPU 0 > 16384 MiB: each pod alone fits, the two together do not
+            refused = await uow.state.reserve_many(CLUSTER, [
+                Reservation("a", "n1", (GpuGrant(0, 9420, 575),), 0, 0, "da"),
+                Reservation("b", "n1", (GpuGrant(0, 9420, 575),), 0, 0, "db")])
+            assert refused is not None and "GPU 0" in refused
+        async with uow_factory() as uow:  # not committed: nothing kept
+            assert await uow.state.load_allocations(CLUSTER) == []
+            refused = await uow.state.reserve_many(CLUSTER, [
+                Reservation("a", "n1", (), 70000, 0, "da")])  # CPU past the node's 64000 m
+            assert refused is not None and "CPU" in refused
 
     @covers("commit", "reserve", "load_allocations", "load_gpus")
     async def test_without_commit_nothing_is_kept(self) -> None:

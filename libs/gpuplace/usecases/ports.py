@@ -31,6 +31,18 @@ class GpuGrant:
     share_milli: int
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """One pod's place in a batch of reservations (StateRepository.reserve_many): what reserve() takes for it."""
+
+    pod_uid: str
+    node: str
+    grants: tuple[GpuGrant, ...]
+    cpu_milli: int
+    memory_mib: int
+    decision_id: str
+
+
 class StateRepository(Protocol):
     """The fleet state, read and written inside one unit of work's transaction.
 
@@ -43,6 +55,11 @@ class StateRepository(Protocol):
 
         Claims are per consumer. With a `digest` (Envelope.digest), an id claimed before with another digest
         raises Rejected: the same id reused for other content, not a redelivery."""
+        ...
+
+    async def claim_events(self, consumer: str, claims: Sequence[tuple[str, str | None]]) -> set[str]:
+        """claim_event for many (event id, digest) pairs at once: the ids claimed now. Raises Rejected as
+        claim_event does when one was claimed before with another digest."""
         ...
 
     async def upsert_node(self, node: Mapping[str, Any]) -> None:
@@ -73,6 +90,10 @@ class StateRepository(Protocol):
 
         `state`, `node` and `reason` are only set on insert (after that they move through set_pod_state), and
         `first_seen_at` is the first insert's."""
+        ...
+
+    async def upsert_pods(self, pods: Sequence[Mapping[str, Any]]) -> list[Row]:
+        """upsert_pod for many pods at once (each (cluster, uid) once); the stored rows, in the order given."""
         ...
 
     async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> Row | None:
@@ -128,6 +149,15 @@ class StateRepository(Protocol):
         After a refusal the unit of work holds partial updates: the caller must not commit it."""
         ...
 
+    async def reserve_many(self, cluster: str, reservations: Sequence[Reservation]) -> str | None:
+        """reserve() for many pods at once, each pod moved to `reserved` on its node: None when all of it fits,
+        else why something no longer does (then, as for reserve(), the caller must not commit)."""
+        ...
+
+    async def mark_bound(self, cluster: str, uids: Sequence[str]) -> list[str]:
+        """Move the pods of `uids` that are `reserved` to `bound`, stamping bound_at; the uids moved."""
+        ...
+
     async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant],
                            cpu_milli: int, memory_mib: int, decision_id: str) -> list[int]:
         """Charge a pod another scheduler bound: its CPU and memory always (the node runs it, whatever gpuplace
@@ -142,6 +172,10 @@ class StateRepository(Protocol):
 
     async def add_decision(self, decision: Mapping[str, Any]) -> None:
         """Record one decision (the columns of `decisions`); read back by latest_decision and count_bound_twice."""
+        ...
+
+    async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:
+        """add_decision for many decisions at once."""
         ...
 
     async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
@@ -162,6 +196,10 @@ class StateRepository(Protocol):
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
         """Queue an event for Kafka in this unit of work: the outbox relay publishes it once it is committed
         (OutboxStore), so nobody hears of a decision that was rolled back."""
+        ...
+
+    async def add_outbox_many(self, entries: Sequence[tuple[str, str, str]]) -> None:
+        """add_outbox for many (topic, key, payload_json) at once, published in this order."""
         ...
 
     async def count_bound_twice(self, cluster: str) -> int:

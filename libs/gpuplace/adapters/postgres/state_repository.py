@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Result, and_, delete, func, select, update
+from sqlalchemy import BigInteger, Result, and_, column, delete, func, select, update, values
 from sqlalchemy import Row as SqlRow
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -28,7 +28,7 @@ from gpuplace.adapters.postgres.tables import (
     processed_events,
 )
 from gpuplace.contracts.rejected import Rejected, reused_id
-from gpuplace.usecases.ports import GpuGrant, Row
+from gpuplace.usecases.ports import GpuGrant, Reservation, Row
 
 
 def _row(row: SqlRow[*tuple[Any, ...]]) -> Row:
@@ -58,6 +58,22 @@ class StateRepository:
             if stored is not None and stored != digest:
                 raise Rejected(reused_id(event_id, stored, digest))
         return False
+
+    async def claim_events(self, consumer: str, claims: Sequence[tuple[str, str | None]]) -> set[str]:
+        if not claims:
+            return set()
+        stmt = insert(processed_events).values([{"consumer": consumer, "event_id": event_id, "digest": digest}
+                                                for event_id, digest in claims])
+        claimed = set((await self._conn.execute(
+            stmt.on_conflict_do_nothing().returning(processed_events.c.event_id))).scalars())
+        digests = {event_id: digest for event_id, digest in claims if event_id not in claimed and digest is not None}
+        if digests:
+            stored = await self._conn.execute(select(processed_events.c.event_id, processed_events.c.digest).where(
+                processed_events.c.consumer == consumer, processed_events.c.event_id.in_(digests)))
+            for event_id, digest in stored:
+                if digest is not None and digest != digests[event_id]:
+                    raise Rejected(reused_id(event_id, digest, digests[event_id]))
+        return claimed
 
     # -- nodes and GPUs --------------------------------------------------------------------------
     async def upsert_node(self, node: Mapping[str, Any]) -> None:
@@ -114,6 +130,16 @@ class StateRepository:
         result = await self._conn.execute(stmt.on_conflict_do_update(
             index_elements=[pods.c.cluster, pods.c.uid], set_=refresh).returning(*pods.c))
         return _row(result.one())
+
+    async def upsert_pods(self, pods_: Sequence[Mapping[str, Any]]) -> list[Row]:
+        if not pods_:
+            return []
+        stmt = insert(pods).values([dict(pod) for pod in pods_])
+        refresh = {k: stmt.excluded[k] for k in pods_[0] if k not in ("cluster", "uid", "state", "node", "reason")}
+        result = await self._conn.execute(stmt.on_conflict_do_update(
+            index_elements=[pods.c.cluster, pods.c.uid], set_=refresh).returning(*pods.c))
+        stored = {(row["cluster"], row["uid"]): row for row in _rows(result)}
+        return [stored[(pod["cluster"], pod["uid"])] for pod in pods_]
 
     async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> Row | None:
         stmt = select(pods).where(pods.c.cluster == cluster, pods.c.uid == uid)
@@ -208,6 +234,64 @@ class StateRepository:
         await self._allocate(cluster, pod_uid, node, taken, decision_id)
         return None
 
+    async def reserve_many(self, cluster: str, reservations: Sequence[Reservation]) -> str | None:
+        """reserve() for a batch in five statements: what the batch adds per node and per GPU is added where it
+        still fits (UPDATE ... FROM VALUES, the capacity checked row by row as reserve() checks it), and a row
+        that did not fit refuses the whole batch; then the grants, and the pods' new state."""
+        if not reservations:
+            return None
+        per_node: dict[str, list[int]] = {}
+        per_gpu: dict[tuple[str, int], list[int]] = {}
+        for r in reservations:
+            want = per_node.setdefault(r.node, [0, 0])
+            want[0] += r.cpu_milli
+            want[1] += r.memory_mib
+            for g in r.grants:
+                gpu = per_gpu.setdefault((r.node, g.index), [0, 0])
+                gpu[0] += g.memory_mib
+                gpu[1] += g.share_milli
+        node_want = values(column("name", nodes.c.name.type), column("cpu", BigInteger), column("mem", BigInteger),
+                           name="node_want").data([(name, cpu, mem) for name, (cpu, mem) in per_node.items()])
+        fitted = set((await self._conn.execute(update(nodes).where(
+            nodes.c.cluster == cluster, nodes.c.name == node_want.c.name,
+            nodes.c.cpu_assigned_milli + node_want.c.cpu <= nodes.c.cpu_milli,
+            nodes.c.memory_assigned_mib + node_want.c.mem <= nodes.c.memory_mib,
+        ).values(cpu_assigned_milli=nodes.c.cpu_assigned_milli + node_want.c.cpu,
+                 memory_assigned_mib=nodes.c.memory_assigned_mib + node_want.c.mem).returning(nodes.c.name))).scalars())
+        if len(fitted) < len(per_node):
+            return f"node {min(set(per_node) - fitted)}: CPU or memory no longer fits"
+        if per_gpu:
+            gpu_want = values(column("node", gpus.c.node.type), column("idx", gpus.c.index.type),
+                              column("mem", BigInteger), column("share", BigInteger), name="gpu_want").data(
+                [(node, index, mem, share) for (node, index), (mem, share) in per_gpu.items()])
+            taken = (await self._conn.execute(update(gpus).where(
+                gpus.c.cluster == cluster, gpus.c.node == gpu_want.c.node, gpus.c.index == gpu_want.c.idx,
+                gpus.c.memory_assigned_mib + gpu_want.c.mem <= gpus.c.memory_total_mib,
+                gpus.c.share_assigned_milli + gpu_want.c.share <= 1000,
+            ).values(memory_assigned_mib=gpus.c.memory_assigned_mib + gpu_want.c.mem,
+                     share_assigned_milli=gpus.c.share_assigned_milli + gpu_want.c.share)
+                .returning(gpus.c.node, gpus.c.index))).all()
+            if len(taken) < len(per_gpu):
+                node, index = min(set(per_gpu) - {(t.node, t.index) for t in taken})
+                return f"node {node} GPU {index}: no longer has the memory the batch asks of it"
+            await self._conn.execute(insert(allocations).values([
+                {"cluster": cluster, "pod_uid": r.pod_uid, "gpu_index": g.index, "node": r.node,
+                 "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": r.decision_id}
+                for r in reservations for g in r.grants]))
+        placed = values(column("uid", pods.c.uid.type), column("node", pods.c.node.type), name="placed").data(
+            [(r.pod_uid, r.node) for r in reservations])
+        await self._conn.execute(update(pods).where(pods.c.cluster == cluster, pods.c.uid == placed.c.uid).values(
+            state="reserved", node=placed.c.node, reason=None, reserved_at=func.now()))
+        return None
+
+    async def mark_bound(self, cluster: str, uids: Sequence[str]) -> list[str]:
+        if not uids:
+            return []
+        result = await self._conn.execute(update(pods).where(
+            pods.c.cluster == cluster, pods.c.uid.in_(uids), pods.c.state == "reserved",
+        ).values(state="bound", bound_at=func.now()).returning(pods.c.uid))
+        return list(result.scalars())
+
     async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant],
                            cpu_milli: int, memory_mib: int, decision_id: str) -> list[int]:
         """Charge a pod another scheduler bound: its CPU and memory always (the node runs it, whatever gpuplace
@@ -266,6 +350,10 @@ class StateRepository:
     async def add_decision(self, decision: Mapping[str, Any]) -> None:
         await self._conn.execute(insert(decisions).values(**decision))
 
+    async def add_decisions(self, decisions_: Sequence[Mapping[str, Any]]) -> None:
+        if decisions_:
+            await self._conn.execute(insert(decisions).values([dict(d) for d in decisions_]))
+
     async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
         """The pod's most recent decision of one of `kinds`, None if it has none.
 
@@ -294,6 +382,11 @@ class StateRepository:
 
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
         await self._conn.execute(insert(outbox).values(topic=topic, key=key, payload=json.loads(payload_json)))
+
+    async def add_outbox_many(self, entries: Sequence[tuple[str, str, str]]) -> None:
+        if entries:
+            await self._conn.execute(insert(outbox).values([
+                {"topic": topic, "key": key, "payload": json.loads(payload)} for topic, key, payload in entries]))
 
     async def take_unpublished(self, limit: int) -> list[Row]:
         """Lock a batch of unpublished outbox rows; other relays skip them (SKIP LOCKED)."""
