@@ -20,10 +20,10 @@ def group_id(settings: Settings, service: str) -> str:
 
 def wire(broker: KafkaBroker, settings: Settings, service: str, routes: list[Route],
          listener: ConsumerRebalanceListener | None = None, partitions: int | None = None,
-         metrics: PrometheusMetrics | None = None) -> None:
+         metrics: PrometheusMetrics | None = None, batch_records: int | None = None) -> None:
     subscribe(broker, routes, group_id=group_id(settings, service), consumer=service, suffix=settings.topic_suffix,
               listener=listener, attempts=settings.handler_attempts, partitions=partitions,
-              instance_id=settings.instance_id, metrics=metrics)
+              instance_id=settings.instance_id, metrics=metrics, batch_records=batch_records)
 
 
 async def run_broker(broker: KafkaBroker, settings: Settings, stop: asyncio.Event,

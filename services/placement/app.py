@@ -24,6 +24,7 @@ from services.placement.ownership import ClusterOwnership
 from services.telemetry import Telemetry
 
 NAME = "placement"
+BATCH_RECORDS = 256  # records read at once: a burst of pending pods is decided in batches of up to this many
 
 
 async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry | None = None) -> None:
@@ -45,7 +46,8 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
         service = PlacementService(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
                                    topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag,
                                    resync_s=settings.reconcile_interval_s or None, metrics=metrics)
-        routes = [Route(topics.NODES, NodeEvent, service.on_node), Route(topics.PODS, PodEvent, service.on_pod),
+        routes = [Route(topics.NODES, NodeEvent, service.on_node),
+                  Route(topics.PODS, PodEvent, service.on_pod, batch=service.on_pods),
                   Route(topics.PLACEMENTS, PlacementEvent, service.on_placement)]
         try:
             partitions = await ensure_copartitioned(settings.kafka, [settings.topic(r.topic) for r in routes],
@@ -53,7 +55,8 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
         except ValueError as exc:
             raise ConfigurationError(f"placement: {exc}") from None
         ownership = ClusterOwnership(service, res.cluster_apis, settings.topic(topics.PODS), partitions)
-        wire(res.broker, settings, NAME, routes, listener=ownership, partitions=partitions, metrics=metrics)
+        wire(res.broker, settings, NAME, routes, listener=ownership, partitions=partitions, metrics=metrics,
+             batch_records=BATCH_RECORDS)
         async with res.broker:
             await start_broker(res.broker, settings.kafka)
             with metrics.watching(service.cluster_gauges), telemetry.health.running(

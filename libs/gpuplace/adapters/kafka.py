@@ -444,12 +444,12 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
 
     commits = OffsetCommits()
     lag = ConsumerLag(listener)
-    batching = {"batch": True, "max_records": batch_records, "batch_timeout_ms": 10} if batch_records else {}
     subscriber = broker.subscriber(
         *by_topic, group_id=group_id, ack_policy=AckPolicy.MANUAL,
         partition_assignment_strategy=(RangePartitionAssignor,), listener=lag, auto_offset_reset="earliest",
         decoder=_raw_body, group_instance_id=instance_id, title=f"{consumer}:{'+'.join(r.topic for r in routes)}",
-        description="; ".join(f"{r.topic}: {r.model.__name__}" for r in routes), **batching)
+        description="; ".join(f"{r.topic}: {r.model.__name__}" for r in routes),
+        batch=bool(batch_records), max_records=batch_records, batch_timeout_ms=10)
     lag.subscriber = subscriber
     if metrics is not None:
         metrics.track_lag(lag)

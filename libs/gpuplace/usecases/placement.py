@@ -31,7 +31,7 @@ import logging
 import time
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
@@ -57,6 +57,7 @@ from gpuplace.usecases.ports import (
     GpuGrant,
     Metrics,
     PendingReason,
+    Reservation,
     Row,
     UnitOfWork,
     UnitOfWorkFactory,
@@ -108,6 +109,14 @@ Decide = Callable[[ClusterView, Pod, "Stream | None"], "Choice | dict[str, str]"
 reasons it fits nowhere (node class -> why)."""
 
 
+@dataclass(frozen=True)
+class _BindOutcome:
+    row: Row
+    hold: Hold
+    outcome: str  # a BindOutcome's value, or "error"
+    recorded: asyncio.Future[None]  # set once the outcome is committed (or its recording failed)
+
+
 @dataclass
 class _Cluster:
     view: ClusterView
@@ -121,6 +130,9 @@ class _Cluster:
     changed_nodes: set[str] = field(default_factory=set)  # nodes changed since that retry last looked
     binding: set[str] = field(default_factory=set)  # uids whose bind call is in flight
     recent: OrderedDict[str, Pod] = field(default_factory=OrderedDict)  # uid -> pod, the arriving workload M
+    outcomes: list[_BindOutcome] = field(default_factory=list)  # bind outcomes not recorded yet (_flush_outcomes)
+    flusher: asyncio.Task[None] | None = None  # records `outcomes`, a batch at a time
+    recorded_bound: dict[str, str] = field(default_factory=dict)  # uid -> node: pods this worker recorded bound
     attempts: int = 0  # decisions made in this cluster by this worker (a decision's provenance)
     last_pod_event: str | None = None  # the last pods.v1 / nodes.v1 event applied here (provenance)
     last_node_event: str | None = None
@@ -146,6 +158,7 @@ class PlacementService:
         self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
         self._resync_s = resync_s  # reconcile with the apiserver on taking a cluster and this often; None: never
         self._metrics = metrics
+        self._digests: tuple[object, str, str | None, str] | None = None  # _provenance's, for the model first in it
 
     # -- entry points (one per topic) ---------------------------------------------------------------
     async def on_node(self, event: NodeEvent) -> None:
@@ -203,6 +216,49 @@ class PlacementService:
                     await self._confirm_bound(state, event)
                 else:
                     await self._on_pending(state, event)
+
+    async def on_pods(self, events: Sequence[PodEvent]) -> None:
+        """A run of pod events read together (a burst): in their order, consecutive pending pods of one cluster
+        are decided and reserved as one batch (_on_pending_batch), and consecutive `bound` events of pods this
+        worker recorded bound are acknowledged together; every other event is handled as on_pod handles it."""
+        run: list[PodEvent] = []
+        for event in events:
+            kind = self._batch_kind(event)
+            if run and (kind is None or kind != self._batch_kind(run[0]) or event.cluster != run[0].cluster):
+                await self._on_run(run)
+                run = []
+            if kind is None:
+                await self.on_pod(event)
+            else:
+                run.append(event)
+        if run:
+            await self._on_run(run)
+
+    def _batch_kind(self, event: PodEvent) -> str | None:
+        if event.kind == "pending" and event.managed:
+            return "pending"
+        state = self._clusters.get(event.cluster)
+        if event.kind == "bound" and state is not None and state.loaded and event.node_name and \
+                state.recorded_bound.get(event.uid) == event.node_name:
+            return "bound"
+        return None
+
+    async def _on_run(self, run: list[PodEvent]) -> None:
+        if len(run) == 1:
+            await self.on_pod(run[0])
+            return
+        self._served(run[0].cluster)
+        state = await self._cluster(run[0].cluster)
+        async with state.lock:
+            if state.stale:
+                await self._rehydrate(state)
+            if run[0].kind == "pending":
+                await self._on_pending_batch(state, run)
+            else:  # pods recorded bound: the watcher's news is no news; only its event ids are claimed
+                async with self._uow_factory() as uow:
+                    await uow.state.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in run])
+                    await uow.commit()
+                state.last_pod_event = run[-1].event_id
 
     async def on_placement(self, event: PlacementEvent) -> None:
         """An SLO violation closed a GPU in the database: re-read the cluster so no new pod goes there."""
@@ -346,10 +402,7 @@ class PlacementService:
                     return
                 row = await uow.state.upsert_pod(_pod_row(event))
                 if row["state"] == "pending" and event.request_error:
-                    started = time.perf_counter()
-                    await uow.state.set_pod_state(event.cluster, event.uid, "invalid", reason=event.request_error)
-                    await self._record(uow, row, "invalid_request", reasons={"request": event.request_error})
-                    self._metrics.scheduling_attempt(event.cluster, "invalid", time.perf_counter() - started)
+                    await self._record_invalid(uow, row, event.request_error)
                     await self._commit(uow)
                     self._report_unschedulable(row, f"invalid GPU request: {event.request_error}")
                     return
@@ -376,6 +429,111 @@ class PlacementService:
         if adopted:  # outside the transaction: re-reading the cluster opens its own
             await self._rehydrate(state)
             self._spawn_bind(state, row, state.view.holds[row["uid"]])
+
+    async def _on_pending_batch(self, state: _Cluster, events: list[PodEvent]) -> None:
+        """Claim a burst of pending pods, record them and decide them one after another against the view, in
+        queue order, then reserve them all, in one transaction (reserve_many: the database still refuses any
+        over-commit). Caller holds the lock.
+
+        When the database refuses what the view allowed (another worker, or a change the view missed), the
+        transaction is rolled back whole, the cluster re-read, and each event handled on its own (_on_pending).
+        A pod that is not simply waiting (an invalid request, a replacement adopting a promised place, one
+        reserved before a restart) goes the way _on_pending takes it, inside the same transaction."""
+        fresh: dict[str, PodEvent] = {}
+        placed: list[tuple[Row, Hold, str]] = []  # the pod, where it goes, its decision's id
+        waiting: list[tuple[Row, dict[str, str]]] = []
+        resumed: list[Row] = []
+        adopted: list[Row] = []
+        invalid: list[tuple[Row, str]] = []
+        records: list[PlacementEvent] = []
+        try:
+            async with self._uow_factory() as uow:
+                claimed = await uow.state.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in events])
+                for event in events:
+                    if event.event_id in claimed:
+                        fresh[event.uid] = event
+                rows = await uow.state.upsert_pods([_pod_row(e) for e in fresh.values()])
+                promised = {(r["namespace"], r["owner"]) for r in await uow.state.pods_in_state(
+                    state.view.cluster, ("promised",))} if any(r["owner"] for r in rows) else set()
+                candidates = []
+                for row in rows:
+                    event = fresh[row["uid"]]
+                    if row["state"] == "pending" and event.request_error:
+                        await self._record_invalid(uow, row, event.request_error)
+                        invalid.append((row, event.request_error))
+                    elif row["state"] == "pending" and (row["namespace"], row["owner"]) in promised and \
+                            await self._adopt_promise(uow, row):
+                        adopted.append(row)
+                    elif row["state"] in ("pending", "unschedulable"):
+                        candidates.append(row)
+                    elif row["state"] == "reserved":
+                        resumed.append(row)
+                for row in sorted(candidates, key=_queue_order):
+                    state.last_pod_event = fresh[row["uid"]].event_id
+                    outcome = await self._decide_one(uow, state, row, records)
+                    if isinstance(outcome, tuple):
+                        state.view.charge(row["uid"], outcome[0])  # the next pod of the batch sees it taken
+                        placed.append((row, *outcome))
+                    else:
+                        waiting.append((row, outcome))
+                conflict = await self._reserve_batch(uow, state, placed)
+                if conflict is None:
+                    await self._write(uow, records)
+                    await self._commit(uow)
+        except BaseException:
+            state.stale = True  # the view may hold charges the database never committed
+            raise
+        if conflict is not None:
+            log.info("a batch of %d reservations in %s lost a race: %s; placing them one by one", len(placed),
+                     state.view.cluster, conflict)
+            self._metrics.scheduling_attempt(state.view.cluster, "conflict", 0.0)
+            await self._rehydrate(state)
+            for event in events:
+                await self._on_pending(state, event)
+            return
+        for row, error in invalid:
+            self._report_unschedulable(row, f"invalid GPU request: {error}")
+        for row, hold, _ in placed:
+            self._placed(state, row, hold)
+        for row, reasons in waiting:
+            self._waits(state, row, reasons)
+        for row in resumed:
+            if row["uid"] in state.view.holds and state.view.cluster + row["uid"] not in self._in_flight() and \
+                    not self._plan_holds(row):
+                self._spawn_bind(state, row, state.view.holds[row["uid"]])  # reserved before a restart
+        if adopted:
+            await self._rehydrate(state)
+            for row in adopted:
+                self._spawn_bind(state, row, state.view.holds[row["uid"]])
+
+    async def _decide_one(self, uow: UnitOfWork, state: _Cluster, row: Row, into: list[PlacementEvent]
+                          ) -> tuple[Hold, str] | dict[str, str]:
+        """Inside `uow`: decide where a pod of a batch goes (the Hold and the id of the `decided` event written),
+        or record why it waits (its reasons); one scheduling attempt, counted. The reservation is the batch's."""
+        started = time.perf_counter()
+        pod, stream = core_pod(row), pod_stream(row)
+        _remember(state, row["uid"], pod)
+        seen = self._provenance(state)
+        choice = self._decide(state.view, pod, stream) if state.view.snapshot is not None else \
+            {"cluster": "no schedulable node"}
+        if isinstance(choice, Choice):
+            hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib,
+                        row["cpu_milli"], row["memory_mib"], stream, pod.rules)
+            decision_id = uuid.uuid4().hex
+            await self._record(uow, row, "decided", hold=hold, decision_id=decision_id, reasons=choice.reasons(),
+                               seen=seen, into=into)
+            self._metrics.scheduling_attempt(row["cluster"], "reserved", time.perf_counter() - started)
+            return hold, decision_id
+        reasons = await self._record_waiting(uow, state, row, choice, seen, into=into)
+        self._metrics.scheduling_attempt(row["cluster"], "unschedulable", time.perf_counter() - started)
+        return reasons
+
+    @staticmethod
+    async def _reserve_batch(uow: UnitOfWork, state: _Cluster, placed: list[tuple[Row, Hold, str]]) -> str | None:
+        """Inside `uow`: reserve the batch's holds at once; why the database refused, None when it took them all."""
+        return await uow.state.reserve_many(state.view.cluster, [
+            Reservation(row["uid"], hold.node, _grants(hold), hold.cpu_milli, hold.memory_mib, decision_id)
+            for row, hold, decision_id in placed])
 
     async def _try_place(self, state: _Cluster, row: Row) -> None:
         """Place a known pod in its own transaction; on a capacity conflict re-read and try again."""
@@ -410,6 +568,13 @@ class PlacementService:
         """The pod is a defragmentation plan's beneficiary: the plan binds it once the victims are gone
         (or, deleted meanwhile, releases its hold)."""
         return self._defrag is not None and row["uid"] in self._defrag.beneficiaries
+
+    async def _record_invalid(self, uow: UnitOfWork, row: Row, error: str) -> None:
+        """Inside `uow`: a pod whose GPU request cannot be read waits as `invalid`, told why (after the commit)."""
+        started = time.perf_counter()
+        await uow.state.set_pod_state(row["cluster"], row["uid"], "invalid", reason=error)
+        await self._record(uow, row, "invalid_request", reasons={"request": error})
+        self._metrics.scheduling_attempt(row["cluster"], "invalid", time.perf_counter() - started)
 
     async def _adopt_promise(self, uow: UnitOfWork, row: Row) -> bool:
         """A replacement pod of an owner the defragmenter moved takes the place promised to it."""
@@ -459,8 +624,7 @@ class PlacementService:
         decision_id = uuid.uuid4().hex
         conflict = await uow.state.reserve(
             cluster=row["cluster"], pod_uid=row["uid"], node=hold.node,
-            grants=[GpuGrant(i, hold.gpu_memory_mib, hold.share_milli) for i in hold.gpu_indices],
-            cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib, decision_id=decision_id,
+            grants=_grants(hold), cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib, decision_id=decision_id,
         )
         if conflict:
             log.info("reservation of %s/%s lost a race: %s", row["namespace"], row["name"], conflict)
@@ -471,39 +635,54 @@ class PlacementService:
         return hold
 
     def _provenance(self, state: _Cluster) -> Provenance:
-        """What the next decision in `state`'s cluster is decided from (contracts.Provenance), counted as one."""
-        margin = getattr(self._decide, "latency_margin", None)
+        """What the next decision in `state`'s cluster is decided from (contracts.Provenance), counted as one.
+        The policy's version, the configuration and the latency model change rarely: their digests are kept
+        until they do (a view re-read brings a new model object), not computed per decision."""
+        model = state.view.latency_model
+        if self._digests is None or self._digests[0] is not model:
+            margin = getattr(self._decide, "latency_margin", None)
+            self._digests = (model, provenance.policy_version(self._policy),
+                             provenance.config_digest(self._policy, margin) if margin is not None else None,
+                             provenance.latency_model_digest(model))
+        _, version, config, model_digest = self._digests
         seen = Provenance(
-            policy_version=provenance.policy_version(self._policy),
-            config_digest=provenance.config_digest(self._policy, margin) if margin is not None else None,
-            latency_model=provenance.latency_model_digest(state.view.latency_model),
+            policy_version=version, config_digest=config, latency_model=model_digest,
             view_digest=provenance.view_digest(state.view.snapshot), attempt=state.attempts,
             last_pod_event=state.last_pod_event, last_node_event=state.last_node_event)
         state.attempts += 1
         return seen
 
-    async def _record_waiting(self, uow: UnitOfWork, state: _Cluster, row: Row,
-                              reasons: dict[str, str], seen: Provenance | None = None) -> dict[str, str]:
+    async def _record_waiting(self, uow: UnitOfWork, state: _Cluster, row: Row, reasons: dict[str, str],
+                              seen: Provenance | None = None, into: list[PlacementEvent] | None = None
+                              ) -> dict[str, str]:
         if state.last_reasons.get(row["uid"]) != reasons:  # report a new reason once, not on every retry
             await uow.state.set_pod_state(row["cluster"], row["uid"], "unschedulable",
                                           reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
-            await self._record(uow, row, "unschedulable", reasons=reasons, seen=seen)
+            await self._record(uow, row, "unschedulable", reasons=reasons, seen=seen, into=into)
         return reasons
 
     def _after_commit(self, state: _Cluster, row: Row, outcome: Hold | dict[str, str]) -> None:
         """Effects that must wait for the commit: the in-memory view, the waiting queue, the bind."""
         if isinstance(outcome, Hold):
             state.view.charge(row["uid"], outcome)
-            state.waiting.pop(row["uid"], None)
-            state.last_reasons.pop(row["uid"], None)
-            self._spawn_bind(state, row, outcome)
+            self._placed(state, row, outcome)
         else:
-            if state.last_reasons.get(row["uid"]) != outcome:  # what _record_waiting recorded: a new reason
-                self._report_unschedulable(row, feedback.message(outcome))
-            state.waiting[row["uid"]] = row
-            state.last_reasons[row["uid"]] = outcome
-            if self._defrag is not None and state.view.snapshot is not None and self._defrag.wants(row):
-                self._spawn_background(self._defrag.relieve(row, state.lock))
+            self._waits(state, row, outcome)
+
+    def _placed(self, state: _Cluster, row: Row, hold: Hold) -> None:
+        """A reservation committed (and charged on the view): the pod leaves the queue and is bound."""
+        state.waiting.pop(row["uid"], None)
+        state.last_reasons.pop(row["uid"], None)
+        self._spawn_bind(state, row, hold)
+
+    def _waits(self, state: _Cluster, row: Row, reasons: dict[str, str]) -> None:
+        """A pod fits nowhere (committed): it waits in the queue, is told why once, and may have room made."""
+        if state.last_reasons.get(row["uid"]) != reasons:  # what _record_waiting recorded: a new reason
+            self._report_unschedulable(row, feedback.message(reasons))
+        state.waiting[row["uid"]] = row
+        state.last_reasons[row["uid"]] = reasons
+        if self._defrag is not None and state.view.snapshot is not None and self._defrag.wants(row):
+            self._spawn_background(self._defrag.relieve(row, state.lock))
 
     async def _retry_waiting(self, state: _Cluster, only: set[str] | None = None) -> None:
         """Try the waiting pods again (those of `only`, when given), in queue order."""
@@ -544,30 +723,59 @@ class PlacementService:
         result: BindResult = "bound" if outcome_name == "bound" else "conflict" if outcome_name == "conflict" else \
             "gone" if outcome_name == "gone" else "error"
         self._metrics.bind(row["cluster"], result)
-        async with state.lock:
-            await self._record_bind(state, row, hold, outcome_name)
+        recorded = asyncio.get_running_loop().create_future()
+        state.outcomes.append(_BindOutcome(row, hold, outcome_name, recorded))
+        if state.flusher is None or state.flusher.done():
+            state.flusher = asyncio.create_task(self._flush_outcomes(state))
+        await recorded  # in flight until recorded: nothing binds the pod again meanwhile (_in_flight)
 
-    async def _record_bind(self, state: _Cluster, row: Row, hold: Hold, outcome: str) -> None:
+    async def _flush_outcomes(self, state: _Cluster) -> None:
+        """Record bind outcomes a batch at a time, under the cluster's lock: those that came while the last batch
+        was written (or while the lock was held for a decision) are written together."""
+        while state.outcomes:
+            async with state.lock:
+                batch, state.outcomes = state.outcomes, []
+                try:
+                    await self._record_binds(state, batch)
+                except Exception as exc:  # noqa: BLE001 - each bind task logs it; the pods stay reserved (resume)
+                    for item in batch:
+                        item.recorded.set_exception(exc)
+                    continue
+            for item in batch:
+                item.recorded.set_result(None)
+
+    async def _record_binds(self, state: _Cluster, batch: list[_BindOutcome]) -> None:
+        """One transaction for a batch of bind outcomes: pods still reserved become `bound` (their `bound` events
+        written); a failed bind releases its reservation and the pod waits again (or is gone)."""
+        cluster = state.view.cluster
+        failed: list[_BindOutcome] = []
         async with self._uow_factory() as uow:
-            current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
-            if current is None or current["state"] != "reserved":
-                return
-            if outcome == "bound":
-                await uow.state.set_pod_state(row["cluster"], row["uid"], "bound", mark_bound=True)
-                await self._record(uow, row, "bound", hold=hold)
-            else:
-                await uow.state.release(row["cluster"], row["uid"], cpu_milli=hold.cpu_milli,
-                                        memory_mib=hold.memory_mib)
-                next_state = "deleted" if outcome == "gone" else "pending"
-                await uow.state.set_pod_state(row["cluster"], row["uid"], next_state, node=None, reason=outcome)
-                await self._record(uow, row, "bind_failed", hold=hold, reasons={"bind": outcome})
+            bound = {item.row["uid"]: item for item in batch if item.outcome == "bound"}
+            moved = await uow.state.mark_bound(cluster, list(bound))
+            events: list[PlacementEvent] = []
+            for uid in moved:
+                await self._record(uow, bound[uid].row, "bound", hold=bound[uid].hold, into=events)
+            for item in batch:
+                if item.outcome == "bound":
+                    continue
+                row, hold = item.row, item.hold
+                current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
+                if current is None or current["state"] != "reserved":
+                    continue
+                await uow.state.release(cluster, row["uid"], cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib)
+                next_state = "deleted" if item.outcome == "gone" else "pending"
+                await uow.state.set_pod_state(cluster, row["uid"], next_state, node=None, reason=item.outcome)
+                await self._record(uow, row, "bind_failed", hold=hold, reasons={"bind": item.outcome}, into=events)
+                failed.append(item)
+            await self._write(uow, events)
             await self._commit(uow)
-        if outcome == "bound":
-            self._report_scheduled(row, hold)
-        else:
-            state.view.refund(row["uid"])
-            if outcome not in ("gone", "conflict"):
-                state.waiting[row["uid"]] = {**row, "state": "pending"}
+        for uid in moved:
+            state.recorded_bound[uid] = bound[uid].hold.node
+            self._report_scheduled(bound[uid].row, bound[uid].hold)
+        for item in failed:
+            state.view.refund(item.row["uid"])
+            if item.outcome not in ("gone", "conflict"):
+                state.waiting[item.row["uid"]] = {**item.row, "state": "pending"}
 
     # -- feedback in Kubernetes: after the commit, in the background, never failing placement --------------------
     def _report_unschedulable(self, row: Row, message: str) -> None:
@@ -607,6 +815,8 @@ class PlacementService:
             await self._commit(uow)
         if moved:
             state.view.refund(event.uid)
+        if moved or unplaced:
+            state.recorded_bound.pop(event.uid, None)
         if unplaced:
             state.waiting.pop(event.uid, None)
             state.last_reasons.pop(event.uid, None)
@@ -632,6 +842,7 @@ class PlacementService:
             await self._commit(uow)
         if not held:
             state.view.refund(event.uid)
+        state.recorded_bound.pop(event.uid, None)
         state.waiting.pop(event.uid, None)
         state.last_reasons.pop(event.uid, None)
         return freed
@@ -753,7 +964,10 @@ class PlacementService:
 
     async def _record(self, uow: UnitOfWork, row: Row, kind: PlacementKind, *, hold: Hold | None = None,
                       reasons: dict[str, str] | None = None, decision_id: str | None = None,
-                      node: str | None = None, seen: Provenance | None = None) -> None:
+                      node: str | None = None, seen: Provenance | None = None,
+                      into: list[PlacementEvent] | None = None) -> None:
+        """Write a decision and its placements event (outbox) in `uow`; with `into`, add it there instead, for
+        _write to write with the rest of a batch."""
         decision_id = decision_id or uuid.uuid4().hex
         gpus = tuple(GpuAssignment(index=i, memory_mib=hold.gpu_memory_mib, share_milli=hold.share_milli)
                      for i in hold.gpu_indices) if hold else ()
@@ -762,14 +976,19 @@ class PlacementService:
             node=hold.node if hold else node, gpus=gpus, policy=self._policy, reasons=reasons or {},
             decision_id=decision_id, provenance=seen,
         )
-        await uow.state.add_decision({
-            "id": event.event_id, "cluster": event.cluster, "namespace": event.namespace, "pod": event.pod,
-            "pod_uid": row["uid"], "kind": kind, "node": event.node,
-            "gpus": [g.model_dump() for g in gpus], "policy": self._policy, "reasons": event.reasons,
-        })
-        await uow.state.add_outbox(topics.PLACEMENTS + self._suffix, event.kafka_key().decode(),
-                                   event.model_dump_json(by_alias=True))
+        if into is not None:
+            into.append(event)
+        else:
+            await self._write(uow, [event])
 
+    async def _write(self, uow: UnitOfWork, events: list[PlacementEvent]) -> None:
+        """Inside `uow`: the decisions and their placements events, two statements however many."""
+        await uow.state.add_decisions([{
+            "id": e.event_id, "cluster": e.cluster, "namespace": e.namespace, "pod": e.pod, "pod_uid": e.pod_uid,
+            "kind": e.kind, "node": e.node, "gpus": [g.model_dump() for g in e.gpus], "policy": self._policy,
+            "reasons": e.reasons} for e in events])
+        await uow.state.add_outbox_many([(topics.PLACEMENTS + self._suffix, e.kafka_key().decode(),
+                                          e.model_dump_json(by_alias=True)) for e in events])
 
 
 def pod_row(event: PodEvent) -> dict[str, Any]:
@@ -800,6 +1019,10 @@ def _event_of(row: Row, kind: str, **changes: Any) -> PodEvent:
 
 
 _PENDING_REASONS: tuple[PendingReason, ...] = ("unschedulable", "queued", "defrag", "binding")
+
+
+def _grants(hold: Hold) -> tuple[GpuGrant, ...]:
+    return tuple(GpuGrant(i, hold.gpu_memory_mib, hold.share_milli) for i in hold.gpu_indices)
 
 
 def _remember(state: _Cluster, uid: str, pod: Pod) -> None:

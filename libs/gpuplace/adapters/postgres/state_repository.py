@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Result, and_, column, delete, func, select, update, values
+from sqlalchemy import Result, and_, delete, func, select, text, update
 from sqlalchemy import Row as SqlRow
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -29,6 +29,30 @@ from gpuplace.adapters.postgres.tables import (
 )
 from gpuplace.contracts.rejected import Rejected, reused_id
 from gpuplace.usecases.ports import GpuGrant, Reservation, Row
+
+
+# A batch's reservations (reserve_many), as arrays unnested into rows: one plan whatever the batch's size.
+_RESERVE_NODES = text("""
+    UPDATE nodes SET cpu_assigned_milli = nodes.cpu_assigned_milli + want.cpu,
+                     memory_assigned_mib = nodes.memory_assigned_mib + want.mem
+    FROM unnest(CAST(:names AS text[]), CAST(:cpus AS bigint[]), CAST(:mems AS bigint[])) AS want(name, cpu, mem)
+    WHERE nodes.cluster = :cluster AND nodes.name = want.name
+      AND nodes.cpu_assigned_milli + want.cpu <= nodes.cpu_milli
+      AND nodes.memory_assigned_mib + want.mem <= nodes.memory_mib
+    RETURNING nodes.name""")
+_RESERVE_GPUS = text("""
+    UPDATE gpus SET memory_assigned_mib = gpus.memory_assigned_mib + want.mem,
+                    share_assigned_milli = gpus.share_assigned_milli + want.share
+    FROM unnest(CAST(:nodes AS text[]), CAST(:idx AS int[]), CAST(:mems AS bigint[]), CAST(:shares AS bigint[]))
+         AS want(node, idx, mem, share)
+    WHERE gpus.cluster = :cluster AND gpus.node = want.node AND gpus.index = want.idx
+      AND gpus.memory_assigned_mib + want.mem <= gpus.memory_total_mib
+      AND gpus.share_assigned_milli + want.share <= 1000
+    RETURNING gpus.node, gpus.index""")
+_MARK_RESERVED = text("""
+    UPDATE pods SET state = 'reserved', node = placed.node, reason = NULL, reserved_at = now()
+    FROM unnest(CAST(:uids AS text[]), CAST(:nodes AS text[])) AS placed(uid, node)
+    WHERE pods.cluster = :cluster AND pods.uid = placed.uid""")
 
 
 def _row(row: SqlRow[*tuple[Any, ...]]) -> Row:
@@ -62,10 +86,10 @@ class StateRepository:
     async def claim_events(self, consumer: str, claims: Sequence[tuple[str, str | None]]) -> set[str]:
         if not claims:
             return set()
-        stmt = insert(processed_events).values([{"consumer": consumer, "event_id": event_id, "digest": digest}
-                                                for event_id, digest in claims])
         claimed = set((await self._conn.execute(
-            stmt.on_conflict_do_nothing().returning(processed_events.c.event_id))).scalars())
+            insert(processed_events).on_conflict_do_nothing().returning(processed_events.c.event_id),
+            [{"consumer": consumer, "event_id": event_id, "digest": digest} for event_id, digest in claims],
+        )).scalars())
         digests = {event_id: digest for event_id, digest in claims if event_id not in claimed and digest is not None}
         if digests:
             stored = await self._conn.execute(select(processed_events.c.event_id, processed_events.c.digest).where(
@@ -134,10 +158,10 @@ class StateRepository:
     async def upsert_pods(self, pods_: Sequence[Mapping[str, Any]]) -> list[Row]:
         if not pods_:
             return []
-        stmt = insert(pods).values([dict(pod) for pod in pods_])
+        stmt = insert(pods)
         refresh = {k: stmt.excluded[k] for k in pods_[0] if k not in ("cluster", "uid", "state", "node", "reason")}
         result = await self._conn.execute(stmt.on_conflict_do_update(
-            index_elements=[pods.c.cluster, pods.c.uid], set_=refresh).returning(*pods.c))
+            index_elements=[pods.c.cluster, pods.c.uid], set_=refresh).returning(*pods.c), [dict(p) for p in pods_])
         stored = {(row["cluster"], row["uid"]): row for row in _rows(result)}
         return [stored[(pod["cluster"], pod["uid"])] for pod in pods_]
 
@@ -235,9 +259,10 @@ class StateRepository:
         return None
 
     async def reserve_many(self, cluster: str, reservations: Sequence[Reservation]) -> str | None:
-        """reserve() for a batch in five statements: what the batch adds per node and per GPU is added where it
-        still fits (UPDATE ... FROM VALUES, the capacity checked row by row as reserve() checks it), and a row
-        that did not fit refuses the whole batch; then the grants, and the pods' new state."""
+        """reserve() for a batch in four statements, whatever its size: what the batch adds per node and per GPU
+        is added where it still fits (UPDATE ... FROM unnest(arrays), the capacity checked row by row as
+        reserve() checks it), and a row that did not fit refuses the whole batch; then the grants, and the pods'
+        new state. Arrays, not a VALUES list, so each statement is compiled once and its plan cached."""
         if not reservations:
             return None
         per_node: dict[str, list[int]] = {}
@@ -250,38 +275,24 @@ class StateRepository:
                 gpu = per_gpu.setdefault((r.node, g.index), [0, 0])
                 gpu[0] += g.memory_mib
                 gpu[1] += g.share_milli
-        node_want = values(column("name", nodes.c.name.type), column("cpu", BigInteger), column("mem", BigInteger),
-                           name="node_want").data([(name, cpu, mem) for name, (cpu, mem) in per_node.items()])
-        fitted = set((await self._conn.execute(update(nodes).where(
-            nodes.c.cluster == cluster, nodes.c.name == node_want.c.name,
-            nodes.c.cpu_assigned_milli + node_want.c.cpu <= nodes.c.cpu_milli,
-            nodes.c.memory_assigned_mib + node_want.c.mem <= nodes.c.memory_mib,
-        ).values(cpu_assigned_milli=nodes.c.cpu_assigned_milli + node_want.c.cpu,
-                 memory_assigned_mib=nodes.c.memory_assigned_mib + node_want.c.mem).returning(nodes.c.name))).scalars())
+        fitted = set((await self._conn.execute(_RESERVE_NODES, {
+            "cluster": cluster, "names": list(per_node), "cpus": [c for c, _ in per_node.values()],
+            "mems": [m for _, m in per_node.values()]})).scalars())
         if len(fitted) < len(per_node):
             return f"node {min(set(per_node) - fitted)}: CPU or memory no longer fits"
         if per_gpu:
-            gpu_want = values(column("node", gpus.c.node.type), column("idx", gpus.c.index.type),
-                              column("mem", BigInteger), column("share", BigInteger), name="gpu_want").data(
-                [(node, index, mem, share) for (node, index), (mem, share) in per_gpu.items()])
-            taken = (await self._conn.execute(update(gpus).where(
-                gpus.c.cluster == cluster, gpus.c.node == gpu_want.c.node, gpus.c.index == gpu_want.c.idx,
-                gpus.c.memory_assigned_mib + gpu_want.c.mem <= gpus.c.memory_total_mib,
-                gpus.c.share_assigned_milli + gpu_want.c.share <= 1000,
-            ).values(memory_assigned_mib=gpus.c.memory_assigned_mib + gpu_want.c.mem,
-                     share_assigned_milli=gpus.c.share_assigned_milli + gpu_want.c.share)
-                .returning(gpus.c.node, gpus.c.index))).all()
+            taken = (await self._conn.execute(_RESERVE_GPUS, {
+                "cluster": cluster, "nodes": [n for n, _ in per_gpu], "idx": [i for _, i in per_gpu],
+                "mems": [m for m, _ in per_gpu.values()], "shares": [s for _, s in per_gpu.values()]})).all()
             if len(taken) < len(per_gpu):
                 node, index = min(set(per_gpu) - {(t.node, t.index) for t in taken})
                 return f"node {node} GPU {index}: no longer has the memory the batch asks of it"
-            await self._conn.execute(insert(allocations).values([
+            await self._conn.execute(insert(allocations), [
                 {"cluster": cluster, "pod_uid": r.pod_uid, "gpu_index": g.index, "node": r.node,
                  "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": r.decision_id}
-                for r in reservations for g in r.grants]))
-        placed = values(column("uid", pods.c.uid.type), column("node", pods.c.node.type), name="placed").data(
-            [(r.pod_uid, r.node) for r in reservations])
-        await self._conn.execute(update(pods).where(pods.c.cluster == cluster, pods.c.uid == placed.c.uid).values(
-            state="reserved", node=placed.c.node, reason=None, reserved_at=func.now()))
+                for r in reservations for g in r.grants])
+        await self._conn.execute(_MARK_RESERVED, {"cluster": cluster, "uids": [r.pod_uid for r in reservations],
+                                                  "nodes": [r.node for r in reservations]})
         return None
 
     async def mark_bound(self, cluster: str, uids: Sequence[str]) -> list[str]:
@@ -352,7 +363,7 @@ class StateRepository:
 
     async def add_decisions(self, decisions_: Sequence[Mapping[str, Any]]) -> None:
         if decisions_:
-            await self._conn.execute(insert(decisions).values([dict(d) for d in decisions_]))
+            await self._conn.execute(insert(decisions), [dict(d) for d in decisions_])
 
     async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
         """The pod's most recent decision of one of `kinds`, None if it has none.
@@ -385,8 +396,8 @@ class StateRepository:
 
     async def add_outbox_many(self, entries: Sequence[tuple[str, str, str]]) -> None:
         if entries:
-            await self._conn.execute(insert(outbox).values([
-                {"topic": topic, "key": key, "payload": json.loads(payload)} for topic, key, payload in entries]))
+            await self._conn.execute(insert(outbox), [
+                {"topic": topic, "key": key, "payload": json.loads(payload)} for topic, key, payload in entries])
 
     async def take_unpublished(self, limit: int) -> list[Row]:
         """Lock a batch of unpublished outbox rows; other relays skip them (SKIP LOCKED)."""
