@@ -114,7 +114,8 @@ class UnitOfWorkContract:
                 Reservation("c", "n1", (GpuGrant(1, 6000, 366),), 1000, 1024, "dc")])
             assert refused is None
             await uow.state.add_decisions([decision_row("d1", "a", "decided"), decision_row("d2", "b", "decided")])
-            await uow.state.add_outbox_many([("t", "east/a", json.dumps({"n": 1})), ("t", "east/b", json.dumps({"n": 2}))])
+            await uow.state.add_outbox_many([("t", "east/a", json.dumps({"n": 1})),
+                                             ("t", "east/b", json.dumps({"n": 2}))])
             await uow.commit()
         async with uow_factory() as uow:
             assert {(g["index"], g["memory_assigned_mib"], g["share_assigned_milli"])

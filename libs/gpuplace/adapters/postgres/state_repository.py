@@ -30,7 +30,6 @@ from gpuplace.adapters.postgres.tables import (
 from gpuplace.contracts.rejected import Rejected, reused_id
 from gpuplace.usecases.ports import GpuGrant, Reservation, Row
 
-
 # A batch's reservations (reserve_many), as arrays unnested into rows: one plan whatever the batch's size.
 _RESERVE_NODES = text("""
     UPDATE nodes SET cpu_assigned_milli = nodes.cpu_assigned_milli + want.cpu,
