@@ -20,10 +20,17 @@ from faststream import FastStream
 from faststream.specification import AsyncAPI
 
 from gpuplace.adapters.dependencies import Dependency, Misconfigured
-from gpuplace.adapters.kafka import check_broker, ensure_copartitioned, make_broker, publish_json, start_broker
+from gpuplace.adapters.kafka import (
+    Acknowledgements,
+    check_broker,
+    ensure_copartitioned,
+    make_broker,
+    publish_json,
+    start_broker,
+)
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.leader_election import ElectionTiming, KubeLeases, LeaseElector, LeaseUnusable, lease_name
-from gpuplace.adapters.kube.watcher import NodeGate, pump_nodes, pump_pods, run_until
+from gpuplace.adapters.kube.watcher import NodeGate, Publish, pump_nodes, pump_pods, run_until
 from gpuplace.bootstrap import cluster_api
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope
@@ -57,15 +64,18 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
     broker = make_broker(settings.kafka, client_id=f"cluster-watcher-{settings.cluster}")
     elector: LeaseElector | None = None
 
-    async def publish(topic: str, event: Envelope) -> None:
-        if elector is not None and not elector.leading:  # the term just ended: the elector is stopping the pumps
-            return  # (the next leader lists everything again)
-        try:  # an oversize pod event goes out as a small one carrying request_error (encode_within)
-            body = encode_within(event, settings.max_event_bytes)
-        except EventTooLarge as exc:  # never crash-loop on one object: say so and go on
-            log.error("not published: %s", exc)
-            return
-        await publish_json(broker, body, topic=settings.topic(topic), key=event.kafka_key())
+    def publisher(acks: Acknowledgements) -> Publish:
+        async def publish(topic: str, event: Envelope) -> None:
+            if elector is not None and not elector.leading:  # the term ended: the elector is stopping the pumps
+                return  # (the next leader lists everything again)
+            try:  # an oversize pod event goes out as a small one carrying request_error (encode_within)
+                body = encode_within(event, settings.max_event_bytes)
+            except EventTooLarge as exc:  # never crash-loop on one object: say so and go on
+                log.error("not published: %s", exc)
+                return
+            await acks.sent(await publish_json(broker, body, topic=settings.topic(topic), key=event.kafka_key(),
+                                               no_confirm=True))
+        return publish
 
     async with cluster_api(path) as api, broker:
         await start_broker(broker, settings.kafka)
@@ -81,8 +91,10 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
                 {"label_selector": settings.node_label_selector} if settings.node_label_selector else {})
             common = {"cluster": settings.cluster, "region": settings.region}
             gate = NodeGate()
+            acks = Acknowledgements()  # a send that fails ends the watch: the next one lists everything again
+            publish = publisher(acks)
             await run_until(
-                stop,
+                stop, acks.failed(),
                 pump_pods(list_and_watch(api, "pods", stop=stop), publish, topic=topics.PODS,
                           scheduler_name=settings.scheduler_name, namespace=settings.namespace, gate=gate, **common),
                 pump_nodes(list_and_watch(api, "nodes", stop=stop, **node_selector), publish,

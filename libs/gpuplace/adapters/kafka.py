@@ -51,6 +51,7 @@ with its full length and SHA-256.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 import logging
@@ -219,6 +220,40 @@ async def publish_json(broker: KafkaBroker, body: bytes, *, topic: str, key: byt
     """Publish one JSON record with JSON_HEADERS: every gpuplace producer sends through here or publish_event.
     `options` go to FastStream's publish (no_confirm=True: the acknowledgement comes back as a future)."""
     return await broker.publish(body, topic=topic, key=key, headers=dict(JSON_HEADERS), **options)
+
+
+class Acknowledgements:
+    """Sends kept in flight without waiting for each one's acknowledgement: at most `window` at once, reaped in
+    order as they complete.
+
+    A publisher that awaits every acknowledgement sends one record per broker round trip: a watcher did, and
+    fell minutes behind a burst of pods. In flight, records accumulate into batches (aiokafka's linger), and
+    order is kept (aiokafka has one request in flight per partition). A send that fails makes `failed()`
+    raise, ending the publisher as a failed send did; a watcher then lists everything again, so what was never
+    acknowledged is published again, not lost."""
+
+    def __init__(self, window: int = 512) -> None:
+        self._window = window
+        self._in_flight: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self._failure: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def sent(self, ack: asyncio.Future[Any]) -> None:
+        """`ack` (FastStream's no_confirm future) is in flight; wait only when `window` are."""
+        if self._failure.done():
+            self._failure.result()
+        ack.add_done_callback(self._check)
+        self._in_flight.append(ack)
+        while self._in_flight and (len(self._in_flight) > self._window or self._in_flight[0].done()):
+            await self._in_flight.popleft()
+
+    def _check(self, ack: asyncio.Future[Any]) -> None:
+        error = None if ack.cancelled() else ack.exception()
+        if error is not None and not self._failure.done():
+            self._failure.set_exception(error)
+
+    async def failed(self) -> None:
+        """Never returns: raises the first failed send's error."""
+        await self._failure
 
 
 async def publish_event(broker: KafkaBroker, event: Envelope, *, topic: str, **options: Any) -> Any:
