@@ -319,6 +319,21 @@ class StateRepository:
     async def add_latency_window(self, window: Mapping[str, Any]) -> None:
         await self._conn.execute(insert(latency_windows).values(**window))
 
+    async def cluster_names(self) -> list[str]:
+        result = await self._conn.execute(select(nodes.c.cluster).union(select(pods.c.cluster)))
+        return sorted(str(name) for name in result.scalars())
+
+    async def latency_by_workload(self, cluster: str) -> list[Row]:
+        w = latency_windows
+        result = await self._conn.execute(select(
+            w.c.workload, func.count().label("windows"), func.sum(w.c.frames).label("frames"),
+            func.sum(w.c.deadline_misses).label("deadline_misses"),
+            func.percentile_cont(0.95).within_group(w.c.p95_ms).label("p95_ms"),
+            func.max(w.c.p95_ms).label("worst_p95_ms"), func.min(w.c.deadline_ms).label("deadline_ms"),
+        ).where(w.c.cluster == cluster).group_by(w.c.workload).order_by(w.c.workload))
+        return [{**r, "frames": int(r["frames"]), "deadline_misses": int(r["deadline_misses"])}
+                for r in _rows(result)]
+
     async def flag_slo_violation(self, cluster: str, pod_uid: str, node: str, gpu_index: int) -> bool:
         """Close the GPU to new pods and mark the pod for a move; False if both were already so."""
         blocked = await self._conn.execute(update(gpus).where(
