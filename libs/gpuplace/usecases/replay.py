@@ -97,6 +97,17 @@ class ReplayResult:
         return self.compared - len(self.differences)
 
 
+@dataclass(frozen=True)
+class FinalState:
+    """A replayed cluster at the end of its log: the view (every hold charged), the rows of the pods holding a
+    place and of gpuplace's pods waiting for one, and each node's region."""
+
+    view: ClusterView
+    holders: list[Row]
+    waiting: list[Row]
+    regions: dict[str, str]
+
+
 class Replayer:
     """Replays one cluster's entries in order (`feed`, then `finish`)."""
 
@@ -156,6 +167,14 @@ class Replayer:
             if not result.what_if:
                 result.replayed.slo_attainment_pct = result.recorded.slo_attainment_pct
         return result
+
+    def final_state(self) -> FinalState:
+        """The state the log leaves the cluster in, after `feed`: what `gpuplace report --fleet --log` reads."""
+        view = self._current_view()
+        return FinalState(
+            view=view, holders=[self._pods[uid] for uid in self._holds if uid in self._pods],
+            waiting=[row for uid, row in self._pods.items() if row["managed"] and uid not in self._holds],
+            regions={name: event.region for name, event in self._nodes.items()})
 
     def _result_or_new(self, recorded_policy: str | None) -> ReplayResult:
         if self.result is None:
@@ -406,4 +425,5 @@ def what_if(cluster: str, entries: Sequence[Entry], policy: str, *, latency_marg
     return recorded, replay(cluster, entries, policy=policy, latency_margin=latency_margin, start_ms=start_ms)
 
 
-__all__ = ["Difference", "Entry", "Outcome", "ReplayResult", "Replayer", "RunFigures", "replay", "what_if"]
+__all__ = ["Difference", "Entry", "FinalState", "Outcome", "ReplayResult", "Replayer", "RunFigures", "replay",
+           "what_if"]
