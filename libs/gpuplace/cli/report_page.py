@@ -20,8 +20,8 @@ PLOTTED = 40  # bars a plot shows at most (the largest clusters, by GPU memory):
 _STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em;color:#222;max-width:1300px}
 h1{font-size:1.6em;margin-bottom:.2em} h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;margin:.6em 0;font-size:.92em} th,td{padding:.25em .7em;border:1px solid #ddd} td.n{white-space:nowrap}
-th{background:#f3f3f3;text-align:left} td.n{text-align:right;font-variant-numeric:tabular-nums}
+table{border-collapse:collapse;margin:.6em 0;font-size:.92em} th,td{padding:.25em .7em;border:1px solid #ddd}
+th{background:#f3f3f3;text-align:left} td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.total td{font-weight:600;background:#fafafa} .muted{color:#777} img{max-width:100%;border:1px solid #eee}
 .bad{color:#b00020;font-weight:600}
 """
