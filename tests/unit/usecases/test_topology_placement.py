@@ -6,10 +6,15 @@ from __future__ import annotations
 from gpuplace.adapters.kube.topology_labels import GPU_NUMA
 from gpuplace.adapters.kube.translate import node_event, pod_event
 from gpuplace.adapters.kube.vocabulary import GPUPLACE_TOPOLOGY
+from gpuplace.core.model import Node
+from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.usecases.cluster_view import ClusterView
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.placement import PlacementService
+from gpuplace.usecases.provenance import view_digest
 from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
+
+PLAIN_DIGEST = "6f384f1b0e5d966b"  # view_digest of one idle 4 x H100 node, computed on main before topology
 
 
 def kube_node(name: str, labels: dict[str, str]) -> dict:
@@ -63,3 +68,12 @@ async def test_a_pod_that_requires_one_domain_waits_on_a_node_that_does_not_desc
     (report,) = api.reports
     assert report[:3] == ("unschedulable", "train", "strict")
     assert "node does not describe its GPU topology" in report[3]
+
+
+def test_the_view_digest_tells_topologies_apart_and_leaves_clusters_without_one_as_they_were():
+    plain = ClusterSnapshot([Node.with_gpus("n", 64000, 262144, 4, "H100", 81920)])
+    numa = ClusterSnapshot([Node.with_gpus("n", 64000, 262144, 4, "H100", 81920, numa=(0, 0, 1, 1))])
+    pairs = ClusterSnapshot([Node.with_gpus("n", 64000, 262144, 4, "H100", 81920, numa=(0, 1, 0, 1))])
+    assert len({view_digest(plain), view_digest(numa), view_digest(pairs)}) == 3
+    # the digest of a cluster without topology is the one recorded before topology existed (main at 34b54f7)
+    assert view_digest(plain) == PLAIN_DIGEST
