@@ -78,7 +78,10 @@ class FakeStateRepository:
                                             "uuid": None, "memory_assigned_mib": 0, "share_assigned_milli": 0,
                                             "memory_observed_mib": None, "utilization_pct": None, "healthy": True,
                                             "telemetry_at": None, "slo_blocked_at": None})
-            self.t["gpus"][gkey] = {**gpu, "model": node["gpu_model"], "memory_total_mib": node["gpu_memory_mib"]}
+            numa, nvlink = node.get("gpu_numa") or (), node.get("gpu_nvlink") or ()
+            self.t["gpus"][gkey] = {**gpu, "model": node["gpu_model"], "memory_total_mib": node["gpu_memory_mib"],
+                                    "numa_node": numa[i] if len(numa) == node["gpu_count"] else None,
+                                    "nvlink_domain": nvlink[i] if len(nvlink) == node["gpu_count"] else None}
         for gkey in [k for k in self.t["gpus"] if k[:2] == key and k[2] >= node["gpu_count"]]:
             self._drop_gpu(gkey)
 

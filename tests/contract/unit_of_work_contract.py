@@ -337,6 +337,21 @@ class UnitOfWorkContract:
             assert await uow.state.load_allocations(CLUSTER) == []
             await uow.commit()
 
+    @covers("upsert_node", "load_gpus")
+    async def test_a_nodes_gpu_topology_is_stored_per_gpu_and_cleared_when_no_longer_described(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            await uow.state.upsert_node({**node_row(gpus=4), "gpu_numa": [0, 0, 1, 1], "gpu_nvlink": [0, 0, 0, 0]})
+            await uow.commit()
+        async with uow_factory() as uow:
+            topology = [(g["numa_node"], g["nvlink_domain"]) for g in await uow.state.load_gpus(CLUSTER)]
+            assert topology == [(0, 0), (0, 0), (1, 0), (1, 0)]
+            await uow.state.upsert_node({**node_row(gpus=4), "gpu_numa": [], "gpu_nvlink": []})  # labels removed
+            await uow.commit()
+        async with uow_factory() as uow:
+            topology = [(g["numa_node"], g["nvlink_domain"]) for g in await uow.state.load_gpus(CLUSTER)]
+            assert topology == [(None, None)] * 4
+
     @covers("record_telemetry")
     async def test_telemetry_is_stored_only_for_gpus_in_the_inventory(self) -> None:
         uow_factory = await self._seeded()

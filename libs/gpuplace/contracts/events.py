@@ -20,6 +20,8 @@ from gpuplace.contracts.envelope import INT32_MAX, INT32_MIN, QUANTITY_MAX, Enve
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 # A countable resource (MIG profiles, other extended resources): what an int32 column and int64 sums hold.
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+# A NUMA node or NVLink domain number of one GPU.
+TopologyId = Annotated[int, Field(ge=0, le=INT32_MAX)]
 # Float fields say allow_inf_nan=False: JSON's 1e400 parses as inf, and no float field accepts it.
 
 
@@ -35,6 +37,9 @@ class GpuRequest(BaseModel):
     memory_mib_per_gpu: int | None = Field(default=None, ge=1, le=INT32_MAX)
     share_milli_per_gpu: int | None = Field(default=None, ge=1, le=1000)
     allowed_models: tuple[str, ...] = ()
+    # More than one GPU: "preferred" places them in one NUMA node and NVLink domain when they fit there;
+    # "required" waits for a node where they do (gpuplace.io/gpu-topology).
+    topology: Literal["preferred", "required"] = "preferred"
 
     @model_validator(mode="after")
     def _one_unit_for_shared(self) -> GpuRequest:
@@ -146,6 +151,16 @@ class NodeEvent(Envelope):
     taints: tuple[str, ...] = ()  # "key=value:Effect", as kubectl prints them
     max_pods: int | None = Field(default=None, ge=0, le=INT32_MAX)  # allocatable `pods`; None: not reported
     extended: dict[str, Count] = Field(default_factory=dict)  # other allocatable countables, e.g. MIG profiles
+    # Per GPU index: its NUMA node and its NVLink domain (equal numbers: NVLink-connected); empty: not described.
+    gpu_numa: tuple[TopologyId, ...] = ()
+    gpu_nvlink: tuple[TopologyId, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_per_gpu(self) -> NodeEvent:
+        for name, values in (("gpu_numa", self.gpu_numa), ("gpu_nvlink", self.gpu_nvlink)):
+            if values and len(values) != self.gpu_count:
+                raise ValueError(f"{name} has {len(values)} value(s) for {self.gpu_count} GPU(s)")
+        return self
 
     def entity(self) -> str:
         return self.name

@@ -9,7 +9,9 @@ Rules of this module:
 - GPU types are (model, memory per GPU) pairs, interned in `gpu_types`; requests are resolved
   per type (see demand.py) because a memory request is a different share on each type;
 - `facts` (labels, taints, cordon, readiness per row) is None for a bare cluster (the trace harness): then
-  every node is open to every pod, and pod slots, host ports and countables are not limited.
+  every node is open to every pod, and pod slots, host ports and countables are not limited;
+- GPU topology (NUMA node and NVLink domain per GPU, `gpu_numa`, `gpu_nvlink`, -1 where not described) is
+  fixed for a snapshot, like capacity; `gpu_domain` combines the two (see _domains and core/topology.py).
 """
 
 from __future__ import annotations
@@ -71,12 +73,19 @@ class ClusterSnapshot:
         self.gpu_exists = np.zeros((n_nodes, max_gpus), dtype=bool)  # (n_nodes, max_gpus)
         self.free_share_milli = np.zeros((n_nodes, max_gpus), dtype=np.int64)  # (n_nodes, max_gpus)
         self.free_memory_mib = np.zeros((n_nodes, max_gpus), dtype=np.int64)  # (n_nodes, max_gpus)
+        self.gpu_numa = np.full((n_nodes, max_gpus), -1, dtype=np.int64)  # NUMA node per GPU, -1: not described
+        self.gpu_nvlink = np.full((n_nodes, max_gpus), -1, dtype=np.int64)  # NVLink domain per GPU, likewise
         for row, node in enumerate(nodes):
             _check_gpus(node)
             for col, gpu in enumerate(node.gpus):
                 self.gpu_exists[row, col] = True
                 self.free_share_milli[row, col] = gpu.free_share_milli
                 self.free_memory_mib[row, col] = gpu.free_memory
+                self.gpu_numa[row, col] = -1 if gpu.numa_node is None else gpu.numa_node
+                self.gpu_nvlink[row, col] = -1 if gpu.nvlink_domain is None else gpu.nvlink_domain
+        self.has_topology, self.gpu_domain = _domains(self.gpu_numa, self.gpu_nvlink, self.gpu_count)
+        self.any_topology = bool(self.has_topology.any())
+        """False for a cluster no node of which describes its topology (the traces): topology costs nothing then."""
         self.observed_used_memory_mib = np.zeros((n_nodes, max_gpus), dtype=np.int64)  # telemetry
         self.gpu_pods_by_kind = np.zeros((n_nodes, max_gpus + 1), dtype=np.int64)  # see kind_of()
         self.version = np.zeros(n_nodes, dtype=np.int64)  # (n_nodes,)
@@ -260,7 +269,25 @@ def kind_of(gpu_count: int, share_milli: int) -> int:
     return 0 if gpu_count == 1 and share_milli < MILLI_PER_GPU else gpu_count
 
 
+def _domains(numa: IntArray, nvlink: IntArray, gpu_count: IntArray) -> tuple[BoolArray, IntArray]:
+    """Which rows describe their topology, (n_nodes,), and each GPU's domain, (n_nodes, max_gpus).
+
+    A domain is the GPUs that share both a NUMA node and an NVLink domain (core/topology.py says why); a level
+    the node does not describe counts as one domain. The id packs the two numbers into one int64, comparable
+    within a row only; -1 on padded slots and on rows without topology."""
+    described = (numa >= 0) | (nvlink >= 0)  # (n_nodes, max_gpus)
+    has_topology: BoolArray = np.asarray(described.any(axis=1), dtype=bool)
+    real = np.arange(numa.shape[1])[None, :] < gpu_count[:, None]
+    packed = (np.maximum(numa, 0) << 32) | np.maximum(nvlink, 0)
+    domain: IntArray = np.where(real & has_topology[:, None], packed, -1)
+    return has_topology, domain
+
+
 def _check_gpus(node: Node) -> None:
+    for what in ("numa_node", "nvlink_domain"):
+        described = [getattr(g, what) is not None for g in node.gpus]
+        if any(described) and not all(described):
+            raise ValueError(f"node {node.name}: {what} given for some GPUs only; describe all or none")
     models = {g.model for g in node.gpus}
     if len(models) > 1:
         raise ValueError(f"node {node.name}: mixed GPU models {sorted(models)} are not supported")

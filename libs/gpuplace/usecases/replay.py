@@ -407,7 +407,8 @@ def _node_row(event: NodeEvent) -> Row:
 def _gpu_rows(event: NodeEvent) -> list[Row]:
     return [{"node": event.name, "index": i, "model": event.gpu_model, "memory_total_mib": event.gpu_memory_mib,
              "share_assigned_milli": 0, "memory_assigned_mib": 0, "memory_observed_mib": 0, "healthy": True,
-             "slo_blocked_at": None} for i in range(event.gpu_count)]
+             "slo_blocked_at": None, "numa_node": event.gpu_numa[i] if event.gpu_numa else None,
+             "nvlink_domain": event.gpu_nvlink[i] if event.gpu_nvlink else None} for i in range(event.gpu_count)]
 
 
 def replay(cluster: str, entries: Iterable[Entry], *, policy: str | None = None,

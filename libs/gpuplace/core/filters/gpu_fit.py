@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuplace.core.arrays import BoolArray
+from gpuplace.core.arrays import BoolArray, IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.interface import SUCCESS, Code, Status
 from gpuplace.core.model import MILLI_PER_GPU
@@ -14,8 +14,8 @@ from gpuplace.core.snapshot import ClusterSnapshot
 NAME = "GpuFit"
 
 
-def usable_gpus(snapshot: ClusterSnapshot, demand: Demand, rows: slice = slice(None)) -> BoolArray:
-    """GPUs that could each take one of the pod's GPU requests, (n_rows, max_gpus)."""
+def usable_gpus(snapshot: ClusterSnapshot, demand: Demand, rows: slice | IntArray = slice(None)) -> BoolArray:
+    """GPUs that could each take one of the pod's GPU requests, (n_rows, max_gpus); `rows` a slice or row indices."""
     type_id = snapshot.gpu_type_id[rows]
     share = demand.share_milli_by_type[type_id][:, None]  # (n_rows, 1)
     memory = demand.gpu_memory_mib_by_type[type_id][:, None]  # (n_rows, 1)
