@@ -200,6 +200,8 @@ def hints(snapshot: ClusterSnapshot, waiting: Sequence[Pod], shapes: Sequence[No
             verdicts.append(PodVerdict(pod.name, Blocker.NONE, "fits now"))
             continue
         blocker, reason = diagnose(judged, demand, policy)
+        if blocker in (Blocker.CAPACITY, Blocker.FRAGMENTATION) and not _allowed_anywhere(judged, demand):
+            blocker, reason = Blocker.CONSTRAINT, "no node of the cluster allows it (labels, taints, cordon)"
         if blocker is Blocker.CONSTRAINT and hostable[i].any():
             blocker, reason = Blocker.CAPACITY, (
                 f"{reason}; a new node of shape {shapes[int(np.argmax(hostable[i]))].name} could")
@@ -371,6 +373,14 @@ def _hostable(snapshot: ClusterSnapshot, pods: Sequence[Pod], shapes: Sequence[N
         static = template.static_mask(demand.rules)
         out[i] = ok if static is None else ok & static
     return out
+
+
+def _allowed_anywhere(snapshot: ClusterSnapshot, demand: Demand) -> bool:
+    """Whether a node the pod could ever fit also lets it in by its labels, taints and cordon (blockers.diagnose
+    judges capacity on size alone)."""
+    static = snapshot.static_mask(demand.rules)
+    ever = could_ever_fit(snapshot, demand)
+    return bool((ever if static is None else ever & static).any())
 
 
 def _absorb(work: ClusterSnapshot, demand: Demand) -> None:
