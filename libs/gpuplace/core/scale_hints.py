@@ -440,5 +440,5 @@ def _bare(shape: NodeShape) -> tuple[str, int, int, int, int]:
     return (shape.gpu_model, shape.gpu_count, shape.gpu_memory_mib, shape.cpu_milli, shape.memory_mib)
 
 
-__all__ = ["ADDED_PREFIX", "Drain", "NodeAddition", "NodeShape", "PodVerdict", "ScaleHint", "drainable", "hints",
-           "shapes_of"]
+__all__ = ["ADDED_PREFIX", "HOSTNAME_LABEL", "MAX_NODES_PER_SHAPE", "Drain", "NodeAddition", "NodeShape", "PodVerdict",
+           "ScaleHint", "drainable", "hints", "shapes_of"]

@@ -133,4 +133,4 @@ def _leave(snapshot: ClusterSnapshot, pod: RunningPod) -> None:
                     demand.kind_on(snapshot, row), pod.pod.rules)
 
 
-__all__ = ["Scenario", "fragmented_wave"]
+__all__ = ["Scenario", "TRAINING_GPUS", "TRAINING_GPU_P", "TRAINING_MODELS", "fragmented_wave"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuplace.core.defrag.model import Blocker, RunningPod
+from gpuplace.core.defrag.model import Blocker
 from gpuplace.core.framework.interface import Policy, PolicyContext
 from gpuplace.core.model import Node
 from gpuplace.core.node_rules import NodeFacts, PodRules, Taint
