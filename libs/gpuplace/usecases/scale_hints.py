@@ -4,9 +4,11 @@ The placement service calls `note(cluster)` when a pod goes back to waiting. The
 attempt: a cluster gets one check at a time, run once its oldest waiting pod has waited `min_wait_s` and at least
 `interval_s` after the cluster's last check; the check computes core/scale_hints on a copy of the cluster view
 (under the cluster's lock, so the view does not change underneath) with the planner's policy (its hypothetical
-placements feed no workload estimate), and writes the event to the outbox only when the hint differs from the
-last one published for the cluster (ScaleHint.key: the counts by blocker, the nodes per shape, the pods no shape
-hosts, the nodes to drain). The gauge gpuplace_scale_hint_nodes{cluster,shape,blocked_by} follows every check.
+placements feed no workload estimate) without the latency filter (it is bound to the GPUs of the view, and a
+node not added yet carries no frames: the hint judges room), and writes the event to the outbox only when the
+hint differs from the last one published for the cluster (ScaleHint.key: the counts by blocker, the nodes per
+shape, the pods no shape hosts, the nodes to drain). The gauge gpuplace_scale_hint_nodes{cluster,shape,blocked_by}
+follows every check.
 
 Why its own topic rather than a `scale_hint` kind on gpuplace.placements.v1: a new kind is a breaking change for
 v1 subscribers (contracts/__init__.py), and a hint is about a cluster, not one pod.
@@ -28,7 +30,7 @@ from gpuplace.core import scale_hints
 from gpuplace.core.defrag.model import Blocker, RunningPod
 from gpuplace.core.framework.interface import Policy
 from gpuplace.core.model import Pod
-from gpuplace.usecases.cluster_view import ClusterView, core_pod, pod_stream
+from gpuplace.usecases.cluster_view import ClusterView, core_pod
 from gpuplace.usecases.ports import NO_METRICS, Metrics, Row, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
@@ -126,7 +128,9 @@ class ScaleHinter:
             if not pods:
                 self._metrics.scale_hint(cluster, ())
                 return None
-            policy = self._policy_for(view, pods[0], pod_stream(rows[0]))
+            # Without the latency filter (no stream): it is bound to the view's GPUs, and nodes that do not
+            # exist yet carry no frames; the hint judges room, and a new GPU starts empty.
+            policy = self._policy_for(view, pods[0], None)
             shapes = scale_hints.shapes_of(view.snapshot, self.settings.shapes)
             hint = scale_hints.hints(view.snapshot, pods, shapes, policy, running=_running(view, holders),
                                      max_drains=self.settings.max_drains)

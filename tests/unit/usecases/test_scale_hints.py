@@ -43,7 +43,8 @@ async def test_a_pod_too_big_for_the_fleet_gets_a_capacity_hint_naming_a_declare
     metrics = PrometheusMetrics(process_metrics=False)
     placement, hinter = wired(uow_factory, api, metrics, shapes=parse_shapes(H100))
     await placement.on_node(node_event("n1"))  # 2 x V100 16 GiB
-    await placement.on_pod(pod_event("train-0", gpu=GpuRequest(gpu_count=4, share_milli_per_gpu=1000)))
+    await placement.on_pod(pod_event("train-0", gpu=GpuRequest(gpu_count=4, share_milli_per_gpu=1000),
+                                     frame_rate_hz=10.0, workload="occupancy-bev"))  # latency filter: not on new nodes
     await settle(placement, hinter)
     (event,) = hint_events(uow_factory)
     assert event["kind"] == "scale_hint" and event["cluster"] == "east" and event["waiting"] == 1
