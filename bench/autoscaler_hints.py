@@ -101,7 +101,11 @@ def _markdown(rows: list[dict], args: argparse.Namespace) -> str:
     lines += ["", "Caveats: one synthetic mix (robotics_fleet's perception classes, 8% training jobs) on 40-node "
               "fleets; whole-gpu is a model of cluster-autoscaler's GPU accounting, not the real binary; the "
               "hint's count is what the gpuplace policy reaches on the simulated nodes (all added at once), so "
-              "another policy could need more.", ""]
+              "another policy could need more. The hint's count is not always reached in one round: the run "
+              "places with its own policy instance, and the gpuplace policy learns the arriving mix, so its choices "
+              "can differ from the hint's trial (a `rounds` of 2 in the JSON, e.g. seed 43: 6 H200 hinted, 2 A100 "
+              "more in a second round). Fewer nodes is the criterion, not less GPU memory: the H200 shape chosen on "
+              "seeds 43-44 adds more GPU memory than hint-same-shape's A100s.", ""]
     return "\n".join(lines)
 
 
