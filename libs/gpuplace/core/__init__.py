@@ -15,5 +15,6 @@ Public API in one breath:
 
 __all__ = [
     "arrays", "defrag", "demand", "filters", "fragmentation", "framework", "gpu_load", "gpu_selection", "latency",
-    "model", "node_rules", "node_states", "policies", "queue", "snapshot", "state_ids", "topology", "workload",
+    "model", "node_rules", "node_states", "policies", "queue", "scale_hints", "snapshot", "state_ids", "topology",
+    "workload",
 ]

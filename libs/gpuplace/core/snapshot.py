@@ -257,6 +257,49 @@ class ClusterSnapshot:
         other._rule_arrays = {}
         return other
 
+    def appended(self, nodes: Sequence[Node], facts: Sequence[NodeFacts] | None = None) -> ClusterSnapshot:
+        """This cluster with `nodes` added as new rows after the existing ones (what an autoscaler would add):
+        every per-row array is extended, GPU columns padded to the widest node, GPU types merged. `facts` are
+        required exactly when this snapshot has facts. A new snapshot (new uid); this one is unchanged."""
+        if not nodes:
+            return self.copy()
+        if (facts is None) != (self.facts is None):
+            raise ValueError("facts for added nodes are needed exactly when the snapshot has facts")
+        clash = sorted({n.name for n in nodes} & set(self.node_names))
+        if clash:
+            raise ValueError(f"nodes already in the cluster: {clash}")
+        extra = ClusterSnapshot(nodes, facts)
+        other = self.copy()
+        width = max(self.max_gpus, extra.max_gpus)
+        types = {t: i for i, t in enumerate(self.gpu_types)}
+        for t in extra.gpu_types:
+            types.setdefault(t, len(types))
+        remap = np.array([types[t] for t in extra.gpu_types], dtype=np.int64)
+        for key, value in self.__dict__.items():
+            if not isinstance(value, np.ndarray) or value.shape[:1] != (self.n_nodes,):
+                continue
+            added = getattr(extra, key)
+            if key == "gpu_type_id":
+                added = remap[added]
+            if value.ndim == 2:  # GPU columns (max_gpus, or max_gpus + 1 for gpu_pods_by_kind): pad both
+                grow = width - self.max_gpus
+                value = np.pad(value, ((0, 0), (0, grow)))
+                added = np.pad(added, ((0, 0), (0, value.shape[1] - added.shape[1])))
+            setattr(other, key, np.concatenate([value, added]))
+        other.max_gpus = width
+        other.gpu_types = tuple(types)
+        other.node_names = self.node_names + extra.node_names
+        other._index = {name: i for i, name in enumerate(other.node_names)}
+        other.facts = (*self.facts, *extra.facts) if self.facts is not None and extra.facts is not None else None
+        other.host_ports_used = [*other.host_ports_used, *extra.host_ports_used]
+        names = sorted(set(self.extended_free) | set(extra.extended_free))
+        other.extended_free = {
+            name: np.concatenate([self.extended_free.get(name, np.zeros(self.n_nodes, dtype=np.int64)),
+                                  extra.extended_free.get(name, np.zeros(extra.n_nodes, dtype=np.int64))])
+            for name in names}
+        other._rule_arrays = {}
+        return other
+
     def _check_free(self) -> None:
         if (self.cpu_free_milli > self.cpu_capacity_milli).any() or (self.cpu_free_milli < 0).any():
             raise ValueError("free CPU out of [0, capacity]")

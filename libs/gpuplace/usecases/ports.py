@@ -387,6 +387,11 @@ class Metrics(Protocol):
         """A pod's latency window: `frames` frames, `deadline_misses` of them past their deadline."""
         ...
 
+    def scale_hint(self, cluster: str, additions: Sequence[tuple[str, str, int]]) -> None:
+        """A cluster's latest scale hint: (node shape, what blocks the pods it places, nodes to add) per addition;
+        empty when nothing needs a node. Replaces what the cluster reported before."""
+        ...
+
     def watching(self, source: Callable[[], Iterable[ClusterGauges]]) -> AbstractContextManager[None]:
         """While the block runs, `source` is called at each scrape for the gauges of the clusters it holds
         (it must be cheap and synchronous); after the block it no longer is, so a placement service that
@@ -411,6 +416,9 @@ class NullMetrics:
         pass
 
     def latency_window(self, cluster: str, workload: str, frames: int, deadline_misses: int) -> None:
+        pass
+
+    def scale_hint(self, cluster: str, additions: Sequence[tuple[str, str, int]]) -> None:
         pass
 
     @contextlib.contextmanager
