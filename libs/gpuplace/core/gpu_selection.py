@@ -15,7 +15,7 @@ import numpy as np
 
 from gpuplace.core.arrays import IntArray
 from gpuplace.core.demand import Demand
-from gpuplace.core.filters.gpu_fit import usable_gpus
+from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.snapshot import ClusterSnapshot
 

@@ -340,4 +340,14 @@ def _check_gpus(node: Node) -> None:
         raise ValueError(f"node {node.name}: GPUs of one model must have one memory size")
 
 
-__all__ = ["ClusterSnapshot", "GpuType", "UNLIMITED_PODS", "kind_of"]
+def domain_room(snapshot: ClusterSnapshot, gpus: BoolArray, rows: slice | IntArray) -> IntArray:
+    """The most of `gpus` (n_rows, max_gpus) that lie in one domain of each row, (n_rows,); on a row without
+    topology, all of them (one domain)."""
+    domain = snapshot.gpu_domain[rows]  # (n_rows, max_gpus)
+    same = domain[:, :, None] == domain[:, None, :]  # (n_rows, max_gpus, max_gpus)
+    per_gpu = (same & gpus[:, None, :]).sum(axis=2)  # of `gpus`, how many share each GPU's domain
+    room: IntArray = np.where(gpus, per_gpu, 0).max(axis=1, initial=0)
+    return room
+
+
+__all__ = ["ClusterSnapshot", "GpuType", "UNLIMITED_PODS", "domain_room", "kind_of"]

@@ -26,8 +26,8 @@ import numpy as np
 
 from gpuplace.core.arrays import BoolArray, IntArray
 from gpuplace.core.demand import Demand
-from gpuplace.core.filters.gpu_fit import usable_gpus
-from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.core.gpu_usable import usable_gpus
+from gpuplace.core.snapshot import ClusterSnapshot, domain_room
 
 SPAN_PENALTY_DEFAULT = 0.0
 """A policy that declares no `span_penalty`: spanning decides ties only (its scores keep their meaning)."""
@@ -36,16 +36,6 @@ SPAN_PENALTY_DEFAULT = 0.0
 def applies(snapshot: ClusterSnapshot, demand: Demand) -> bool:
     """Whether topology can matter for `demand` at all: more than one GPU, on a cluster that describes some."""
     return snapshot.any_topology and demand.needs_gpu and demand.gpu_count > 1
-
-
-def domain_room(snapshot: ClusterSnapshot, gpus: BoolArray, rows: slice | IntArray) -> IntArray:
-    """The most of `gpus` (n_rows, max_gpus) that lie in one domain of each row, (n_rows,); on a row without
-    topology, all of them (one domain)."""
-    domain = snapshot.gpu_domain[rows]  # (n_rows, max_gpus)
-    same = domain[:, :, None] == domain[:, None, :]  # (n_rows, max_gpus, max_gpus)
-    per_gpu = (same & gpus[:, None, :]).sum(axis=2)  # of `gpus`, how many share each GPU's domain
-    room: IntArray = np.where(gpus, per_gpu, 0).max(axis=1, initial=0)
-    return room
 
 
 def spans(snapshot: ClusterSnapshot, demand: Demand, rows: IntArray) -> BoolArray | None:
@@ -71,4 +61,4 @@ def could_hold(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
     return holds
 
 
-__all__ = ["SPAN_PENALTY_DEFAULT", "applies", "could_hold", "domain_room", "spans"]
+__all__ = ["SPAN_PENALTY_DEFAULT", "applies", "could_hold", "spans"]

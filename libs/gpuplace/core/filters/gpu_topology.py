@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuplace.core import topology
 from gpuplace.core.arrays import BoolArray
 from gpuplace.core.demand import Demand
-from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.framework.interface import SUCCESS, Code, Status
-from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.core.gpu_usable import usable_gpus
+from gpuplace.core.snapshot import ClusterSnapshot, domain_room
 
 NAME = "GpuTopology"
 DOMAIN = "GPU domain (NUMA node and NVLink domain)"
@@ -24,7 +23,7 @@ DOMAIN = "GPU domain (NUMA node and NVLink domain)"
 def mask(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
     if not demand.topology_required:
         return np.ones(snapshot.n_nodes, dtype=bool)
-    room = topology.domain_room(snapshot, usable_gpus(snapshot, demand), slice(None))
+    room = domain_room(snapshot, usable_gpus(snapshot, demand), slice(None))
     fits: BoolArray = snapshot.has_topology & (room >= demand.gpu_count)
     return fits
 
@@ -37,12 +36,12 @@ def status(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
                       (f"node does not describe its GPU topology; the pod requires its {demand.gpu_count} GPUs in "
                        f"one {DOMAIN}",))
     rows = np.array([node])
-    usable = int(topology.domain_room(snapshot, usable_gpus(snapshot, demand, rows), rows)[0])
+    usable = int(domain_room(snapshot, usable_gpus(snapshot, demand, rows), rows)[0])
     if usable >= demand.gpu_count:
         return SUCCESS
     wanted = f"the pod requires its {demand.gpu_count} GPUs in one"
     real = np.arange(snapshot.max_gpus)[None, :] < snapshot.gpu_count[rows]  # (1, max_gpus)
-    largest = int(topology.domain_room(snapshot, real, rows)[0])
+    largest = int(domain_room(snapshot, real, rows)[0])
     if largest < demand.gpu_count:
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"largest {DOMAIN} has {largest} GPU(s); {wanted}",))
     return Status(Code.UNSCHEDULABLE, (f"at most {usable} usable GPU(s) in one {DOMAIN}; {wanted}",))

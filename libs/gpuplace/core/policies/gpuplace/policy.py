@@ -27,8 +27,8 @@ import numpy as np
 
 from gpuplace.core.arrays import FloatArray, IntArray
 from gpuplace.core.demand import Demand, RequestKey
-from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.policies.gpuplace.hole_loss import HoleLoss
