@@ -61,6 +61,7 @@ class RunConfig:
     settle_s: float = 5.0  # no progress for this long with nothing pending in flight: done
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     keep: bool = False  # leave nodes and pods in the clusters after the run
+    regions: dict[str, str] = field(default_factory=dict)  # apiserver name -> its cluster's region (else settings')
 
 
 @dataclass
@@ -206,8 +207,10 @@ class PipelineRun:
         tasks += [asyncio.create_task(svc.run(self._settings(), stop, telemetry=telemetry))
                   for svc in (telemetry_ingest, latency_ingest)]
         for cluster, name in self.clusters.items():
+            region = {"region": self.config.regions[name]} if name in self.config.regions else {}
             tasks.append(asyncio.create_task(cluster_watcher.run(
-                self._settings(cluster=cluster), stop, kubeconfig=self.config.kubeconfigs[name], telemetry=telemetry)))
+                self._settings(cluster=cluster, **region), stop, kubeconfig=self.config.kubeconfigs[name],
+                telemetry=telemetry)))
         return tasks
 
     async def _wait_inventory(self, fleets: dict[str, list[Node]]) -> None:

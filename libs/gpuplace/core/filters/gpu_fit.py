@@ -8,24 +8,11 @@ import numpy as np
 from gpuplace.core.arrays import BoolArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.interface import SUCCESS, Code, Status
+from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "GpuFit"
-
-
-def usable_gpus(snapshot: ClusterSnapshot, demand: Demand, rows: slice = slice(None)) -> BoolArray:
-    """GPUs that could each take one of the pod's GPU requests, (n_rows, max_gpus)."""
-    type_id = snapshot.gpu_type_id[rows]
-    share = demand.share_milli_by_type[type_id][:, None]  # (n_rows, 1)
-    memory = demand.gpu_memory_mib_by_type[type_id][:, None]  # (n_rows, 1)
-    observed_free = snapshot.gpu_memory_mib[rows, None] - snapshot.observed_used_memory_mib[rows]
-    return (
-        snapshot.gpu_exists[rows]
-        & (snapshot.free_share_milli[rows] >= share)
-        & (snapshot.free_memory_mib[rows] >= memory)
-        & (observed_free >= memory)
-    )
 
 
 def mask(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
@@ -54,4 +41,4 @@ def status(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
         f"(largest hole {largest_share}m, {largest_memory} MiB)",))
 
 
-__all__ = ["NAME", "mask", "status", "usable_gpus"]
+__all__ = ["NAME", "mask", "status"]

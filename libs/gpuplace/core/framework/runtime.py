@@ -5,6 +5,11 @@ paper's harness: its scheduler breaks ties by the lowest node name, and names ca
 order). `place` is what the placement service calls for one pending pod; the simulator calls
 `decide` and `bind` on resolved demands directly.
 
+GPU topology (core/topology.py) is applied here, for every policy alike: a multi-GPU pod's score on a node where
+it must span GPU domains loses the policy's `span_penalty` (its own units; none declared: 0), such a node loses
+every tie against one where the pod fits in one domain, and the chosen GPUs come from one domain when they fit
+(gpu_selection.in_one_domain). On a cluster without topology none of it runs.
+
 With `explain` (the service's `place`), a decision also says why: per-node statuses when the pod fits
 nowhere, and the best-scored other candidates (`runners_up`) when it fits, which `gpuplace explain` shows
 beside the chosen node's score. Explaining never changes the choice.
@@ -17,7 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuplace.core.arrays import IntArray, ScoreArray
+from gpuplace.core import gpu_selection, topology
+from gpuplace.core.arrays import BoolArray, IntArray, ScoreArray
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.framework.interface import Code, Policy, Status
 from gpuplace.core.model import Assignment, Pod
@@ -56,9 +62,15 @@ def decide(snapshot: ClusterSnapshot, demand: Demand, policy: Policy, *, explain
     scores = np.asarray(policy.score(snapshot, demand, feasible))
     if scores.shape != feasible.shape:
         raise ValueError(f"policy {policy.name} returned {scores.shape} scores for {feasible.shape} nodes")
-    best = _pick(snapshot, demand, feasible, scores)
+    spans = topology.spans(snapshot, demand, feasible)
+    penalty = span_penalty(policy)
+    if spans is not None and penalty and spans.any():
+        scores = scores - penalty * spans
+    best = _pick(snapshot, demand, feasible, scores, spans)
     node = int(feasible[best])
     gpus = policy.choose_gpus(snapshot, demand, node)
+    if spans is not None:
+        gpus = gpu_selection.in_one_domain(snapshot, demand, node, tuple(gpus))
     runners_up = _runners_up(snapshot, feasible, scores, best) if explain else ()
     return Decision(demand.pod_name, node, snapshot.node_names[node], tuple(gpus), float(scores[best]),
                     runners_up=runners_up)
@@ -75,14 +87,25 @@ def _runners_up(snapshot: ClusterSnapshot, feasible: IntArray, scores: ScoreArra
     return tuple((snapshot.node_names[int(feasible[i])], float(scores[i])) for i in picked)
 
 
-def _pick(snapshot: ClusterSnapshot, demand: Demand, feasible: IntArray, scores: ScoreArray) -> int:
-    """The first maximum score; among equal scores the node the pod's preferred affinity weighs most, then
-    the first in node order (preferred affinity breaks ties only: the policy's score comes first)."""
+def span_penalty(policy: Policy) -> float:
+    """What spanning GPU domains costs in `policy`'s score units (its `span_penalty`; core/topology.py)."""
+    return float(getattr(policy, "span_penalty", topology.SPAN_PENALTY_DEFAULT))
+
+
+def _pick(snapshot: ClusterSnapshot, demand: Demand, feasible: IntArray, scores: ScoreArray,
+          spans: BoolArray | None = None) -> int:
+    """The first maximum score; among equal scores a node where the pod fits in one GPU domain (`spans` False),
+    then the node the pod's preferred affinity weighs most, then the first in node order (topology and preferred
+    affinity break ties only: the policy's score comes first)."""
     best = int(np.argmax(scores))
     preferred = snapshot.preference(demand.rules)
-    if preferred is None:
+    if preferred is None and spans is None:
         return best
     tied = np.flatnonzero(scores == scores[best])
+    if spans is not None and spans[tied].any() and not spans[tied].all():
+        tied = tied[~spans[tied]]
+    if preferred is None:
+        return int(tied[0])
     return int(tied[int(np.argmax(preferred[feasible[tied]]))])
 
 
@@ -119,4 +142,4 @@ def _statuses(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> dict
     return out
 
 
-__all__ = ["Decision", "RUNNERS_UP", "bind", "decide", "place"]
+__all__ = ["Decision", "RUNNERS_UP", "bind", "decide", "place", "span_penalty"]

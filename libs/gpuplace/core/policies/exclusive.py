@@ -13,8 +13,8 @@ import numpy as np
 
 from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.demand import Demand
-from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.framework.interface import Code, Status
+from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.snapshot import ClusterSnapshot

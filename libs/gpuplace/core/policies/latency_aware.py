@@ -22,6 +22,7 @@ from gpuplace.core.demand import Demand
 from gpuplace.core.filters import latency_fit
 from gpuplace.core.filters.latency_fit import LatencyCheck
 from gpuplace.core.framework.interface import Policy, Status
+from gpuplace.core.framework.runtime import span_penalty
 from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.model import LatencyModel, Stream
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -41,6 +42,11 @@ class LatencyAware:
         self.margin = margin
         self.name = name or f"{base.name}{SUFFIX}"
         self._cached: tuple[tuple[object, ...], ClusterSnapshot, LatencyCheck] | None = None  # (key, view, check)
+
+    @property
+    def span_penalty(self) -> float:
+        """The base's (core/topology.py): latency changes where the pod may go, not what spanning costs."""
+        return span_penalty(self.base)
 
     def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
         view = self._view(snapshot, demand)
