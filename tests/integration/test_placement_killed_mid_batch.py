@@ -58,6 +58,8 @@ PODS = FITS + 10  # the ten more must wait, not squeeze in
 POLL_S = 0.02
 PREFER_OPEN_S = 3.0  # how long a kill waits for a moment with placement's transaction open
 SETTLE_TIMEOUT_S = 150.0
+KILLS = 2  # the first as soon as a batch is reserved; the next once KILL_EVERY more pods are placed
+KILL_EVERY = 40
 
 
 @dataclass
@@ -304,15 +306,15 @@ async def test_placement_killed_mid_batch_leaves_every_pod_bound_once_and_nothin
             submitted = time.monotonic()
             probe = Probe(conn, cluster, namespace, submitted)
             burst = asyncio.create_task(_create_pods(api, namespace, settings.scheduler_name))
-            first = await kill_mid_batch(placement, probe, placed_more_than=0, timeout_s=120)
-            assert first is not None, "the burst was placed before any moment with a reservation in flight"
-            kills.append(first)
-            placement.start()  # the same instance id, the same consumer group
-            second = await kill_mid_batch(placement, probe, placed_more_than=first.reserved + first.bound + 40,
-                                          timeout_s=120)
-            if second is not None:
-                kills.append(second)
-                placement.start()
+            placed = 0
+            for _ in range(KILLS):  # the later kills only while pods are still to place
+                moment = await kill_mid_batch(placement, probe, placed_more_than=placed, timeout_s=120)
+                if moment is None:
+                    break
+                kills.append(moment)
+                placed = moment.reserved + moment.bound + KILL_EVERY
+                placement.start()  # the same instance id, the same consumer group
+            assert kills, "the burst was placed before any moment with a reservation in flight"
             await burst
 
             items, db = await settle(conn, api, placement, cluster, namespace)
