@@ -102,7 +102,10 @@ def _free_port() -> int:
 
 
 def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec_fn that asks Linux to SIGTERM the child when the harness dies; None elsewhere."""
+    """A preexec_fn that asks Linux to SIGTERM the child when the harness dies; None elsewhere.
+
+    Linux sends it when the *thread* that forked the child ends: here the event loop's thread (asyncio forks
+    there), which outlives the scheduler as long as the loop runs the run (also from `asyncio.to_thread`)."""
     if not sys.platform.startswith("linux"):
         return None
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
