@@ -52,6 +52,8 @@ def bench_pipeline(
     kube_scheduler_qps: float = typer.Option(DEFAULT_QPS, min=1, help="the bench kube-scheduler's "
                                              "clientConnection.qps"),
     kube_scheduler_burst: int = typer.Option(DEFAULT_BURST, min=1, help="its clientConnection.burst"),
+    processes: bool = typer.Option(True, "--processes/--in-process", help="each gpuplace service its own process, "
+                                   "as deployed (default), or all of them as tasks in the bench's process"),
 ) -> None:
     """Run the pipeline REPEATS times and report median binds/s and pending-to-bound p50/p95/p99."""
     settings, kubeconfigs = local_stack()
@@ -60,7 +62,7 @@ def bench_pipeline(
         limits = ClientLimits(qps=kube_scheduler_qps, burst=kube_scheduler_burst)
         _against_kube_scheduler(settings, kubeconfigs, nodes=nodes, pods=pods, repeats=repeats, policy=policy,
                                 out=out or DEFAULT_OUT_AGAINST, gpus_per_node=gpus_per_node, binary=kube_scheduler,
-                                limits=limits)
+                                limits=limits, processes=processes)
         return
     out = out or DEFAULT_OUT
     gpus = gpus_per_node or DEFAULT_GPUS_PER_NODE
@@ -68,12 +70,12 @@ def bench_pipeline(
     runs = []
     for i in range(repeats):
         config = RunConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, gpus_per_node=gpus, policy=policy,
-                           seed=7 + i)
+                           seed=7 + i, processes=processes)
         result = asyncio.run(PipelineRun(config, settings).run())
         runs.append(result.summary())
         console.print(f"repeat {i + 1}/{repeats}: {result.binds_per_s} binds/s, "
                       f"p50/p95/p99 {result.pending_to_bound_ms}")
-    report = _markdown(runs, nodes, pods, policy, repeats, gpus)
+    report = _markdown(runs, nodes, pods, policy, repeats, gpus, processes)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report)
     out.with_suffix(".json").write_text(json.dumps(runs, indent=2) + "\n")
@@ -82,7 +84,7 @@ def bench_pipeline(
 
 def _against_kube_scheduler(settings: Settings, kubeconfigs: dict[str, str], *, nodes: int, pods: int,
                             repeats: int, policy: str, out: Path, gpus_per_node: int | None, binary: Path | None,
-                            limits: ClientLimits) -> None:
+                            limits: ClientLimits, processes: bool) -> None:
     """`--against kube-scheduler`: ks, gp, ks, gp, ... on the same fleet and burst; report, medians and ratios."""
     console = Console(stderr=True)
     try:
@@ -101,7 +103,8 @@ def _against_kube_scheduler(settings: Settings, kubeconfigs: dict[str, str], *, 
                       "kube-scheduler leaves some unschedulable (and may preempt)[/yellow]")
     version = asyncio.run(binary_version(found))
     comparison = Comparison(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, repeats=repeats,
-                            gpus_per_node=gpus_per_node, binary=found, limits=limits, policy=policy)
+                            gpus_per_node=gpus_per_node, binary=found, limits=limits, policy=policy,
+                            processes=processes)
 
     def on_run(side: str, repeat: int, result: RunResult) -> None:
         console.print(f"repeat {repeat}/{repeats} {side}: {result.binds_per_s} binds/s, "
@@ -110,7 +113,7 @@ def _against_kube_scheduler(settings: Settings, kubeconfigs: dict[str, str], *, 
     runs = compare(comparison, settings, on_run=on_run)
     command = (f"gpuplace bench pipeline --nodes {nodes} --pods {pods} --repeats {repeats} --policy {policy} "
                f"--against kube-scheduler --gpus-per-node {gpus_per_node} --kube-scheduler-qps {limits.qps:g} "
-               f"--kube-scheduler-burst {limits.burst}")
+               f"--kube-scheduler-burst {limits.burst}" + ("" if processes else " --in-process"))
     setup = pipeline_comparison_report.Setup(
         command=command, host=f"{platform.node()} ({platform.processor() or platform.machine()})", nodes=nodes,
         pods=pods, gpus_per_node=gpus_per_node, gpus_per_node_note=note, clusters=len(kubeconfigs), policy=policy,
@@ -131,15 +134,18 @@ def gpuplace_client_limits() -> str:
             "apiserver (connection_pool_maxsize)")
 
 
-def _markdown(runs: list[dict], nodes: int, pods: int, policy: str, repeats: int, gpus: int) -> str:
+def _markdown(runs: list[dict], nodes: int, pods: int, policy: str, repeats: int, gpus: int,
+              processes: bool = True) -> str:
     def median(key: str, sub: str | None = None) -> float:
         return statistics.median(r[key][sub] if sub else r[key] for r in runs)
 
     lines = [
         f"# Pipeline benchmark: {pods} pods on {nodes} KWOK nodes x {gpus} GPUs, {len(runs[0]['clusters'])} clusters",
         "",
-        f"`gpuplace bench pipeline --nodes {nodes} --pods {pods} --repeats {repeats} --policy {policy}` "
-        f"on {platform.node()} ({platform.processor() or platform.machine()}), medians of {len(runs)} runs.",
+        f"`gpuplace bench pipeline --nodes {nodes} --pods {pods} --repeats {repeats} --policy {policy}"
+        f"{'' if processes else ' --in-process'}` on {platform.node()} ({platform.processor() or platform.machine()}), "
+        f"medians of {len(runs)} runs; the services "
+        f"{'each in its own process, as deployed' if processes else 'as tasks in the bench process'}.",
         "",
         "| binds/s | pending->bound p50 ms | p95 ms | p99 ms | bound | over-committed GPUs | bound twice |",
         "|---|---|---|---|---|---|---|",

@@ -40,9 +40,9 @@ from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import allocations, gpus, pods
 from gpuplace.bootstrap import database
 from gpuplace.cli import chaos_fuzz
-from gpuplace.cli.chaos_faults import ServiceProcess, Supervisor, restart_component, service_env
+from gpuplace.cli.chaos_faults import ServiceProcess, Supervisor, restart_component
 from gpuplace.cli.chaos_probes import DeadLetterTap, LagMonitor, overlap
-from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis, _list_json, _pod_manifest
+from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, _apis, _list_json, _pod_manifest
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import PodEvent
 from gpuplace.core.model import Node
@@ -183,38 +183,11 @@ class ChaosRun:
                         await self.layout.cleanup(apis, fleets)
 
     def _processes(self) -> list[ServiceProcess]:
-        """One placement, one ingest of each kind, one cluster-watcher per cluster, each its own process."""
-        kubeconfigs = {c: self.config.kubeconfigs[name] for c, name in self.clusters.items()}
-        common = {
-            "GPUPLACE_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
-            "GPUPLACE_DATABASE_URL": self.settings.database_url.get_secret_value(),
-            "GPUPLACE_TOPIC_SUFFIX": self.layout.suffix, "GPUPLACE_NAMESPACE": self.layout.namespace,
-            # a cluster-watcher restarted after a SIGKILL has its GPUPLACE_INSTANCE_ID back, so it resumes its Lease
-            # at once instead of waiting for it to expire
-            "GPUPLACE_LEADER_ELECTION_NAMESPACE": self.layout.namespace,
-            "GPUPLACE_NODE_LABEL_SELECTOR": f"{FLEET_LABEL}={self.config.run_id}",
-            "GPUPLACE_CONSUMER_GROUP_PREFIX": "gpuplace-chaos", "GPUPLACE_POLICY": self.layout.policy,
-            "GPUPLACE_SCHEDULER_NAME": self.settings.scheduler_name, "GPUPLACE_LOG_LEVEL": "INFO",
-            # deletions a killed cluster-watcher missed are found by placement's reconciliation, on its restart
-            # and this often: the settle phase waits for it
-            "GPUPLACE_RECONCILE_INTERVAL_S": str(RECONCILE_S),
-            # every service process serves /metrics and /readyz: on a free port each, many run on one machine
-            "GPUPLACE_HTTP_PORT": "0",
-        }
-        first = next(iter(self.clusters))
-
-        def process(label: str, service: str, **extra: str) -> ServiceProcess:
-            log_path = self.run_dir / f"{label.replace(':', '-')}.log"
-            # a static group member per process, as a pod name would be: a restart takes its partitions back
-            instance = {"GPUPLACE_INSTANCE_ID": f"{label.replace(':', '-')}-{self.config.run_id}"}
-            return ServiceProcess(label, service, service_env({**common, **instance, **extra}), log_path)
-
-        found = [process("placement", "placement", GPUPLACE_CLUSTER=first,
-                         GPUPLACE_KUBECONFIGS=json.dumps(kubeconfigs))]
-        found += [process(name, name) for name in ("telemetry-ingest", "latency-ingest")]
-        found += [process(f"cluster-watcher:{c}", "cluster-watcher", GPUPLACE_CLUSTER=c, KUBECONFIG=path)
-                  for c, path in kubeconfigs.items()]
-        return found
+        """The run's services as processes (PipelineRun.service_processes), with chaos' own consumer groups."""
+        # deletions a killed cluster-watcher missed are found by placement's reconciliation, on its restart and
+        # this often: the settle phase waits for it
+        return self.layout.service_processes(self.run_dir, GPUPLACE_CONSUMER_GROUP_PREFIX="gpuplace-chaos",
+                                             GPUPLACE_LOG_LEVEL="INFO", GPUPLACE_RECONCILE_INTERVAL_S=str(RECONCILE_S))
 
     async def _watched_partitions(self) -> dict[str, list[TopicPartition]]:
         """Per consumer group, the partitions the run's clusters write to (cluster_partitioner)."""

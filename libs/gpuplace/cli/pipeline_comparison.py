@@ -49,6 +49,7 @@ class Comparison:
     limits: ClientLimits
     policy: str | None = None
     timeout_s: float = 600.0
+    processes: bool = True  # gpuplace's services as their own processes, as kube-scheduler is its own
 
 
 def whole_gpus_per_node(nodes: int, pods: int, clusters: int) -> int:
@@ -72,7 +73,8 @@ def run_one(side: str, repeat: int, comparison: Comparison, settings: Settings,
     """One run of `side` (in a fresh event loop, as `bench pipeline` runs each), then its namespace gone."""
     config = RunConfig(kubeconfigs=comparison.kubeconfigs, nodes=comparison.nodes, pods=comparison.pods,
                        gpus_per_node=comparison.gpus_per_node, seed=7 + repeat, policy=comparison.policy,
-                       timeout_s=comparison.timeout_s, keep=True)  # cleaned up below, pods first
+                       timeout_s=comparison.timeout_s, keep=True,  # cleaned up below, pods first
+                       processes=comparison.processes)
     run: PipelineRun
     if side == KUBE_SCHEDULER:
         run = KubeSchedulerRun(config, settings, binary=comparison.binary, limits=comparison.limits,

@@ -12,11 +12,14 @@ Its services share one Telemetry, served while the run lasts on a free port of t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +33,7 @@ from gpuplace.adapters.kube.translate import GPU_COUNT, GPU_MEMORY, GPU_PRODUCT
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
+from gpuplace.cli.chaos_faults import ServiceProcess, service_env
 from gpuplace.contracts import topics
 from gpuplace.core.model import Node, Pod
 from gpuplace.settings import Settings
@@ -62,6 +66,7 @@ class RunConfig:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     keep: bool = False  # leave nodes and pods in the clusters after the run
     regions: dict[str, str] = field(default_factory=dict)  # apiserver name -> its cluster's region (else settings')
+    processes: bool = False  # each service its own process (`gpuplace service NAME`), as deployed; else tasks here
 
 
 @dataclass
@@ -87,6 +92,22 @@ class RunResult:
                 "bound_twice", "gpus_used", "gpus_total", "gpu_memory_used_pct", "pending_to_bound_ms",
                 "binds_per_s", "seconds")
         return {k: getattr(self, k) for k in keys}
+
+
+async def _supervise(processes: list[ServiceProcess], stop: asyncio.Event) -> None:
+    """Start the processes, fail if one exits before `stop`, and stop them all (SIGTERM, then SIGKILL) after."""
+    for process in processes:
+        process.start()
+    try:
+        while not stop.is_set():
+            for process in processes:
+                if not process.alive:
+                    code = process.process.returncode if process.process else None
+                    raise RuntimeError(f"{process.label} exited ({code}); its log: {process.log}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+    finally:
+        await asyncio.gather(*(asyncio.to_thread(process.stop) for process in processes))
 
 
 def _node_manifest(node: Node, run_id: str) -> dict[str, Any]:
@@ -209,6 +230,9 @@ class PipelineRun:
                 self.progress("nodes", done, total)
 
     def _start_services(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
+        if self.config.processes:
+            run_dir = Path(tempfile.gettempdir()) / f"gpuplace-run-{self.config.run_id}"
+            return [asyncio.create_task(_supervise(self.service_processes(run_dir), stop))]
         kubeconfigs = {cluster: self.config.kubeconfigs[name] for cluster, name in self.clusters.items()}
         telemetry = self.telemetry
         for service in (placement.NAME, telemetry_ingest.NAME, latency_ingest.NAME, cluster_watcher.NAME):
@@ -223,6 +247,41 @@ class PipelineRun:
                 self._settings(cluster=cluster, **region), stop, kubeconfig=self.config.kubeconfigs[name],
                 telemetry=telemetry)))
         return tasks
+
+    def service_processes(self, run_dir: Path, **extra: str) -> list[ServiceProcess]:
+        """The run's services as processes, as a deployment runs them: one placement for every cluster, one
+        ingest of each kind, one cluster-watcher per cluster; `extra` environment for all of them. Each logs to
+        `run_dir` and is a static consumer-group member (a restart takes its partitions back)."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        kubeconfigs = {c: self.config.kubeconfigs[name] for c, name in self.clusters.items()}
+        common = {
+            "GPUPLACE_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
+            "GPUPLACE_DATABASE_URL": self.settings.database_url.get_secret_value(),
+            "GPUPLACE_TOPIC_SUFFIX": self.suffix, "GPUPLACE_NAMESPACE": self.namespace,
+            # a cluster-watcher restarted after a SIGKILL has its GPUPLACE_INSTANCE_ID back, so it resumes its Lease
+            # at once instead of waiting for it to expire
+            "GPUPLACE_LEADER_ELECTION_NAMESPACE": self.namespace,
+            "GPUPLACE_NODE_LABEL_SELECTOR": f"{FLEET_LABEL}={self.config.run_id}",
+            "GPUPLACE_POLICY": self.policy, "GPUPLACE_SCHEDULER_NAME": self.settings.scheduler_name,
+            # every service process serves /metrics and /readyz: on a free port each, many run on one machine
+            "GPUPLACE_HTTP_PORT": "0",
+            **extra,
+        }
+        first = next(iter(self.clusters))
+
+        def process(label: str, service: str, **env: str) -> ServiceProcess:
+            instance = {"GPUPLACE_INSTANCE_ID": f"{label.replace(':', '-')}-{self.config.run_id}"}
+            return ServiceProcess(label, service, service_env({**common, **instance, **env}),
+                                  run_dir / f"{label.replace(':', '-')}.log")
+
+        found = [process("placement", "placement", GPUPLACE_CLUSTER=first,
+                         GPUPLACE_KUBECONFIGS=json.dumps(kubeconfigs))]
+        found += [process(name, name) for name in ("telemetry-ingest", "latency-ingest")]
+        found += [process(f"cluster-watcher:{c}", "cluster-watcher", GPUPLACE_CLUSTER=c, KUBECONFIG=path,
+                          **({"GPUPLACE_REGION": self.config.regions[self.clusters[c]]}
+                             if self.clusters[c] in self.config.regions else {}))
+                  for c, path in kubeconfigs.items()]
+        return found
 
     async def _wait_inventory(self, fleets: dict[str, list[Node]]) -> None:
         expected = sum(len(f) for f in fleets.values())
