@@ -1,11 +1,13 @@
 """Place pending pods: decide with the core, reserve in one transaction, then bind with the GPUs.
 
 The order of effects is what keeps the fleet safe when any process dies at any instant (DESIGN §5):
-1. one transaction claims the event id, records the pod, reserves its GPUs (the database re-checks
-   capacity), writes the decision and its `decided` event to the outbox, and commits;
+1. one transaction claims the event ids, records the pods, reserves their GPUs (the database re-checks
+   capacity), writes the decisions and their `decided` events to the outbox, and commits: for a burst read
+   together (on_pods), the whole run of pending pods at once, decided one after another against the view;
 2. the in-memory view charges the same resources;
 3. the pod is bound through pods/binding, the Binding carrying its GPUs as an annotation (one call);
-4. a second transaction records the outcome (`bound`, or the release after `bind_failed`).
+4. a second transaction records the outcome (`bound`, or the release after `bind_failed`), for the outcomes
+   that came meanwhile together.
 A crash after 1 leaves a `reserved` pod that hydration finds and binds again; a 409 on bind means the pod
 is bound already, so we reconcile with what the API says instead of retrying.
 
