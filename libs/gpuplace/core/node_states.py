@@ -54,6 +54,10 @@ class NodeStates(StateIds):
             values = self._fragmentation[state_ids]
         return values
 
+    def _keys(self, snapshot: ClusterSnapshot) -> IntArray:
+        shares = -np.sort(-snapshot.free_share_milli, axis=1)
+        return np.column_stack([snapshot.gpu_type_id, snapshot.cpu_free_milli, shares]).astype(np.int64)
+
     def _intern(self, snapshot: ClusterSnapshot, node: int) -> int:
         return self.intern(
             int(snapshot.gpu_type_id[node]), int(snapshot.cpu_free_milli[node]), snapshot.free_share_milli[node]

@@ -45,13 +45,35 @@ class StateIds(ABC):
             raise ValueError(f"snapshot GPU width {snapshot.max_gpus} differs from this cache's {self.max_gpus}")
         if snapshot.uid != self._snapshot_uid or len(self._node_ids) != snapshot.n_nodes:
             self._snapshot_uid = snapshot.uid
-            self._node_ids = np.array([self._intern(snapshot, n) for n in range(snapshot.n_nodes)], dtype=np.int64)
+            self._node_ids = self._intern_all(snapshot)
             self._versions = snapshot.version.copy()
             return self._node_ids
         for node in np.flatnonzero(snapshot.version != self._versions):
             self._node_ids[node] = self._intern(snapshot, int(node))
             self._versions[node] = snapshot.version[node]
         return self._node_ids
+
+    def _intern_all(self, snapshot: ClusterSnapshot) -> IntArray:
+        """Every node's id, interning each distinct state once: rows with equal `_keys` share a state, so only
+        the first node of each is interned (in node order, so ids are handed out exactly as one by one). A
+        snapshot seen for the first time (a latency-masked copy is one per pod) costs one sort, not a Python
+        call per node."""
+        keys = self._keys(snapshot)
+        if keys is None:
+            return np.array([self._intern(snapshot, n) for n in range(snapshot.n_nodes)], dtype=np.int64)
+        if len(keys) == 0:
+            return np.zeros(0, dtype=np.int64)
+        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        states = np.empty(len(first), dtype=np.int64)
+        for group in np.argsort(first, kind="stable"):
+            states[group] = self._intern(snapshot, int(first[group]))
+        ids: IntArray = states[inverse.reshape(-1)]
+        return ids
+
+    def _keys(self, snapshot: ClusterSnapshot) -> IntArray | None:
+        """Per node, the integers that make its state (n_nodes, k): equal rows, equal states; None: no such
+        matrix, intern node by node."""
+        return None
 
     @abstractmethod
     def _intern(self, snapshot: ClusterSnapshot, node: int) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core.arrays import IntArray
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.state_ids import INITIAL_CAPACITY, StateIds
 
@@ -27,6 +28,11 @@ class StateIndex(StateIds):
         self.cpu_free_milli = np.zeros(INITIAL_CAPACITY, dtype=np.int64)  # (capacity,)
         self.memory_free_mib = np.zeros(INITIAL_CAPACITY, dtype=np.int64)  # (capacity,)
         self.gpu_type_id = np.zeros(INITIAL_CAPACITY, dtype=np.int64)  # (capacity,)
+
+    def _keys(self, snapshot: ClusterSnapshot) -> IntArray:
+        shares = -np.sort(-snapshot.free_share_milli, axis=1)
+        return np.column_stack([snapshot.gpu_type_id, snapshot.cpu_free_milli, snapshot.memory_free_mib,
+                                shares]).astype(np.int64)
 
     def _intern(self, snapshot: ClusterSnapshot, node: int) -> int:
         shares = np.sort(snapshot.free_share_milli[node])[::-1]
