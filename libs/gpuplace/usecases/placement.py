@@ -928,6 +928,7 @@ class PlacementService:
         if not state.loaded:  # a first load that failed (the database away) is tried again by the next caller
             async with state.lock:
                 if not state.loaded:
+                    state.recorded_bound.clear()  # another worker may have held the cluster meanwhile
                     await self._rehydrate(state)
                     await self._resume(state)
                     state.loaded = True
