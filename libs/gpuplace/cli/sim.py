@@ -106,6 +106,8 @@ def sim(
     days: float = typer.Option(7.0, "--days", help="With --scenario fleet: simulated days."),
     regions: int = typer.Option(5, "--regions", min=1, help="With --scenario fleet: regions (2 clusters each)."),
     gpus_per_cluster: int = typer.Option(100, "--gpus-per-cluster", min=8, help="With --scenario fleet."),
+    save_runs: Path | None = typer.Option(None, "--save-runs", help="With --scenario fleet: a directory for each "
+                                                                    "run's whole result (JSON, hourly series)."),
 ) -> None:
     if scenario:
         try:
@@ -118,7 +120,7 @@ def sim(
             except ValueError as error:
                 raise typer.BadParameter(str(error)) from None
             sim_fleet.run([p.strip() for p in policy.split(",") if p.strip()], seed_list, days=days, defrag=defrag,
-                          as_json=as_json, plot=plot, jobs=jobs, scenario=fleet)
+                          as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs)
             return
         scenarios.run(scenario, policy, seed_list, as_json=as_json)
         return

@@ -7,7 +7,8 @@ Every (policy, seed) run simulates the same plan for that seed (sim/fleet/plan.p
 means over seeds of the fleet's time-averaged stranded GPU memory, GPU memory allocated, p50/p99 pending time
 of GPU pods, SLO attainment and pods moved per hour; `--json` gives them with every run's fleet and per-region
 KPIs (the hourly series left out); `--plot` draws the fleet's stranded memory and waiting GPU pods over time.
-Progress goes to stderr, one line per simulated day, so `--json` stays clean on stdout.
+Progress goes to stderr, one line per simulated day, so `--json` stays clean on stdout. `--save-runs DIR` writes
+each run's whole result (hourly series included) to DIR as it finishes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ NAME = "fleet"
 
 
 def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_json: bool, plot: Path | None = None,
-        jobs: int = 1, scenario: FleetScenario | None = None) -> list[dict[str, Any]]:
+        jobs: int = 1, scenario: FleetScenario | None = None, save_runs: Path | None = None) -> list[dict[str, Any]]:
     """Run, print and return one summary per policy (see the module docstring)."""
     unknown = [p for p in policies if p not in registry.POLICIES]
     if not policies or unknown:
@@ -41,7 +42,10 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
         options = replace(scenario or FleetScenario(), days=days)
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
-    tasks = [(options, seed, policy, defrag, jobs <= 1) for policy in policies for seed in seeds]
+    if save_runs is not None:
+        save_runs.mkdir(parents=True, exist_ok=True)
+    # seed by seed, so that runs cut short leave whole comparisons behind (with --save-runs)
+    tasks = [(options, seed, policy, defrag, jobs <= 1, save_runs) for seed in seeds for policy in policies]
     if jobs <= 1:
         runs = [_run_one(task) for task in tasks]
     else:
@@ -57,8 +61,8 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
     return summaries
 
 
-def _run_one(task: tuple[FleetScenario, int, str, bool, bool]) -> dict[str, Any]:
-    scenario, seed, policy, defrag, verbose = task
+def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None]) -> dict[str, Any]:
+    scenario, seed, policy, defrag, verbose, save_runs = task
     label = f"fleet {policy}{' --defrag' if defrag else ''} seed {seed}"
     day = [0]
 
@@ -69,6 +73,9 @@ def _run_one(task: tuple[FleetScenario, int, str, bool, bool]) -> dict[str, Any]
 
     result = FleetSim(make_plan(scenario, seed), policy, defrag=defrag, progress=progress).run()
     typer.echo(f"{label}: done in {result['seconds']:.1f} s", err=True)
+    if save_runs is not None:
+        name = f"{policy}{'-defrag' if defrag else ''}-seed{seed}.json"
+        (save_runs / name).write_text(json.dumps(result, indent=1))
     return result
 
 

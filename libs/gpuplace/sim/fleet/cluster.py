@@ -136,10 +136,10 @@ class Cluster:
             if decisions >= self.max_decisions:
                 truncated = True
                 break
-            demand = self._demand(waiting.pod)
-            attempt = self._attempt_key(demand)
+            attempt = self._attempt_key(waiting.pod)
             if attempt in self._failed:
                 continue
+            demand = self._demand(waiting.pod)
             decisions += 1
             decision = decide(self._snapshot, demand, self.policy)
             if not decision.scheduled:
@@ -270,9 +270,11 @@ class Cluster:
             demand = self._demands[key] = resolve(pod, self._snapshot)
         return replace(demand, pod_name=pod.name, rules=pod.rules)
 
-    def _attempt_key(self, demand: Demand) -> tuple[Any, ...]:
-        stream = self.streams.get(demand.pod_name) if self.model is not None else None
-        return (demand.request_key, stream, demand.rules)
+    def _attempt_key(self, pod: Pod) -> tuple[Any, ...]:
+        """What a decision for `pod` depends on besides the cluster: its request, rules and (behind the latency
+        filter) its stream."""
+        stream = self.streams.get(pod.name) if self.model is not None else None
+        return (pod.cpu_milli, pod.memory_mib, pod.gpu, pod.rules, stream)
 
 
 __all__ = ["Cluster", "Placed", "RESTART_S", "Waiting"]
