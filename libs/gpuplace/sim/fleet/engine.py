@@ -415,4 +415,7 @@ def _types(nodes: tuple[Node, ...]) -> tuple[GpuType, ...]:
     return ClusterSnapshot(list(nodes)).gpu_types
 
 
-__all__ = ["DEFRAG_INTERVAL_S", "FLEET_LIMITS", "FleetSim", "Move", "PLANS_PER_TICK", "run_fleet"]
+__all__ = [
+    "DEFRAG_INTERVAL_S", "FLEET_LIMITS", "FleetSim", "MAX_SURGE", "Move", "PLANS_PER_TICK", "SAMPLE_INTERVAL_S",
+    "run_fleet",
+]
