@@ -93,6 +93,8 @@ class Cluster:
         self._demands: dict[tuple[int, int, GpuRequest], Demand] = {}
         self.needs_pass = False
         self.decisions = 0
+        self.freed_count = 0
+        """How often something was freed or rearranged here (a key for answers that only that can change)."""
         self._snapshot = ClusterSnapshot(self.nodes)
         self._build()
 
@@ -193,6 +195,7 @@ class Cluster:
         """Something was freed or rearranged: every request may find a place again."""
         self._failed.clear()
         self.needs_pass = True
+        self.freed_count += 1
 
     def add_node(self, node: Node) -> None:
         self.nodes.append(node)

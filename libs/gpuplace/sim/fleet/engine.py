@@ -11,8 +11,8 @@ Defragmentation (`defrag=True`): every DEFRAG_INTERVAL_S each cluster with GPU p
 planner (core/defrag/planner.py) for at most PLANS_PER_TICK of them, in queue order, under `limits` (per plan,
 per pod -- cool-down and moves per hour --, per owner, per cluster and hour) with that cluster's own move
 history, as the placement service does (usecases/defrag.py); a plan is applied in the executor's order
-(core/defrag/apply.py) and its beneficiary placed. A request the planner refused is not asked again until the
-cluster or the set of pods allowed to move changes (as sim/defrag_simulator.py).
+(core/defrag/apply.py) and its beneficiary placed. A request the planner refused is not asked again until
+something is freed in the cluster (cluster.py's `freed_count`) or the set of pods allowed to move changes.
 
 Hook for other evaluations (the autoscaler comparison): `FleetSim.clusters` holds each cluster's live
 `snapshot` and `waiting_pods()`, and `observer(sim, now_s)` is called at every hourly sample.
@@ -53,7 +53,9 @@ from gpuplace.sim.fleet.plan import (
 )
 from gpuplace.sim.scenarios.robotics import truth_model
 
-DEFRAG_INTERVAL_S = 60.0
+DEFRAG_INTERVAL_S = 300.0
+"""Each plan costs tens of milliseconds (diagnosis, candidate clearings, scratch copies): every five minutes per
+cluster keeps a week of a 1,000-GPU fleet within minutes."""
 PLANS_PER_TICK = 2
 SAMPLE_INTERVAL_S = HOUR_S
 MAX_SURGE = 0.25
@@ -321,7 +323,7 @@ class FleetSim:
             if not waiting.pod.gpu.needs_gpu or waiting.pod.name not in cluster.waiting:
                 continue
             stream = self.streams.get(waiting.pod.name)
-            asked = (cluster.name, cluster.snapshot.uid, int(cluster.snapshot.version.sum()), waiting.pod.gpu,
+            asked = (cluster.name, cluster.freed_count, waiting.pod.gpu,
                      waiting.pod.cpu_milli, waiting.pod.memory_mib, waiting.pod.priority, stream, resting_now,
                      len([m for m in history if self._now - m.at_s < HOUR_S]))
             if asked in self._refused:
