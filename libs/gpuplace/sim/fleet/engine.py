@@ -122,7 +122,7 @@ class FleetSim:
     # -- the run --------------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         sc = self.plan.scenario
         end = sc.duration_s
         for job in self.plan.jobs:
@@ -143,6 +143,7 @@ class FleetSim:
             self._settle()
         self._advance(end)
         self.seconds = time.perf_counter() - started
+        self.cpu_seconds = time.process_time() - cpu
         return self.result()
 
     def _push(self, at_s: float, kind: str, payload: Any) -> None:
@@ -367,7 +368,8 @@ class FleetSim:
             "deadline_miss_frames_pct": self.ledger.missed_frames_pct(),
             "moved_pods": len(self.moves), "plans": self.plans, "drain_evictions": self.drain_evictions,
             "decisions": sum(c.decisions for c in self.clusters.values()),
-            "seconds": round(getattr(self, "seconds", 0.0), 2), "series": self.series,
+            "seconds": round(getattr(self, "seconds", 0.0), 2),
+            "cpu_seconds": round(getattr(self, "cpu_seconds", 0.0), 2), "series": self.series,
         }
         return out
 
