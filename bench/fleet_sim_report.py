@@ -67,7 +67,7 @@ def render(runs: list[dict[str, Any]]) -> str:
              f"{r0['gpus_at_start']} GPUs of mixed models at the start, under churn", ""]
     header = ("| policy | seed | stranded GPU mem (GiB, time avg) | stranded % | GPU mem alloc % | GPU pods waiting "
               "(avg) | GPU pods p50 / p99 pending (s) | perception p99 (s) | training p50 / p99 (s) | SLO attain. "
-              "| moved/h | s/run |")
+              "| moved/h | wall s / CPU s per run |")
     lines += [f"`{COMMAND}` (and with `--defrag`); tables from `python bench/fleet_sim_report.py --runs DIR`, the runs "
               "that command keeps with `--save-runs DIR`.", "", "## Every run", "", header,
               "|" + "---|" * 12]
@@ -81,7 +81,8 @@ def render(runs: list[dict[str, Any]]) -> str:
                 f"| {_f(f['pending_gpu']['p50_s'])} / {_f(f['pending_gpu']['p99_s'])} "
                 f"| {_f(f['pending']['perception']['p99_s'])} "
                 f"| {_f(f['pending']['training']['p50_s'])} / {_f(f['pending']['training']['p99_s'])} "
-                f"| {_f(f['slo_attainment'], '{:.3f}')} | {f['moved_pods_per_hour']:.2f} | {r['seconds']:.0f} |")
+                f"| {_f(f['slo_attainment'], '{:.3f}')} | {f['moved_pods_per_hour']:.2f} "
+                f"| {r['seconds']:.0f} / {_f(r.get('cpu_seconds'))} |")
     lines += ["", "## Lowest per seed (the issue's criterion: gpuplace lowest on both, every seed)", "",
               "| variant | seed | lowest stranded GPU memory | lowest p99 pending of GPU pods |", "|---|---|---|---|"]
     for defrag in (False, True):
