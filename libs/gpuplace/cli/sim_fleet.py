@@ -29,6 +29,7 @@ from gpuplace.sim.fleet import FleetScenario, FleetSim, make_plan
 from gpuplace.sim.fleet.plan import DAY_S
 
 NAME = "fleet"
+WARMUP_H = FleetScenario().warmup_s / 3600.0
 
 
 def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_json: bool, plot: Path | None = None,
@@ -117,10 +118,11 @@ def write_plot(runs: list[dict[str, Any]], path: Path) -> None:
     first_seed = min(r["seed"] for r in runs)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), dpi=120, sharex=True)
     for r in (r for r in runs if r["seed"] == first_seed):
-        hours = [row["t_h"] for row in r["series"]]
-        regions = [k for k in r["series"][0] if k != "t_h"]
-        stranded = [sum(row[g]["stranded_gib"] for g in regions) for row in r["series"]]
-        waiting = [sum(row[g]["waiting_gpu_pods"] for g in regions) for row in r["series"]]
+        rows = [row for row in r["series"] if row["t_h"] >= WARMUP_H] or r["series"]  # after filling the empty fleet
+        hours = [row["t_h"] for row in rows]
+        regions = [k for k in rows[0] if k != "t_h"]
+        stranded = [sum(row[g]["stranded_gib"] for g in regions) for row in rows]
+        waiting = [sum(row[g]["waiting_gpu_pods"] for g in regions) for row in rows]
         label = r["policy"] + (" + defrag" if r["defrag"] else "")
         top.plot(hours, stranded, label=label, linewidth=1.5)
         bottom.plot(hours, waiting, label=label, linewidth=1.5)
@@ -151,4 +153,4 @@ def _num(value: float | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-__all__ = ["FLEET_KPIS", "FleetScenario", "NAME", "run", "summarise", "write_plot"]
+__all__ = ["FLEET_KPIS", "FleetScenario", "NAME", "WARMUP_H", "run", "summarise", "write_plot"]
