@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import time
 import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PlacementKind, PodEvent, Provenance
@@ -51,7 +50,6 @@ from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
 from gpuplace.usecases.ports import (
     NO_METRICS,
-    AttemptResult,
     BindOutcome,
     BindResult,
     ClusterApi,
@@ -73,15 +71,6 @@ AWAITING_NODE = "bound to a node not yet known: charged when it arrives"
 NODE_BURST_S = 0.25  # node events within this long of each other share one re-read and retry
 RECENT_PODS = 2_000  # the pods decided last in a cluster: the typical workload its stranded GPU is measured against
 _T = TypeVar("_T")
-
-
-class _Conflict(enum.Enum):
-    """The database refused a reservation our in-memory view allowed (an enum: mypy narrows `is` on it)."""
-
-    CONFLICT = enum.auto()
-
-
-_CONFLICT = _Conflict.CONFLICT
 
 
 @dataclass(frozen=True)
@@ -110,6 +99,21 @@ ADOPTED = "place promised as "  # reasons["defrag"] of a replacement's `decided`
 Decide = Callable[[ClusterView, Pod, "Stream | None"], "Choice | dict[str, str]"]
 """The core's decision for one pod (and its frames, if it declares a frame rate): a Choice, or the
 reasons it fits nowhere (node class -> why)."""
+
+
+@dataclass
+class _Placed:
+    """A transaction's placements, applied once it committed: the pods reserved (already charged on the view)
+    are bound, the pods that fit nowhere wait."""
+
+    placed: list[tuple[Row, Hold]] = field(default_factory=list)
+    waiting: list[tuple[Row, dict[str, str]]] = field(default_factory=list)
+
+    def apply(self, service: PlacementService, state: _Cluster) -> None:
+        for row, hold in self.placed:
+            service._placed(state, row, hold)
+        for row, reasons in self.waiting:
+            service._waits(state, row, reasons)
 
 
 @dataclass(frozen=True)
@@ -220,11 +224,11 @@ class PlacementService:
                 if event.kind == "bound" or not event.managed:
                     await self._confirm_bound(state, event)
                 else:
-                    await self._on_pending(state, event)
+                    await self._on_pending(state, [event])
 
     async def on_pods(self, events: Sequence[PodEvent]) -> None:
         """A run of pod events read together (a burst): in their order, consecutive pending pods of one cluster
-        are decided and reserved as one batch (_on_pending_batch), and consecutive `bound` events of pods this
+        are decided and reserved as one batch (_on_pending), and consecutive `bound` events of pods this
         worker recorded bound are acknowledged together; every other event is handled as on_pod handles it."""
         run: list[PodEvent] = []
         for event in events:
@@ -258,7 +262,7 @@ class PlacementService:
             if state.stale:
                 await self._rehydrate(state)
             if run[0].kind == "pending":
-                await self._on_pending_batch(state, run)
+                await self._on_pending(state, run)
             else:  # pods recorded bound: the watcher's news is no news; only its event ids are claimed
                 async with self._uow_factory() as uow:
                     await uow.state.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in run])
@@ -399,69 +403,28 @@ class PlacementService:
                 self._spawn_bind(state, row, state.view.holds[uid])
 
     # -- pending pods --------------------------------------------------------------------------------
-    async def _on_pending(self, state: _Cluster, event: PodEvent) -> None:
-        """Claim the event, record the pod and, in the same transaction, try to place it.
-
-        When the database refuses what our view allowed, leaving without commit rolls everything back
-        (the claim included): re-read the cluster and handle the event again, up to three times.
-        """
-        adopted = False
-        for attempt in range(3):
-            async with self._uow_factory() as uow:
-                if not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
-                    return
-                row = await uow.state.upsert_pod(_pod_row(event))
-                if row["state"] == "pending" and event.request_error:
-                    await self._record_invalid(uow, row, event.request_error)
-                    await self._commit(uow)
-                    self._report_unschedulable(row, f"invalid GPU request: {event.request_error}")
-                    return
-                if row["state"] == "pending" and row["owner"] and await self._adopt_promise(uow, row):
-                    await self._commit(uow)
-                    adopted = True
-                    break
-                if row["state"] not in ("pending", "unschedulable"):
-                    await self._commit(uow)
-                    if row["state"] == "reserved" and row["uid"] in state.view.holds and \
-                            event.cluster + row["uid"] not in self._in_flight() and not self._plan_holds(row):
-                        self._spawn_bind(state, row, state.view.holds[row["uid"]])  # reserved before a restart
-                    return
-                if attempt < 2:
-                    outcome = await self._decide_and_reserve(uow, state, row)
-                else:
-                    outcome = await self._record_waiting(uow, state, row, {
-                        "reserve": "capacity changed under three attempts; retried on the next cluster change"})
-                if outcome is not _CONFLICT:
-                    await self._commit(uow)
-                    self._after_commit(state, row, outcome)
-                    return
-            await self._rehydrate(state)
-        if adopted:  # outside the transaction: re-reading the cluster opens its own
-            await self._rehydrate(state)
-            self._spawn_bind(state, row, state.view.holds[row["uid"]])
-
-    async def _on_pending_batch(self, state: _Cluster, events: list[PodEvent]) -> None:
-        """Claim a burst of pending pods, record them and decide them one after another against the view, in
-        queue order, then reserve them all, in one transaction (reserve_many: the database still refuses any
-        over-commit). Caller holds the lock.
+    async def _on_pending(self, state: _Cluster, events: list[PodEvent], attempt: int = 0) -> None:
+        """Claim pending pods' events, record the pods and place them, in one transaction: a burst read together
+        (on_pods) at once, decided one after another against the view in queue order and reserved together
+        (_place). Caller holds the lock.
 
         When the database refuses what the view allowed (another worker, or a change the view missed), the
-        transaction is rolled back whole, the cluster re-read, and each event handled on its own (_on_pending).
+        transaction is rolled back whole (the claims included), the cluster re-read, and each event handled
+        again on its own; a pod's third attempt records it waiting instead, tried again on the next change.
         A pod that is not simply waiting (an invalid request, a replacement adopting a promised place, one
-        reserved before a restart) goes the way _on_pending takes it, inside the same transaction."""
+        reserved before a restart) is dealt with inside the same transaction."""
         fresh: dict[str, PodEvent] = {}
-        placed: list[tuple[Row, Hold, str]] = []  # the pod, where it goes, its decision's id
-        waiting: list[tuple[Row, dict[str, str]]] = []
         resumed: list[Row] = []
         adopted: list[Row] = []
         invalid: list[tuple[Row, str]] = []
-        records: list[PlacementEvent] = []
         try:
             async with self._uow_factory() as uow:
                 claimed = await uow.state.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in events])
                 for event in events:
                     if event.event_id in claimed:
                         fresh[event.uid] = event
+                if not fresh:
+                    return
                 rows = await uow.state.upsert_pods([_pod_row(e) for e in fresh.values()])
                 promised = {(r["namespace"], r["owner"]) for r in await uow.state.pods_in_state(
                     state.view.cluster, ("promised",))} if any(r["owner"] for r in rows) else set()
@@ -478,43 +441,66 @@ class PlacementService:
                         candidates.append(row)
                     elif row["state"] == "reserved":
                         resumed.append(row)
-                for row in sorted(candidates, key=_queue_order):
-                    state.last_pod_event = fresh[row["uid"]].event_id
-                    outcome = await self._decide_one(uow, state, row, records)
-                    if isinstance(outcome, tuple):
-                        state.view.charge(row["uid"], outcome[0])  # the next pod of the batch sees it taken
-                        placed.append((row, *outcome))
-                    else:
-                        waiting.append((row, outcome))
-                conflict = await self._reserve_batch(uow, state, placed)
-                if conflict is None:
-                    await self._write(uow, records)
+                placed = await self._place(uow, state, candidates, last_attempt=attempt >= 2,
+                                           events={uid: e.event_id for uid, e in fresh.items()})
+                if isinstance(placed, _Placed):
                     await self._commit(uow)
         except BaseException:
             state.stale = True  # the view may hold charges the database never committed
             raise
-        if conflict is not None:
-            log.info("a batch of %d reservations in %s lost a race: %s; placing them one by one", len(placed),
-                     state.view.cluster, conflict)
-            self._metrics.scheduling_attempt(state.view.cluster, "conflict", 0.0)
+        if not isinstance(placed, _Placed):
+            log.info("reserving %d pod(s) in %s lost a race: %s; re-read and tried again one by one",
+                     len(candidates), state.view.cluster, placed)
             await self._rehydrate(state)
             for event in events:
-                await self._on_pending(state, event)
+                await self._on_pending(state, [event], attempt + 1)
             return
         for row, error in invalid:
             self._report_unschedulable(row, f"invalid GPU request: {error}")
-        for row, hold, _ in placed:
-            self._placed(state, row, hold)
-        for row, reasons in waiting:
-            self._waits(state, row, reasons)
+        placed.apply(self, state)
         for row in resumed:
             if row["uid"] in state.view.holds and state.view.cluster + row["uid"] not in self._in_flight() and \
                     not self._plan_holds(row):
                 self._spawn_bind(state, row, state.view.holds[row["uid"]])  # reserved before a restart
-        if adopted:
+        if adopted:  # outside the transaction: re-reading the cluster opens its own
             await self._rehydrate(state)
             for row in adopted:
                 self._spawn_bind(state, row, state.view.holds[row["uid"]])
+
+    async def _place(self, uow: UnitOfWork, state: _Cluster, rows: list[Row], *, last_attempt: bool = False,
+                     events: Mapping[str, str] | None = None) -> _Placed | str:
+        """Inside `uow`: decide `rows` one after another in queue order against the view (each charged on it, so
+        the next sees it taken), reserve them all at once (reserve_many: four statements, the database
+        re-checking capacity), and write their decisions. Returns what to do after the commit, or why the
+        database refused: then the caller must roll back and re-read the view, which holds the batch's charges.
+        On a `last_attempt` the pods are recorded waiting rather than decided. `events`: uid -> the event id
+        that brought each pod (a decision's provenance)."""
+        done = _Placed()
+        records: list[PlacementEvent] = []
+        reservations = []
+        for row in sorted(rows, key=_queue_order):
+            if events is not None:
+                state.last_pod_event = events[row["uid"]]
+            if last_attempt:
+                done.waiting.append((row, await self._record_waiting(uow, state, row, {
+                    "reserve": "capacity changed under three attempts; retried on the next cluster change"},
+                    into=records)))
+                continue
+            outcome = await self._decide_one(uow, state, row, records)
+            if isinstance(outcome, dict):
+                done.waiting.append((row, outcome))
+                continue
+            hold, decision_id = outcome
+            state.view.charge(row["uid"], hold)
+            done.placed.append((row, hold))
+            reservations.append(Reservation(row["uid"], hold.node, _grants(hold), hold.cpu_milli, hold.memory_mib,
+                                            decision_id))
+        refused = await uow.state.reserve_many(state.view.cluster, reservations)
+        if refused is not None:
+            self._metrics.scheduling_attempt(state.view.cluster, "conflict", 0.0)
+            return refused
+        await self._write(uow, records)
+        return done
 
     async def _decide_one(self, uow: UnitOfWork, state: _Cluster, row: Row, into: list[PlacementEvent]
                           ) -> tuple[Hold, str] | dict[str, str]:
@@ -538,27 +524,26 @@ class PlacementService:
         self._metrics.scheduling_attempt(row["cluster"], "unschedulable", time.perf_counter() - started)
         return reasons
 
-    @staticmethod
-    async def _reserve_batch(uow: UnitOfWork, state: _Cluster, placed: list[tuple[Row, Hold, str]]) -> str | None:
-        """Inside `uow`: reserve the batch's holds at once; why the database refused, None when it took them all."""
-        return await uow.state.reserve_many(state.view.cluster, [
-            Reservation(row["uid"], hold.node, _grants(hold), hold.cpu_milli, hold.memory_mib, decision_id)
-            for row, hold, decision_id in placed])
-
     async def _try_place(self, state: _Cluster, row: Row) -> None:
         """Place a known pod in its own transaction; on a capacity conflict re-read and try again."""
         for _attempt in range(3):
-            async with self._uow_factory() as uow:
-                current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
-                if current is None or current["state"] not in ("pending", "unschedulable"):
-                    if current is None or not self._plan_holds(current):  # a plan may abort: its pod waits again
-                        state.waiting.pop(row["uid"], None)
-                    return  # placed by an earlier delivery, reserved by a plan in flight, or gone
-                outcome = await self._decide_and_reserve(uow, state, current)
-                if outcome is not _CONFLICT:
-                    await self._commit(uow)
-                    self._after_commit(state, current, outcome)
-                    return
+            try:
+                async with self._uow_factory() as uow:
+                    current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
+                    if current is None or current["state"] not in ("pending", "unschedulable"):
+                        if current is None or not self._plan_holds(current):  # a plan may abort: it waits again
+                            state.waiting.pop(row["uid"], None)
+                        return  # placed by an earlier delivery, reserved by a plan in flight, or gone
+                    placed = await self._place(uow, state, [current])
+                    if isinstance(placed, _Placed):
+                        await self._commit(uow)
+            except BaseException:
+                state.stale = True
+                raise
+            if isinstance(placed, _Placed):
+                placed.apply(self, state)
+                return
+            log.info("reservation of %s/%s lost a race: %s", row["namespace"], row["name"], placed)
             await self._rehydrate(state)
         state.waiting[row["uid"]] = row  # three lost races in a row: the next cluster change retries it
 
@@ -602,48 +587,6 @@ class PlacementService:
         await self._record(uow, row, "decided", hold=hold, reasons={"defrag": ADOPTED + promise["uid"]})
         return True
 
-    async def _decide_and_reserve(self, uow: UnitOfWork, state: _Cluster, row: Row
-                                  ) -> Hold | dict[str, str] | Literal[_Conflict.CONFLICT]:
-        """Inside `uow`: decide, then reserve (a Hold) or record why the pod waits (its reasons); one scheduling
-        attempt, counted with its result and how long it took.
-
-        Returns _CONFLICT when the database refused the reservation; the caller must not commit.
-        """
-        started = time.perf_counter()
-        try:
-            outcome = await self._decide_and_reserve_once(uow, state, row)
-        except Exception:
-            self._metrics.scheduling_attempt(row["cluster"], "error", time.perf_counter() - started)
-            raise
-        result: AttemptResult = "reserved" if isinstance(outcome, Hold) else \
-            "conflict" if outcome is _CONFLICT else "unschedulable"
-        self._metrics.scheduling_attempt(row["cluster"], result, time.perf_counter() - started)
-        return outcome
-
-    async def _decide_and_reserve_once(self, uow: UnitOfWork, state: _Cluster, row: Row
-                                       ) -> Hold | dict[str, str] | Literal[_Conflict.CONFLICT]:
-        pod, stream = core_pod(row), pod_stream(row)
-        _remember(state, row["uid"], pod)
-        seen = self._provenance(state)
-        choice = self._decide(state.view, pod, stream) if state.view.snapshot is not None else \
-            {"cluster": "no schedulable node"}
-        if not isinstance(choice, Choice):
-            return await self._record_waiting(uow, state, row, choice, seen)
-        hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib,
-                    row["cpu_milli"], row["memory_mib"], stream, pod.rules)
-        decision_id = uuid.uuid4().hex
-        conflict = await uow.state.reserve(
-            cluster=row["cluster"], pod_uid=row["uid"], node=hold.node,
-            grants=_grants(hold), cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib, decision_id=decision_id,
-        )
-        if conflict:
-            log.info("reservation of %s/%s lost a race: %s", row["namespace"], row["name"], conflict)
-            return _CONFLICT
-        await uow.state.set_pod_state(row["cluster"], row["uid"], "reserved", node=hold.node, reason=None)
-        await self._record(uow, row, "decided", hold=hold, decision_id=decision_id, reasons=choice.reasons(),
-                           seen=seen)
-        return hold
-
     def _provenance(self, state: _Cluster) -> Provenance:
         """What the next decision in `state`'s cluster is decided from (contracts.Provenance), counted as one.
         The policy's version, the configuration and the latency model change rarely: their digests are kept
@@ -670,14 +613,6 @@ class PlacementService:
                                           reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
             await self._record(uow, row, "unschedulable", reasons=reasons, seen=seen, into=into)
         return reasons
-
-    def _after_commit(self, state: _Cluster, row: Row, outcome: Hold | dict[str, str]) -> None:
-        """Effects that must wait for the commit: the in-memory view, the waiting queue, the bind."""
-        if isinstance(outcome, Hold):
-            state.view.charge(row["uid"], outcome)
-            self._placed(state, row, outcome)
-        else:
-            self._waits(state, row, outcome)
 
     def _placed(self, state: _Cluster, row: Row, hold: Hold) -> None:
         """A reservation committed (and charged on the view): the pod leaves the queue and is bound."""
