@@ -5,8 +5,10 @@ A policy is a small object built by a factory from a `PolicyContext`:
 - `score(snapshot, demand, candidates)` -> one number per candidate row, higher is better;
 - `choose_gpus(snapshot, demand, node)` -> the GPU indices the pod takes on the chosen node.
 The runtime (runtime.py) picks the highest score and, on a tie, the first candidate in node order.
-Optionally, `explain(snapshot, demand, node) -> Status` says why a node was filtered out (the
-runtime reports it for unschedulable pods); DefaultSteps provides all but `score`.
+Optionally, `verdicts(state: CycleState) -> list[Verdict]` gives its filters' answers one by one
+(framework/verdicts.py): the runtime then filters with them and, for a pod that fits nowhere, builds each
+node's reason from them (framework/diagnosis.py); a policy without it is filtered by `filter` and its
+refusals read "filtered". DefaultSteps provides all but `score`.
 Policies may keep caches between calls (FGD does), but never mutate the snapshot.
 
 A policy that learns the arriving workload itself declares a class attribute `learns_online = True`

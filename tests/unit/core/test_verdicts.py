@@ -1,0 +1,205 @@
+"""Filter verdicts (issue 16): each filter runs once per decision, reasons are built only for the nodes that fail and
+only when read, and they are, node by node, what the per-node implementation said (statuses_oracle.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pytest
+
+from gpuplace.core.demand import resolve
+from gpuplace.core.filters import FILTERS
+from gpuplace.core.framework.interface import Code, PolicyContext
+from gpuplace.core.framework.runtime import bind, decide, place
+from gpuplace.core.framework.verdicts import CycleState, Verdict, distinct
+from gpuplace.core.gpu_load import GpuLoad
+from gpuplace.core.latency.model import DEFAULT_MODEL, Stream
+from gpuplace.core.model import GpuRequest, Pod
+from gpuplace.core.node_rules import HostPort, NodeFacts, PodRules, Taint, Toleration
+from gpuplace.core.policies import default_steps
+from gpuplace.core.policies.baselines.best_fit import BestFit
+from gpuplace.core.policies.baselines.random_fit import RandomFit
+from gpuplace.core.policies.exclusive import Exclusive
+from gpuplace.core.policies.latency_aware import latency_aware
+from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.sim import robotics_fleet
+from gpuplace.usecases.cluster_view import ClusterView
+from gpuplace.usecases.decide import Decider
+
+from . import statuses_oracle
+
+ZONE = "topology.kubernetes.io/zone"
+MIG = "nvidia.com/mig-1g.10gb"
+ANY = (Toleration(operator="Exists"),)
+
+
+@dataclass
+class Fleet:
+    snapshot: ClusterSnapshot
+    load: GpuLoad
+    streams: dict[str, Stream] = field(default_factory=dict)
+
+
+def fleet(n_nodes: int, seed: int, fill: float = 0.7) -> Fleet:
+    """A robotics fleet with zones, cordons, taints, MIG slices, a full node and a taken port, filled at random."""
+    nodes = robotics_fleet.fleet(n_nodes, gpus_per_node=8, seed=seed)
+    facts = [NodeFacts(n.name, {ZONE: f"zone-{i % 3}"}, taints=(Taint("dedicated", "x"),) if i % 7 == 3 else (),
+                       unschedulable=i % 11 == 5, ready=i % 13 != 6, extended={MIG: i % 4} if i % 2 else {})
+             for i, n in enumerate(nodes)]
+    snapshot = ClusterSnapshot(nodes, facts)
+    snapshot.pods_free[1] = 0
+    snapshot.host_ports_used[2].append(HostPort(8080))
+    out = Fleet(snapshot, GpuLoad.for_snapshot(snapshot))
+    random_fit = RandomFit(PolicyContext(rng=np.random.default_rng(seed)))
+    for pod, service_ms in robotics_fleet.pods(40 * n_nodes, seed=seed, prefix="fill"):
+        if snapshot.allocated_gpu_milli >= fill * snapshot.total_gpu_milli:
+            break
+        pod = Pod(pod.name, pod.cpu_milli, pod.memory_mib, pod.gpu, rules=PodRules(tolerations=ANY),
+                  frame_rate_hz=pod.frame_rate_hz, deadline_ms=pod.deadline_ms, workload_class=pod.workload_class)
+        demand = resolve(pod, snapshot)
+        decision = decide(snapshot, demand, random_fit)
+        if decision.node is not None:
+            bind(snapshot, demand, decision)
+            out.streams[pod.name] = Stream(pod.frame_rate_hz or 30.0, pod.workload_class, service_ms,
+                                           pod.deadline_ms)
+            out.load.charge(pod.name, decision.node, decision.gpu_indices, out.streams[pod.name])
+    return out
+
+
+UNPLACEABLE = [
+    Pod("whole8", 4000, 16_384, GpuRequest(8, 1000), rules=PodRules(tolerations=ANY)),
+    Pod("two-big", 1000, 4096, GpuRequest(2, memory_mib=140 * 1024)),
+    Pod("selector", 1000, 4096, GpuRequest(1, 300), rules=PodRules(node_selector=((ZONE, "zone-x"),))),
+    Pod("cpu", 200_000, 4096, GpuRequest(1, memory_mib=4096), rules=PodRules(tolerations=ANY)),
+    Pod("cpu-memory", 90_000, 800_000, rules=PodRules(tolerations=ANY)),
+    Pod("model", 1000, 1024, GpuRequest(1, 200, allowed_models=("NVIDIA-B200",)), rules=PodRules(tolerations=ANY)),
+    Pod("mig-port", 1000, 1024, GpuRequest(8, 1000), rules=PodRules(
+        tolerations=ANY, host_ports=(HostPort(8080),), extended=((MIG, 3),))),
+]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("pod", UNPLACEABLE, ids=lambda p: p.name)
+def test_every_nodes_status_is_what_the_per_node_filters_said(pod: Pod, seed: int) -> None:
+    f = fleet(60, seed)
+    for policy in (BestFit(PolicyContext()), Exclusive(PolicyContext())):
+        decision = place(f.snapshot, pod, policy)
+        assert not decision.scheduled, (pod.name, decision)
+        expected = statuses_oracle.statuses(f.snapshot, resolve(pod, f.snapshot), policy)
+        assert dict(decision.statuses) == expected
+        assert list(decision.statuses) == list(f.snapshot.node_names)  # in node order
+
+
+@pytest.mark.parametrize("deadline_ms", [4.0, 12.0, 25.0])
+def test_latency_statuses_are_what_the_per_node_filters_said(deadline_ms: float) -> None:
+    f = fleet(40, 3, fill=0.85)
+    pods = [Pod(f"det-{k}", 1000, 1024, GpuRequest(k, memory_mib=2048), deadline_ms=deadline_ms, frame_rate_hz=30.0,
+                workload_class="segmentation") for k in (1, 2)]
+    for pod in pods:
+        streams = {**f.streams, pod.name: Stream.of(pod)}
+        policy = latency_aware(BestFit(PolicyContext()), DEFAULT_MODEL, f.load, streams)
+        decision = place(f.snapshot, pod, policy)
+        if decision.scheduled:
+            continue
+        assert dict(decision.statuses) == statuses_oracle.statuses(f.snapshot, resolve(pod, f.snapshot), policy)
+
+
+def test_each_filter_status_agrees_with_the_oracle_on_every_node_including_those_that_pass() -> None:
+    f = fleet(30, 2)
+    oracle = dict(statuses_oracle._CHAIN)
+    for pod in [*UNPLACEABLE, Pod("small", 500, 1024, GpuRequest(1, memory_mib=2048), rules=PodRules(tolerations=ANY))]:
+        demand = resolve(pod, f.snapshot)
+        for plugin in FILTERS:
+            for node in range(f.snapshot.n_nodes):
+                assert plugin.status(f.snapshot, demand, node) == \
+                    _named(oracle[plugin.NAME](f.snapshot, demand, node), plugin.NAME), (pod.name, plugin.NAME, node)
+
+
+def _named(status, plugin: str):
+    """The oracle's filters left the plugin to the chain; the verdicts' statuses carry it."""
+    return status if status.ok else replace(status, plugin=plugin)
+
+
+class Counting:
+    """A filter module whose verdicts count how often they are computed and explained, and for which rows."""
+
+    def __init__(self, module) -> None:
+        self.module, self.NAME = module, module.NAME
+        self.verdicts = 0
+        self.explained: list[list[int]] = []
+
+    def verdict(self, state: CycleState) -> Verdict:
+        self.verdicts += 1
+        inner = self.module.verdict(state)
+
+        def explain(rows):
+            self.explained.append(rows.tolist())
+            return inner.explain(rows)
+
+        return Verdict(inner.plugin, inner.passed, explain)
+
+
+@pytest.fixture
+def counted(monkeypatch) -> list[Counting]:
+    """The standard chain, counting; call `reset(counted)` after building a fleet (its prefill decides too)."""
+    filters = [Counting(module) for module in FILTERS]
+    monkeypatch.setattr(default_steps, "FILTERS", tuple(filters))
+    return filters
+
+
+def reset(counted: list[Counting]) -> None:
+    for c in counted:
+        c.verdicts, c.explained = 0, []
+
+
+def test_a_decision_runs_each_filter_once_and_explains_only_when_read(counted: list[Counting]) -> None:
+    f = fleet(60, 0)
+    reset(counted)
+    pod = UNPLACEABLE[3]  # 200 cores: NodeRules refuses the cordoned and tainted nodes, ResourcesFit the others
+    decision = place(f.snapshot, pod, BestFit(PolicyContext()))
+    assert [c.verdicts for c in counted] == [1, 1, 1, 1]  # once per decision, not once per node
+    assert all(c.explained == [] for c in counted)  # nothing formatted yet
+    statuses = dict(decision.statuses)
+    assert decision.diagnosis is not None
+    assert decision.resolvable == any(s.code == Code.UNSCHEDULABLE for s in statuses.values())  # the full node
+    rules, resources, model, gpus = counted
+    refused_by_rules = [row for row, name in enumerate(f.snapshot.node_names) if statuses[name].plugin == "NodeRules"]
+    assert rules.explained == [refused_by_rules] and refused_by_rules  # the rows it refused, nothing else
+    assert resources.explained == [sorted(set(range(60)) - set(refused_by_rules))]
+    assert model.explained == gpus.explained == []  # every node had failed before them: never asked
+    dict(decision.statuses), decision.diagnosis.counted(), decision.resolvable  # read again: nothing recomputed
+    assert [len(c.explained) for c in counted] == [1, 1, 0, 0] and [c.verdicts for c in counted] == [1, 1, 1, 1]
+
+
+def test_the_decider_explains_a_waiting_pod_from_one_set_of_verdicts(counted: list[Counting]) -> None:
+    f = fleet(60, 1)
+    reset(counted)
+    view = ClusterView("east", f.snapshot)
+    outcome = Decider("bestfit")(view, UNPLACEABLE[0], None)
+    assert outcome.message.startswith("0/60 nodes are available: ")
+    assert [c.verdicts for c in counted] == [1, 1, 1, 1]
+    assert [len(c.explained) for c in counted] == [1, 0, 0, 1]  # cordoned/tainted nodes, then GPUs on the others
+
+
+def test_a_fitting_pod_is_never_explained(counted: list[Counting]) -> None:
+    f = fleet(30, 0)
+    reset(counted)
+    decision = place(f.snapshot, Pod("small", 500, 1024, GpuRequest(1, memory_mib=1024)), BestFit(PolicyContext()))
+    assert decision.scheduled and decision.statuses == {} and decision.diagnosis is None
+    assert [c.verdicts for c in counted] == [1, 1, 1, 1] and all(c.explained == [] for c in counted)
+
+
+def test_a_diagnosis_read_after_the_snapshot_changed_is_refused() -> None:
+    f = fleet(20, 0)
+    decision = place(f.snapshot, UNPLACEABLE[3], BestFit(PolicyContext()))
+    small = resolve(Pod("small", 500, 1024, GpuRequest(1, memory_mib=1024)), f.snapshot)
+    bind(f.snapshot, small, decide(f.snapshot, small, BestFit(PolicyContext())))
+    with pytest.raises(RuntimeError, match="snapshot changed"):
+        dict(decision.statuses)
+
+
+def test_distinct_numbers_rows_by_key_and_keeps_each_keys_first_row() -> None:
+    first, which = distinct(np.array([5, 3, 5, 3, 7]), np.array([1.0, 2.0, 1.0, 2.5, 0.0]))
+    # keys in order: (3, 2.0), (3, 2.5), (5, 1.0), (7, 0.0); each one's first row
+    assert which.tolist() == [2, 0, 2, 1, 3] and first.tolist() == [1, 3, 0, 4]
