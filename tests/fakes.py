@@ -43,6 +43,14 @@ class FakeDatabase:
                                               "processed", "latency", "latency_models")}
 
 
+def _percentile_cont(ordered: list[float], fraction: float) -> float:
+    """PostgreSQL's percentile_cont: linear interpolation between the two nearest ranks."""
+    at = fraction * (len(ordered) - 1)
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
 class FakeStateRepository:
     def __init__(self, tables: dict[str, Any], clock: itertools.count) -> None:
         self.t = tables
@@ -70,7 +78,10 @@ class FakeStateRepository:
                                             "uuid": None, "memory_assigned_mib": 0, "share_assigned_milli": 0,
                                             "memory_observed_mib": None, "utilization_pct": None, "healthy": True,
                                             "telemetry_at": None, "slo_blocked_at": None})
-            self.t["gpus"][gkey] = {**gpu, "model": node["gpu_model"], "memory_total_mib": node["gpu_memory_mib"]}
+            numa, nvlink = node.get("gpu_numa") or (), node.get("gpu_nvlink") or ()
+            self.t["gpus"][gkey] = {**gpu, "model": node["gpu_model"], "memory_total_mib": node["gpu_memory_mib"],
+                                    "numa_node": numa[i] if len(numa) == node["gpu_count"] else None,
+                                    "nvlink_domain": nvlink[i] if len(nvlink) == node["gpu_count"] else None}
         for gkey in [k for k in self.t["gpus"] if k[:2] == key and k[2] >= node["gpu_count"]]:
             self._drop_gpu(gkey)
 
@@ -270,6 +281,24 @@ class FakeStateRepository:
 
     async def add_latency_window(self, window: Mapping[str, Any]) -> None:
         self.t["latency"].append(dict(window))
+
+    async def cluster_names(self) -> list[str]:
+        return sorted({c for c, _ in self.t["nodes"]} | {c for c, _ in self.t["pods"]})
+
+    async def latency_by_workload(self, cluster: str) -> list[Row]:
+        by_workload: dict[str, list[dict[str, Any]]] = {}
+        for w in self.t["latency"]:
+            if w["cluster"] == cluster:
+                by_workload.setdefault(w["workload"], []).append(w)
+        found = []
+        for workload, windows in sorted(by_workload.items()):
+            deadlines = [w["deadline_ms"] for w in windows if w.get("deadline_ms") is not None]
+            found.append({
+                "workload": workload, "windows": len(windows), "frames": sum(w["frames"] for w in windows),
+                "deadline_misses": sum(w["deadline_misses"] for w in windows),
+                "p95_ms": _percentile_cont(sorted(w["p95_ms"] for w in windows), 0.95),
+                "worst_p95_ms": max(w["p95_ms"] for w in windows), "deadline_ms": min(deadlines, default=None)})
+        return found
 
     async def flag_slo_violation(self, cluster: str, pod_uid: str, node: str, gpu_index: int) -> bool:
         gpu, pod = self.t["gpus"].get((cluster, node, gpu_index)), self.t["pods"].get((cluster, pod_uid))

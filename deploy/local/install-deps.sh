@@ -2,7 +2,8 @@
 # What deploy/local/stack.sh needs from the machine; idempotent, quiet when everything is there.
 #
 # - Debian packages, installed when missing (one `apt-get update`, only then): PostgreSQL server binaries,
-#   openssl (cluster certificates), curl (health checks), util-linux (setsid, setpriv), coreutils.
+#   openssl (cluster certificates), curl (health checks), util-linux (setsid, setpriv), coreutils, and Chromium
+#   with a font (the fleet report's page is rendered headless in a test: tests/unit/cli/test_report_cli.py).
 # - Toolchains, checked and never installed: Go (builds etcd, kube-apiserver, kube-controller-manager, KWOK and
 #   helm from the module proxy; at least the newest `go` directive of deploy/local/*/go.mod), Java 17+ (Kafka),
 #   Maven (resolves the Kafka jars).
@@ -18,6 +19,7 @@ command -v openssl >/dev/null || missing+=(openssl)
 command -v curl >/dev/null || missing+=(curl ca-certificates)
 command -v setpriv >/dev/null && command -v setsid >/dev/null || missing+=(util-linux)
 command -v sha256sum >/dev/null && command -v base64 >/dev/null || missing+=(coreutils)
+command -v chromium >/dev/null || missing+=(chromium fonts-liberation)
 
 if ((${#missing[@]})); then
   command -v apt-get >/dev/null || fail "missing ${missing[*]} and no apt-get: install them by hand"

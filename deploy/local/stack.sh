@@ -47,6 +47,7 @@ write_env() {
     printf 'export GPUPLACE_STACK_KAFKA_CA_FILE=%q\n' "$PKI_DIR/ca.crt"
     printf 'export GPUPLACE_DATABASE_URL=%q\n' "$(postgres_url)"
     printf 'export GPUPLACE_STACK_HELM=%q\n' "$HELM_BIN"
+    printf 'export GPUPLACE_STACK_KUBE_SCHEDULER=%q\n' "$KUBE_BIN/kube-scheduler" # bench pipeline --against
     printf 'export KUBECONFIG=%q\n' "$(kubeconfig_of "${CLUSTER_LIST[0]}")"
     for c in "${CLUSTER_LIST[@]}"; do
       printf 'export GPUPLACE_KUBECONFIG_%s=%q\n' "${c^^}" "$(kubeconfig_of "$c")"

@@ -61,6 +61,12 @@ class Settings(BaseSettings):
     # defragmentation: pods of at least this priority, blocked by fragmentation, may have others moved
     defrag_enabled: bool = True
     defrag_min_priority: int = 1
+    # scale hints (gpuplace.hints.v1): for pods waiting this long, at most once per interval per cluster; node
+    # shapes an autoscaler could add beside the cluster's own, "MODEL:COUNT:GPU_MEMORY_MIB:CPU_MILLI:MEMORY_MIB,..."
+    scale_hints_enabled: bool = True
+    scale_hint_min_wait_s: float = Field(default=30.0, ge=0)
+    scale_hint_interval_s: float = Field(default=60.0, ge=0)
+    scale_hint_shapes: str = ""
     consumer_group_prefix: str = "gpuplace"
     # static group membership (KIP-345): a worker restarted with the same id (its pod name: the container restarts
     # in the same pod) takes its partitions back at once, instead of leaving them unread until the dead member's

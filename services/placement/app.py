@@ -19,6 +19,7 @@ from gpuplace.settings import ConfigurationError, Settings
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
+from gpuplace.usecases.scale_hints import HintSettings, ScaleHinter, parse_shapes
 from services.consumer import Route, wire
 from services.placement.ownership import ClusterOwnership
 from services.telemetry import Telemetry
@@ -42,9 +43,19 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
                 return Defragmenter(res.uow_factory, res.cluster_apis, host, decide.planner_policy,
                                     settings=DefragSettings(min_priority=settings.defrag_min_priority),
                                     metrics=metrics)
+        hints = None
+        if settings.scale_hints_enabled:
+            try:
+                declared = parse_shapes(settings.scale_hint_shapes)
+            except ValueError as exc:
+                raise ConfigurationError(f"GPUPLACE_SCALE_HINT_SHAPES: {exc}") from None
+            hints = ScaleHinter(res.uow_factory, decide.planner_policy, policy_name=settings.policy,
+                                topic_suffix=settings.topic_suffix, metrics=metrics, outbox_written=relay.wake,
+                                settings=HintSettings(min_wait_s=settings.scale_hint_min_wait_s,
+                                                      interval_s=settings.scale_hint_interval_s, shapes=declared))
         service = PlacementService(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
                                    topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag,
-                                   resync_s=settings.reconcile_interval_s or None, metrics=metrics)
+                                   resync_s=settings.reconcile_interval_s or None, metrics=metrics, hints=hints)
         routes = [Route(topics.NODES, NodeEvent, service.on_node), Route(topics.PODS, PodEvent, service.on_pod),
                   Route(topics.PLACEMENTS, PlacementEvent, service.on_placement)]
         try:
@@ -60,5 +71,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
                     NAME, postgres=res.uow_factory.check, kafka=functools.partial(check_broker, res.broker)):
                 await asyncio.gather(relay.run(stop), service.resync(stop))
             await service.drain()
+            if hints is not None:
+                await hints.drain()
             await relay.run_once()
 

@@ -48,6 +48,17 @@ class MetricsContract:
         assert metrics.latency_window("west", "detection", 1, 1) is None
         self.scrape(metrics)
 
+    @covers("scale_hint")
+    def test_a_hint_replaces_the_clusters_last_and_an_empty_one_clears_it(self) -> None:
+        metrics = self.make_metrics()
+        assert metrics.scale_hint("east", [("8xH100:96c:768Gi", "capacity", 2),
+                                           ("2xA100:64c:256Gi", "fragmentation", 1)]) is None
+        self.scrape(metrics)
+        assert metrics.scale_hint("east", [("8xH100:96c:768Gi", "capacity", 1)]) is None
+        assert metrics.scale_hint("east", ()) is None
+        assert metrics.scale_hint("west", ()) is None  # a cluster never hinted before
+        self.scrape(metrics)
+
     @covers("watching")
     def test_a_source_is_read_only_at_a_scrape_inside_its_block(self) -> None:
         metrics = self.make_metrics()

@@ -337,6 +337,21 @@ class UnitOfWorkContract:
             assert await uow.state.load_allocations(CLUSTER) == []
             await uow.commit()
 
+    @covers("upsert_node", "load_gpus")
+    async def test_a_nodes_gpu_topology_is_stored_per_gpu_and_cleared_when_no_longer_described(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            await uow.state.upsert_node({**node_row(gpus=4), "gpu_numa": [0, 0, 1, 1], "gpu_nvlink": [0, 0, 0, 0]})
+            await uow.commit()
+        async with uow_factory() as uow:
+            topology = [(g["numa_node"], g["nvlink_domain"]) for g in await uow.state.load_gpus(CLUSTER)]
+            assert topology == [(0, 0), (0, 0), (1, 0), (1, 0)]
+            await uow.state.upsert_node({**node_row(gpus=4), "gpu_numa": [], "gpu_nvlink": []})  # labels removed
+            await uow.commit()
+        async with uow_factory() as uow:
+            topology = [(g["numa_node"], g["nvlink_domain"]) for g in await uow.state.load_gpus(CLUSTER)]
+            assert topology == [(None, None)] * 4
+
     @covers("record_telemetry")
     async def test_telemetry_is_stored_only_for_gpus_in_the_inventory(self) -> None:
         uow_factory = await self._seeded()
@@ -459,3 +474,33 @@ class UnitOfWorkContract:
             assert await uow.state.gpu_of_pod(CLUSTER, "ns", "pod-b") is None  # holds no GPU
             await uow.state.set_pod_state(CLUSTER, "a", "deleted")
             assert await uow.state.gpu_of_pod(CLUSTER, "ns", "pod-a") is None  # holds one, but is not placed
+
+    @covers("cluster_names")
+    async def test_the_clusters_known_by_a_node_or_a_pod(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            await uow.state.upsert_pod({**pod_row("z"), "cluster": "another"})  # a pod, no node yet
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert await uow.state.cluster_names() == ["another", CLUSTER]
+
+    @covers("latency_by_workload")
+    async def test_latency_windows_summed_per_workload_with_the_p95_of_their_p95(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            for i, p95 in enumerate((10.0, 20.0, 30.0, 40.0, 50.0)):  # slam: 5 windows
+                await uow.state.add_latency_window({**window_row(f"s{i}"), "p95_ms": p95, "frames": 100 + i,
+                                                    "deadline_misses": i, "deadline_ms": 80.0 - i})
+            await uow.state.add_latency_window({**window_row("d"), "workload": "detect", "deadline_ms": None})
+            await uow.state.add_latency_window({**window_row("x"), "cluster": "elsewhere"})
+            await uow.commit()
+        async with uow_factory() as uow:
+            found = [dict(r) for r in await uow.state.latency_by_workload(CLUSTER)]
+        assert [r["workload"] for r in found] == ["detect", "slam"]
+        detect, slam = found
+        assert (detect["windows"], detect["frames"], detect["deadline_misses"], detect["deadline_ms"]) == \
+            (1, 125, 1, None)
+        assert detect["p95_ms"] == pytest.approx(70.0) and detect["worst_p95_ms"] == pytest.approx(70.0)
+        assert (slam["windows"], slam["frames"], slam["deadline_misses"]) == (5, 510, 10)
+        assert slam["p95_ms"] == pytest.approx(48.0)  # 40 + 0.8 * (50 - 40): rank 0.95 * 4 = 3.8
+        assert slam["worst_p95_ms"] == pytest.approx(50.0) and slam["deadline_ms"] == pytest.approx(76.0)

@@ -25,7 +25,7 @@ import logging
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol, get_args
 
 from prometheus_client import (
@@ -108,6 +108,11 @@ class PrometheusMetrics:
         self._dead_letters = Counter(
             "gpuplace_dead_letters", "Records sent to the dead-letter topic, by the topic they came from.",
             ["topic"], registry=registry)
+        self._scale_hint_nodes = Gauge(
+            "gpuplace_scale_hint_nodes", "Nodes of a shape the latest scale hint says would place the waiting pods, "
+            "by what mostly blocks those pods (capacity, fragmentation, latency).", ["cluster", "shape", "blocked_by"],
+            registry=registry)
+        self._hinted: dict[str, set[tuple[str, str]]] = {}
         self._clusters_seen: set[str] = set()
         self._workloads_seen: set[tuple[str, str]] = set()
         self._sources: dict[int, Callable[[], Iterable[ClusterGauges]]] = {}
@@ -146,6 +151,14 @@ class PrometheusMetrics:
             self._deadline_misses.labels(cluster, workload)
         self._deadline_misses.labels(cluster, workload).inc(deadline_misses)
         self._slo.add(cluster, workload, frames, deadline_misses)
+
+    def scale_hint(self, cluster: str, additions: Sequence[tuple[str, str, int]]) -> None:
+        for shape, blocked_by in self._hinted.pop(cluster, set()):  # a shape no longer hinted goes, not stays stale
+            self._scale_hint_nodes.remove(cluster, shape, blocked_by)
+        labels = self._hinted[cluster] = set()
+        for shape, blocked_by, nodes in additions:
+            self._scale_hint_nodes.labels(cluster, shape, blocked_by).inc(nodes)
+            labels.add((shape, blocked_by))
 
     @contextlib.contextmanager
     def watching(self, source: Callable[[], Iterable[ClusterGauges]]) -> Iterator[None]:

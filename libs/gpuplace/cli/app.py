@@ -46,6 +46,7 @@ _COMMAND_MODULES = (
     "gpuplace.cli.scenario",
     "gpuplace.cli.explain",
     "gpuplace.cli.event_log",
+    "gpuplace.cli.report",
 )
 
 

@@ -61,6 +61,7 @@ class RunConfig:
     settle_s: float = 5.0  # no progress for this long with nothing pending in flight: done
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     keep: bool = False  # leave nodes and pods in the clusters after the run
+    regions: dict[str, str] = field(default_factory=dict)  # apiserver name -> its cluster's region (else settings')
 
 
 @dataclass
@@ -150,8 +151,7 @@ class PipelineRun:
 
     async def run(self, *, before_submit: Hook | None = None) -> RunResult:
         """Fleet up, services up, inventory seen, [hook], pods submitted, settled, measured, cleaned up."""
-        await migrate.upgrade_async(self.settings.database_url.get_secret_value())
-        await ensure_topics(self.settings.kafka, [t + self.suffix for t in topics.ALL_TOPICS])
+        await self._prepare()
         stop = asyncio.Event()
         started = time.monotonic()
         tasks: list[asyncio.Task[None]] = []
@@ -177,6 +177,18 @@ class PipelineRun:
                     await self.cleanup(apis, fleets)
 
     # -- setup -----------------------------------------------------------------------------------------
+    async def _prepare(self) -> None:
+        """What the services need before the run: the schema and the run's topics (`_release` drops the topics)."""
+        await migrate.upgrade_async(self.settings.database_url.get_secret_value())
+        await ensure_topics(self.settings.kafka, [t + self.suffix for t in topics.ALL_TOPICS])
+
+    async def _release(self) -> None:
+        await delete_topics(self.settings.kafka, [t + self.suffix for t in topics.ALL_TOPICS])
+
+    def _pod_body(self, pod: Pod, service_ms: float) -> dict[str, Any]:
+        """The manifest a submitted pod gets; the kube-scheduler run asks for the same pod differently."""
+        return _pod_manifest(pod, self.namespace, self.settings.scheduler_name, service_ms)
+
     def _fleets(self) -> dict[str, list[Node]]:
         names = list(self.clusters)
         per = np.array_split(np.arange(self.config.nodes), len(names))
@@ -206,8 +218,10 @@ class PipelineRun:
         tasks += [asyncio.create_task(svc.run(self._settings(), stop, telemetry=telemetry))
                   for svc in (telemetry_ingest, latency_ingest)]
         for cluster, name in self.clusters.items():
+            region = {"region": self.config.regions[name]} if name in self.config.regions else {}
             tasks.append(asyncio.create_task(cluster_watcher.run(
-                self._settings(cluster=cluster), stop, kubeconfig=self.config.kubeconfigs[name], telemetry=telemetry)))
+                self._settings(cluster=cluster, **region), stop, kubeconfig=self.config.kubeconfigs[name],
+                telemetry=telemetry)))
         return tasks
 
     async def _wait_inventory(self, fleets: dict[str, list[Node]]) -> None:
@@ -235,7 +249,7 @@ class PipelineRun:
                 key = f"{cluster}/{pod.name}"
                 self.submitted_at[key] = time.monotonic()
                 await raw_json(await api.core.create_namespaced_pod(
-                    self.namespace, _pod_manifest(pod, self.namespace, self.settings.scheduler_name, service_ms),  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
+                    self.namespace, self._pod_body(pod, service_ms),  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
                     _preload_content=False))
                 if len(self.submitted_at) % 50 == 0:
                     self.progress("submitted", len(self.submitted_at), len(pods))
@@ -254,6 +268,10 @@ class PipelineRun:
                 self.bound_node[key] = node
                 if len(self.bound_at) % 25 == 0:
                     self.progress("bound", len(self.bound_at), self.config.pods)
+            self._seen(key, obj)
+
+    def _seen(self, key: str, pod: dict[str, Any]) -> None:
+        """Every version of a run's pod the watch delivers (after the bind time is taken); for subclasses."""
 
     async def _wait_done(self, services: list[asyncio.Task[None]]) -> None:
         """Until every pod the run submitted is bound or waits for a reason, or nothing moved for `settle_s`.
@@ -308,18 +326,23 @@ class PipelineRun:
             unschedulable = sum([len(await uow.state.pods_in_state(c, ("unschedulable", "invalid")))
                                  for c in self.clusters])
             twice = sum([await uow.state.count_bound_twice(c) for c in self.clusters])
-        waits = np.array([(self.bound_at[k] - self.submitted_at[k]) * 1000.0 for k in self.bound_at
-                          if k in self.submitted_at])
-        pct = {f"p{q}": round(float(np.percentile(waits, q)), 1) if len(waits) else 0.0 for q in (50, 95, 99)}
-        span = (max(self.bound_at.values()) - min(self.submitted_at.values())) if self.bound_at else 0.0
+        pct, binds_per_s = self._timing(bound)
         return RunResult(
             run_id=self.config.run_id, clusters=self.clusters, namespace=self.namespace,
             pods_submitted=len(self.submitted_at), pods_bound=bound, pods_unschedulable=unschedulable,
             gpus_overcommitted=over, bound_twice=twice, gpus_used=len(assigned), gpus_total=len(capacity),
             gpu_memory_used_pct=round(100.0 * sum(assigned.values()) / max(1, sum(capacity.values())), 2),
-            pending_to_bound_ms=pct, binds_per_s=round(bound / span, 1) if span > 0 else 0.0,
-            seconds=round(seconds, 1), bound_at=dict(self.bound_at),
+            pending_to_bound_ms=pct, binds_per_s=binds_per_s, seconds=round(seconds, 1), bound_at=dict(self.bound_at),
         )
+
+    def _timing(self, bound: int) -> tuple[dict[str, float], float]:
+        """Pending-to-bound p50/p95/p99 (ms, submit call to the watch's first sight of a node) and binds/s
+        (`bound` pods over the span from the first submit to the last bind seen)."""
+        waits = np.array([(self.bound_at[k] - self.submitted_at[k]) * 1000.0 for k in self.bound_at
+                          if k in self.submitted_at])
+        pct = {f"p{q}": round(float(np.percentile(waits, q)), 1) if len(waits) else 0.0 for q in (50, 95, 99)}
+        span = (max(self.bound_at.values()) - min(self.submitted_at.values())) if self.bound_at else 0.0
+        return pct, round(bound / span, 1) if span > 0 else 0.0
 
     async def cleanup(self, apis: dict[str, KubeClusterApi] | None = None,
                       fleets: dict[str, list[Node]] | None = None) -> None:
@@ -327,7 +350,7 @@ class PipelineRun:
         if apis is None:
             async with _apis(self.config.kubeconfigs) as opened:
                 return await self.cleanup(opened, fleets)
-        await delete_topics(self.settings.kafka, [t + self.suffix for t in topics.ALL_TOPICS])
+        await self._release()
         for cluster, nodes in (fleets or self._fleets()).items():
             api = apis[self.clusters[cluster]]
             await _ignore_404(api.core.delete_namespace(self.namespace))

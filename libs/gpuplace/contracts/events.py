@@ -20,6 +20,8 @@ from gpuplace.contracts.envelope import INT32_MAX, INT32_MIN, QUANTITY_MAX, Enve
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 # A countable resource (MIG profiles, other extended resources): what an int32 column and int64 sums hold.
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+# A NUMA node or NVLink domain number of one GPU.
+TopologyId = Annotated[int, Field(ge=0, le=INT32_MAX)]
 # Float fields say allow_inf_nan=False: JSON's 1e400 parses as inf, and no float field accepts it.
 
 
@@ -35,6 +37,9 @@ class GpuRequest(BaseModel):
     memory_mib_per_gpu: int | None = Field(default=None, ge=1, le=INT32_MAX)
     share_milli_per_gpu: int | None = Field(default=None, ge=1, le=1000)
     allowed_models: tuple[str, ...] = ()
+    # More than one GPU: "preferred" places them in one NUMA node and NVLink domain when they fit there;
+    # "required" waits for a node where they do (gpuplace.io/gpu-topology).
+    topology: Literal["preferred", "required"] = "preferred"
 
     @model_validator(mode="after")
     def _one_unit_for_shared(self) -> GpuRequest:
@@ -146,6 +151,16 @@ class NodeEvent(Envelope):
     taints: tuple[str, ...] = ()  # "key=value:Effect", as kubectl prints them
     max_pods: int | None = Field(default=None, ge=0, le=INT32_MAX)  # allocatable `pods`; None: not reported
     extended: dict[str, Count] = Field(default_factory=dict)  # other allocatable countables, e.g. MIG profiles
+    # Per GPU index: its NUMA node and its NVLink domain (equal numbers: NVLink-connected); empty: not described.
+    gpu_numa: tuple[TopologyId, ...] = ()
+    gpu_nvlink: tuple[TopologyId, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_per_gpu(self) -> NodeEvent:
+        for name, values in (("gpu_numa", self.gpu_numa), ("gpu_nvlink", self.gpu_nvlink)):
+            if values and len(values) != self.gpu_count:
+                raise ValueError(f"{name} has {len(values)} value(s) for {self.gpu_count} GPU(s)")
+        return self
 
     def entity(self) -> str:
         return self.name
@@ -255,6 +270,64 @@ class PlacementEvent(Envelope):
         return f"{self.namespace}/{self.pod}"
 
 
+class NodeShape(BaseModel):
+    """A node an autoscaler could add: its GPUs (model, count, memory each), CPU and host memory."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str  # e.g. "8xNVIDIA-H100-80GB-HBM3:96c:768Gi"
+    gpu_model: str = ""
+    gpu_count: int = Field(default=0, ge=0, le=64)
+    gpu_memory_mib: int = Field(default=0, ge=0, le=INT32_MAX)
+    cpu_milli: int = Field(ge=0, le=QUANTITY_MAX)
+    memory_mib: int = Field(ge=0, le=QUANTITY_MAX)
+
+
+class NodeAddition(BaseModel):
+    """`nodes` new nodes of `shape` would place `pods` of the waiting pods, mostly blocked by `blocked_by`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    shape: NodeShape
+    nodes: int = Field(ge=1, le=INT32_MAX)
+    pods: int = Field(ge=0, le=INT32_MAX)
+    blocked_by: Literal["capacity", "fragmentation", "latency"]
+
+
+class DrainableNode(BaseModel):
+    """A node whose pods could all move into holes elsewhere now (`moves` pods), leaving it empty."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node: str
+    moves: int = Field(ge=0, le=INT32_MAX)
+
+
+class ScaleHintEvent(Envelope):
+    """gpuplace.hints.v1: why a cluster's pods wait and what would place them, for an autoscaler or an operator.
+
+    Published when pods have waited and the hint changed (at most once per interval per cluster), not on every
+    attempt. `blocked_by` counts the waiting pods by what blocks them: `capacity` (the free room on the nodes
+    they could use falls short, or no node of a suitable model exists: add nodes), `fragmentation` (the room
+    exists in total, in holes no single node or GPU offers: moving pods would do, or a new node), `latency`,
+    `constraint` (no node shape could host them). `additions` are the node shapes, and how many of each, that
+    would place the blocked pods (chosen for the fewest nodes; `reason` says what the other shapes would need);
+    `drainable` the nodes that could be emptied by moving their pods into holes. An empty `additions` with
+    nothing blocked means the pods no longer wait."""
+
+    kind: Literal["scale_hint"] = "scale_hint"
+    waiting: int = Field(ge=0, le=INT32_MAX)
+    blocked_by: dict[str, Count] = Field(default_factory=dict)
+    additions: tuple[NodeAddition, ...] = ()
+    unplaceable: tuple[str, ...] = ()  # "namespace/name" of pods no node shape could host (at most 50)
+    drainable: tuple[DrainableNode, ...] = ()
+    reason: str = ""
+    policy: str | None = None
+
+    def entity(self) -> str:
+        return "scale-hint"
+
+
 class DeadLetter(Envelope):
     """gpuplace.deadletter.v1: a message a consumer could not accept, with why and its original bytes.
 
@@ -324,10 +397,12 @@ TOPIC_MODELS: dict[str, type[Envelope]] = {
     "gpuplace.latency.v1": LatencyWindow,
     "gpuplace.placements.v1": PlacementEvent,
     "gpuplace.deadletter.v1": DeadLetter,
+    "gpuplace.hints.v1": ScaleHintEvent,
 }
 
 __all__ = [
     "GpuRequest", "Requirement", "SelectorTerm", "PreferredTerm", "Toleration", "HostPort", "PodEvent", "NodeEvent",
     "GpuTelemetry", "LatencyWindow", "GpuAssignment",
-    "PlacementKind", "PlacementEvent", "Provenance", "DeadLetter", "TOPIC_MODELS", "EventTooLarge", "encode_within",
+    "PlacementKind", "PlacementEvent", "Provenance", "DeadLetter", "NodeShape", "NodeAddition", "DrainableNode",
+    "ScaleHintEvent", "TOPIC_MODELS", "EventTooLarge", "encode_within",
 ]

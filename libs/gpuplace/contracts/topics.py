@@ -11,8 +11,9 @@ TELEMETRY = "gpuplace.telemetry.v1"
 LATENCY = "gpuplace.latency.v1"
 PLACEMENTS = "gpuplace.placements.v1"
 DEADLETTER = "gpuplace.deadletter.v1"
+HINTS = "gpuplace.hints.v1"  # scale hints: a cluster's own topic, not a placement kind (a new kind breaks v1 readers)
 
 INPUT_TOPICS = (PODS, NODES, TELEMETRY, LATENCY)
-ALL_TOPICS = (*INPUT_TOPICS, PLACEMENTS, DEADLETTER)
+ALL_TOPICS = (*INPUT_TOPICS, PLACEMENTS, DEADLETTER, HINTS)
 
-__all__ = ["PODS", "NODES", "TELEMETRY", "LATENCY", "PLACEMENTS", "DEADLETTER", "INPUT_TOPICS", "ALL_TOPICS"]
+__all__ = ["PODS", "NODES", "TELEMETRY", "LATENCY", "PLACEMENTS", "DEADLETTER", "HINTS", "INPUT_TOPICS", "ALL_TOPICS"]

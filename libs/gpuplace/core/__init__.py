@@ -15,6 +15,7 @@ Public API in one breath:
 """
 
 __all__ = [
-    "arrays", "defrag", "demand", "filters", "fragmentation", "framework", "gpu_load", "gpu_selection", "latency",
-    "model", "node_rules", "node_states", "policies", "queue", "snapshot", "state_ids", "workload",
+    "arrays", "defrag", "demand", "filters", "fragmentation", "framework", "gpu_load", "gpu_selection", "gpu_usable",
+    "latency", "model", "node_rules", "node_states", "policies", "queue", "scale_hints", "snapshot", "state_ids",
+    "topology", "workload",
 ]

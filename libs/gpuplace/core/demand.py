@@ -38,6 +38,8 @@ class Demand:
     """Hashable identity of the request (without the pod's name and rules): equal keys, equal scores."""
     rules: PodRules = NO_RULES
     """Which nodes the pod may use at all (filters/node_rules.py); scores never depend on it."""
+    topology_required: bool = False
+    """More than one GPU, all in one GPU domain, or not at all (filters/gpu_topology.py; core/topology.py)."""
 
     @property
     def needs_gpu(self) -> bool:
@@ -73,7 +75,9 @@ def resolve(pod: Pod, snapshot: ClusterSnapshot) -> Demand:
     gpu_count = request.count if request.needs_gpu else 0
     key: RequestKey = (pod.cpu_milli, pod.memory_mib, gpu_count, request.share_milli, request.memory_mib,
            request.allowed_models if request.needs_gpu else ())
-    return Demand(pod.name, pod.cpu_milli, pod.memory_mib, gpu_count, share, memory, allowed, key, pod.rules)
+    required = gpu_count > 1 and request.topology == "required"
+    return Demand(pod.name, pod.cpu_milli, pod.memory_mib, gpu_count, share, memory, allowed, key, pod.rules,
+                  required)
 
 
 def nominal_share_milli(pod: Pod, snapshot: ClusterSnapshot) -> int:

@@ -15,11 +15,18 @@ Rules of this module:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from gpuplace.core.node_rules import NO_RULES, PodRules
 
 MILLI_PER_GPU = 1000
 """A whole GPU in milli-GPU: shares are integers in [0, MILLI_PER_GPU]."""
+
+Topology = Literal["preferred", "required"]
+"""How a multi-GPU request treats the node's GPU topology (core/topology.py): `preferred` (the default) places it
+in one GPU domain -- one NUMA node and one NVLink domain -- when it fits there and scores nodes where it must span
+lower; `required` never lets it span: a node where it cannot fit in one domain is filtered out."""
+TOPOLOGIES: tuple[Topology, ...] = ("preferred", "required")
 
 
 @dataclass(frozen=True)
@@ -27,13 +34,15 @@ class GpuRequest:
     """What a pod asks of each of its GPUs.
 
     `count` GPUs, each giving the pod `share_milli` of its compute and/or `memory_mib` of its memory.
-    A whole-GPU request is `share_milli=1000`. `allowed_models` empty means any model.
+    A whole-GPU request is `share_milli=1000`. `allowed_models` empty means any model. `topology` matters only
+    for more than one GPU (see Topology).
     """
 
     count: int = 0
     share_milli: int | None = None
     memory_mib: int | None = None
     allowed_models: tuple[str, ...] = ()
+    topology: Topology = "preferred"
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -44,6 +53,8 @@ class GpuRequest:
             raise ValueError(f"memory_mib must be >= 0, got {self.memory_mib}")
         if self.count > 0 and self.share_milli is None and self.memory_mib is None:
             raise ValueError("a GPU request needs share_milli, memory_mib or both")
+        if self.topology not in TOPOLOGIES:
+            raise ValueError(f"topology must be one of {', '.join(TOPOLOGIES)}, got {self.topology!r}")
 
     @property
     def needs_gpu(self) -> bool:
@@ -76,20 +87,32 @@ class GpuRequest:
 
 NO_GPU = GpuRequest()
 
+MAX_TOPOLOGY_ID = 2**31
+"""NUMA node and NVLink domain numbers are below it (int32 columns; snapshot.py packs the two into one int64)."""
+
 
 @dataclass(frozen=True)
 class Gpu:
-    """One device on a node and what is still free on it."""
+    """One device on a node and what is still free on it.
+
+    `numa_node` and `nvlink_domain` place it in the node's topology (core/topology.py): GPUs with equal values
+    share a NUMA node / an NVLink domain. None: not described (a node describes all its GPUs or none).
+    """
 
     index: int
     model: str
     memory_mib: int
     free_share_milli: int = MILLI_PER_GPU
     free_memory_mib: int | None = None
+    numa_node: int | None = None
+    nvlink_domain: int | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.free_share_milli <= MILLI_PER_GPU:
             raise ValueError(f"GPU {self.index}: free_share_milli out of range: {self.free_share_milli}")
+        for what, value in (("numa_node", self.numa_node), ("nvlink_domain", self.nvlink_domain)):
+            if value is not None and not 0 <= value < MAX_TOPOLOGY_ID:
+                raise ValueError(f"GPU {self.index}: {what} out of [0, {MAX_TOPOLOGY_ID}): {value}")
         if self.free_memory_mib is not None and not 0 <= self.free_memory_mib <= self.memory_mib:
             raise ValueError(f"GPU {self.index}: free_memory_mib out of range: {self.free_memory_mib}")
 
@@ -111,10 +134,15 @@ class Node:
 
     @classmethod
     def with_gpus(
-        cls, name: str, cpu_milli: int, memory_mib: int, gpu_count: int, gpu_model: str, gpu_memory_mib: int
+        cls, name: str, cpu_milli: int, memory_mib: int, gpu_count: int, gpu_model: str, gpu_memory_mib: int,
+        *, numa: tuple[int, ...] | None = None, nvlink: tuple[int, ...] | None = None,
     ) -> Node:
-        """An idle node with `gpu_count` identical GPUs."""
-        gpus = tuple(Gpu(i, gpu_model, gpu_memory_mib) for i in range(gpu_count))
+        """An idle node with `gpu_count` identical GPUs; `numa` / `nvlink`, if given, per GPU index."""
+        for what, values in (("numa", numa), ("nvlink", nvlink)):
+            if values is not None and len(values) != gpu_count:
+                raise ValueError(f"node {name}: {what} names {len(values)} GPU(s), the node has {gpu_count}")
+        gpus = tuple(Gpu(i, gpu_model, gpu_memory_mib, numa_node=None if numa is None else numa[i],
+                         nvlink_domain=None if nvlink is None else nvlink[i]) for i in range(gpu_count))
         return cls(name, cpu_milli, memory_mib, gpus)
 
     @property
@@ -156,4 +184,5 @@ class Assignment:
     memory_mib: tuple[int, ...] = ()
 
 
-__all__ = ["Assignment", "Gpu", "GpuRequest", "MILLI_PER_GPU", "NO_GPU", "Node", "Pod"]
+__all__ = ["Assignment", "Gpu", "GpuRequest", "MAX_TOPOLOGY_ID", "MILLI_PER_GPU", "NO_GPU", "Node", "Pod", "TOPOLOGIES",
+           "Topology"]

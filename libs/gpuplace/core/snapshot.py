@@ -9,7 +9,9 @@ Rules of this module:
 - GPU types are (model, memory per GPU) pairs, interned in `gpu_types`; requests are resolved
   per type (see demand.py) because a memory request is a different share on each type;
 - `facts` (labels, taints, cordon, readiness per row) is None for a bare cluster (the trace harness): then
-  every node is open to every pod, and pod slots, host ports and countables are not limited.
+  every node is open to every pod, and pod slots, host ports and countables are not limited;
+- GPU topology (NUMA node and NVLink domain per GPU, `gpu_numa`, `gpu_nvlink`, -1 where not described) is
+  fixed for a snapshot, like capacity; `gpu_domain` combines the two (see _domains and core/topology.py).
 """
 
 from __future__ import annotations
@@ -71,12 +73,19 @@ class ClusterSnapshot:
         self.gpu_exists = np.zeros((n_nodes, max_gpus), dtype=bool)  # (n_nodes, max_gpus)
         self.free_share_milli = np.zeros((n_nodes, max_gpus), dtype=np.int64)  # (n_nodes, max_gpus)
         self.free_memory_mib = np.zeros((n_nodes, max_gpus), dtype=np.int64)  # (n_nodes, max_gpus)
+        self.gpu_numa = np.full((n_nodes, max_gpus), -1, dtype=np.int64)  # NUMA node per GPU, -1: not described
+        self.gpu_nvlink = np.full((n_nodes, max_gpus), -1, dtype=np.int64)  # NVLink domain per GPU, likewise
         for row, node in enumerate(nodes):
             _check_gpus(node)
             for col, gpu in enumerate(node.gpus):
                 self.gpu_exists[row, col] = True
                 self.free_share_milli[row, col] = gpu.free_share_milli
                 self.free_memory_mib[row, col] = gpu.free_memory
+                self.gpu_numa[row, col] = -1 if gpu.numa_node is None else gpu.numa_node
+                self.gpu_nvlink[row, col] = -1 if gpu.nvlink_domain is None else gpu.nvlink_domain
+        self.has_topology, self.gpu_domain = _domains(self.gpu_numa, self.gpu_nvlink, self.gpu_count)
+        self.any_topology = bool(self.has_topology.any())
+        """False for a cluster no node of which describes its topology (the traces): topology costs nothing then."""
         self.observed_used_memory_mib = np.zeros((n_nodes, max_gpus), dtype=np.int64)  # telemetry
         self.gpu_pods_by_kind = np.zeros((n_nodes, max_gpus + 1), dtype=np.int64)  # see kind_of()
         self.version = np.zeros(n_nodes, dtype=np.int64)  # (n_nodes,)
@@ -258,6 +267,49 @@ class ClusterSnapshot:
         other._static_reasons = {}
         return other
 
+    def appended(self, nodes: Sequence[Node], facts: Sequence[NodeFacts] | None = None) -> ClusterSnapshot:
+        """This cluster with `nodes` added as new rows after the existing ones (what an autoscaler would add):
+        every per-row array is extended, GPU columns padded to the widest node, GPU types merged. `facts` are
+        required exactly when this snapshot has facts. A new snapshot (new uid); this one is unchanged."""
+        if not nodes:
+            return self.copy()
+        if (facts is None) != (self.facts is None):
+            raise ValueError("facts for added nodes are needed exactly when the snapshot has facts")
+        clash = sorted({n.name for n in nodes} & set(self.node_names))
+        if clash:
+            raise ValueError(f"nodes already in the cluster: {clash}")
+        extra = ClusterSnapshot(nodes, facts)
+        other = self.copy()
+        width = max(self.max_gpus, extra.max_gpus)
+        types = {t: i for i, t in enumerate(self.gpu_types)}
+        for t in extra.gpu_types:
+            types.setdefault(t, len(types))
+        remap = np.array([types[t] for t in extra.gpu_types], dtype=np.int64)
+        for key, value in self.__dict__.items():
+            if not isinstance(value, np.ndarray) or value.shape[:1] != (self.n_nodes,):
+                continue
+            added = getattr(extra, key)
+            if key == "gpu_type_id":
+                added = remap[added]
+            if value.ndim == 2:  # GPU columns (max_gpus, or max_gpus + 1 for gpu_pods_by_kind): pad both
+                grow = width - self.max_gpus
+                value = np.pad(value, ((0, 0), (0, grow)))
+                added = np.pad(added, ((0, 0), (0, value.shape[1] - added.shape[1])))
+            setattr(other, key, np.concatenate([value, added]))
+        other.max_gpus = width
+        other.gpu_types = tuple(types)
+        other.node_names = self.node_names + extra.node_names
+        other._index = {name: i for i, name in enumerate(other.node_names)}
+        other.facts = (*self.facts, *extra.facts) if self.facts is not None and extra.facts is not None else None
+        other.host_ports_used = [*other.host_ports_used, *extra.host_ports_used]
+        names = sorted(set(self.extended_free) | set(extra.extended_free))
+        other.extended_free = {
+            name: np.concatenate([self.extended_free.get(name, np.zeros(self.n_nodes, dtype=np.int64)),
+                                  extra.extended_free.get(name, np.zeros(extra.n_nodes, dtype=np.int64))])
+            for name in names}
+        other._rule_arrays = {}
+        return other
+
     def _check_free(self) -> None:
         if (self.cpu_free_milli > self.cpu_capacity_milli).any() or (self.cpu_free_milli < 0).any():
             raise ValueError("free CPU out of [0, capacity]")
@@ -270,7 +322,25 @@ def kind_of(gpu_count: int, share_milli: int) -> int:
     return 0 if gpu_count == 1 and share_milli < MILLI_PER_GPU else gpu_count
 
 
+def _domains(numa: IntArray, nvlink: IntArray, gpu_count: IntArray) -> tuple[BoolArray, IntArray]:
+    """Which rows describe their topology, (n_nodes,), and each GPU's domain, (n_nodes, max_gpus).
+
+    A domain is the GPUs that share both a NUMA node and an NVLink domain (core/topology.py says why); a level
+    the node does not describe counts as one domain. The id packs the two numbers into one int64, comparable
+    within a row only; -1 on padded slots and on rows without topology."""
+    described = (numa >= 0) | (nvlink >= 0)  # (n_nodes, max_gpus)
+    has_topology: BoolArray = np.asarray(described.any(axis=1), dtype=bool)
+    real = np.arange(numa.shape[1])[None, :] < gpu_count[:, None]
+    packed = (np.maximum(numa, 0) << 32) | np.maximum(nvlink, 0)
+    domain: IntArray = np.where(real & has_topology[:, None], packed, -1)
+    return has_topology, domain
+
+
 def _check_gpus(node: Node) -> None:
+    for what in ("numa_node", "nvlink_domain"):
+        described = [getattr(g, what) is not None for g in node.gpus]
+        if any(described) and not all(described):
+            raise ValueError(f"node {node.name}: {what} given for some GPUs only; describe all or none")
     models = {g.model for g in node.gpus}
     if len(models) > 1:
         raise ValueError(f"node {node.name}: mixed GPU models {sorted(models)} are not supported")
@@ -280,4 +350,14 @@ def _check_gpus(node: Node) -> None:
         raise ValueError(f"node {node.name}: GPUs of one model must have one memory size")
 
 
-__all__ = ["ClusterSnapshot", "GpuType", "UNLIMITED_PODS", "kind_of"]
+def domain_room(snapshot: ClusterSnapshot, gpus: BoolArray, rows: slice | IntArray) -> IntArray:
+    """The most of `gpus` (n_rows, max_gpus) that lie in one domain of each row, (n_rows,); on a row without
+    topology, all of them (one domain)."""
+    domain = snapshot.gpu_domain[rows]  # (n_rows, max_gpus)
+    same = domain[:, :, None] == domain[:, None, :]  # (n_rows, max_gpus, max_gpus)
+    per_gpu = (same & gpus[:, None, :]).sum(axis=2)  # of `gpus`, how many share each GPU's domain
+    room: IntArray = np.where(gpus, per_gpu, 0).max(axis=1, initial=0)
+    return room
+
+
+__all__ = ["ClusterSnapshot", "GpuType", "UNLIMITED_PODS", "domain_room", "kind_of"]

@@ -176,8 +176,15 @@ class ClusterView:
 
 def _core_node(node: Row, gpus: Sequence[Row]) -> Node:
     """A node row -> the core's Node. Free CPU and memory floor at 0: another scheduler may have bound more
-    than the node has (kubelet then rejects its pod), which leaves nothing for gpuplace, not less than nothing."""
+    than the node has (kubelet then rejects its pod), which leaves nothing for gpuplace, not less than nothing.
+
+    GPU topology counts only when every GPU row of the node has it (the core takes all or none): a row missing it
+    -- a GPU added before its labels were -- leaves the node without topology until the next node event."""
     ordered = sorted(gpus, key=lambda g: g["index"])
+    topology = {key: [g.get(key) for g in ordered] for key in ("numa_node", "nvlink_domain")}
+    for key, values in topology.items():
+        if None in values:
+            topology[key] = [None] * len(ordered)
     return Node(
         name=node["name"], cpu_milli=node["cpu_milli"], memory_mib=node["memory_mib"],
         cpu_free_milli=max(0, node["cpu_milli"] - node["cpu_assigned_milli"]),
@@ -185,8 +192,9 @@ def _core_node(node: Row, gpus: Sequence[Row]) -> Node:
         gpus=tuple(
             Gpu(index=g["index"], model=g["model"] or "", memory_mib=g["memory_total_mib"],
                 free_share_milli=MILLI_PER_GPU - g["share_assigned_milli"],
-                free_memory_mib=g["memory_total_mib"] - g["memory_assigned_mib"])
-            for g in ordered
+                free_memory_mib=g["memory_total_mib"] - g["memory_assigned_mib"],
+                numa_node=topology["numa_node"][i], nvlink_domain=topology["nvlink_domain"][i])
+            for i, g in enumerate(ordered)
         ),
     )
 
@@ -197,6 +205,7 @@ def core_pod(row: Row) -> Pod:
     gpu = GpuRequest() if not request else GpuRequest(
         count=request["gpu_count"], share_milli=request.get("share_milli_per_gpu"),
         memory_mib=request.get("memory_mib_per_gpu"), allowed_models=tuple(request.get("allowed_models") or ()),
+        topology=request.get("topology") or "preferred",
     )
     return Pod(name=f"{row['namespace']}/{row['name']}", cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"],
                gpu=gpu, priority=row["priority"], deadline_ms=row["deadline_ms"], frame_rate_hz=row["frame_rate_hz"],

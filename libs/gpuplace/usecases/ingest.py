@@ -26,6 +26,7 @@ async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consu
                 "gpu_count": event.gpu_count, "gpu_memory_mib": event.gpu_memory_mib, "ready": event.ready,
                 "unschedulable": event.unschedulable, "labels": event.labels, "taints": list(event.taints),
                 "max_pods": event.max_pods, "extended": event.extended,
+                "gpu_numa": list(event.gpu_numa), "gpu_nvlink": list(event.gpu_nvlink),
             })
         await uow.commit()
     return True

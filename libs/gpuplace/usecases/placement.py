@@ -62,6 +62,7 @@ from gpuplace.usecases.ports import (
     UnitOfWorkFactory,
 )
 from gpuplace.usecases.reconcile import TRACKED, Drift, confirmed_gone, find_drift
+from gpuplace.usecases.scale_hints import ClusterWaiting, ScaleHinter
 
 log = logging.getLogger(__name__)
 CONSUMER = "placement"
@@ -131,7 +132,8 @@ class PlacementService:
                  policy: str, topic_suffix: str = "", bind_concurrency: int = 16,
                  outbox_written: Callable[[], None] = lambda: None,
                  defrag: Callable[[PlacementService], Defragmenter] | None = None,
-                 resync_s: float | None = None, metrics: Metrics = NO_METRICS) -> None:
+                 resync_s: float | None = None, metrics: Metrics = NO_METRICS, hints: ScaleHinter | None = None
+                 ) -> None:
         self._uow_factory = uow_factory
         self._apis = cluster_apis
         self._decide = decide
@@ -146,6 +148,7 @@ class PlacementService:
         self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
         self._resync_s = resync_s  # reconcile with the apiserver on taking a cluster and this often; None: never
         self._metrics = metrics
+        self._hints = hints  # scale hints for clusters whose pods wait (usecases/scale_hints)
 
     # -- entry points (one per topic) ---------------------------------------------------------------
     async def on_node(self, event: NodeEvent) -> None:
@@ -298,6 +301,11 @@ class PlacementService:
             share, memory = _stranded(state)
             found.append(ClusterGauges(cluster, dict(pending), share, memory))
         return found
+
+    def waiting_in(self, cluster: str) -> ClusterWaiting | None:
+        """A loaded cluster's view, waiting pods and lock, for the scale hinter; None if not held here."""
+        state = self._clusters.get(cluster)
+        return ClusterWaiting(state.view, state.waiting, state.lock) if state is not None and state.loaded else None
 
     # -- what the defragmenter uses (usecases/defrag.PlacementHost) ------------------------------------
     async def record(self, uow: UnitOfWork, row: Row, kind: PlacementKind, *, hold: Hold | None = None,
@@ -504,6 +512,8 @@ class PlacementService:
             state.last_reasons[row["uid"]] = outcome
             if self._defrag is not None and state.view.snapshot is not None and self._defrag.wants(row):
                 self._spawn_background(self._defrag.relieve(row, state.lock))
+            if self._hints is not None:
+                self._hints.note(row["cluster"], row["uid"], lambda: self.waiting_in(row["cluster"]))
 
     async def _retry_waiting(self, state: _Cluster, only: set[str] | None = None) -> None:
         """Try the waiting pods again (those of `only`, when given), in queue order."""

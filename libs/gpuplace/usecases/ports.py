@@ -172,6 +172,17 @@ class StateRepository(Protocol):
         """Store one latency window a pod reported (the columns of `latency_windows`), for offline study."""
         ...
 
+    async def cluster_names(self) -> list[str]:
+        """Every cluster the store knows a node or a pod of, sorted: what a fleet-wide report goes over."""
+        ...
+
+    async def latency_by_workload(self, cluster: str) -> list[Row]:
+        """The cluster's latency windows summed per workload, by workload name: `windows`, `frames`,
+        `deadline_misses`, `p95_ms` (the 95th percentile of the windows' p95, interpolated as PostgreSQL's
+        percentile_cont), `worst_p95_ms` (the largest window p95) and `deadline_ms` (the tightest deadline a
+        window declared; None when none did). Summed in the store: the windows are many, their summary small."""
+        ...
+
     async def flag_slo_violation(self, cluster: str, pod_uid: str, node: str, gpu_index: int) -> bool:
         """Close the GPU to new pods (slo_blocked_at) and mark the pod for a move (move_requested_at); False
         when both already were, so a violation is announced once per GPU and pod, not once per window."""
@@ -376,6 +387,11 @@ class Metrics(Protocol):
         """A pod's latency window: `frames` frames, `deadline_misses` of them past their deadline."""
         ...
 
+    def scale_hint(self, cluster: str, additions: Sequence[tuple[str, str, int]]) -> None:
+        """A cluster's latest scale hint: (node shape, what blocks the pods it places, nodes to add) per addition;
+        empty when nothing needs a node. Replaces what the cluster reported before."""
+        ...
+
     def watching(self, source: Callable[[], Iterable[ClusterGauges]]) -> AbstractContextManager[None]:
         """While the block runs, `source` is called at each scrape for the gauges of the clusters it holds
         (it must be cheap and synchronous); after the block it no longer is, so a placement service that
@@ -400,6 +416,9 @@ class NullMetrics:
         pass
 
     def latency_window(self, cluster: str, workload: str, frames: int, deadline_misses: int) -> None:
+        pass
+
+    def scale_hint(self, cluster: str, additions: Sequence[tuple[str, str, int]]) -> None:
         pass
 
     @contextlib.contextmanager

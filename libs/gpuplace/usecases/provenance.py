@@ -55,7 +55,8 @@ def latency_model_digest(model: LatencyModel) -> str:
 
 def view_digest(snapshot: ClusterSnapshot | None) -> str:
     """Digest of what the core decides on: node order, free CPU, memory, GPU shares and memory, observed memory,
-    open GPUs, pod slots and the request kinds per node (GpuClustering's input)."""
+    open GPUs, pod slots and the request kinds per node (GpuClustering's input); and the GPU domains when some
+    node describes its topology (core/topology.py), so that a cluster without it keeps the digests it had."""
     if snapshot is None:
         return _digest(b"")
     h = hashlib.sha256("\n".join(snapshot.node_names).encode())
@@ -63,6 +64,8 @@ def view_digest(snapshot: ClusterSnapshot | None) -> str:
                   snapshot.free_memory_mib, snapshot.observed_used_memory_mib, snapshot.gpu_exists,
                   snapshot.pods_free, snapshot.gpu_pods_by_kind):
         h.update(np.ascontiguousarray(array).tobytes())
+    if snapshot.any_topology:
+        h.update(np.ascontiguousarray(snapshot.gpu_domain).tobytes())
     return h.hexdigest()[:_DIGEST_CHARS]
 
 

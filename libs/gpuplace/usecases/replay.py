@@ -97,6 +97,17 @@ class ReplayResult:
         return self.compared - len(self.differences)
 
 
+@dataclass(frozen=True)
+class FinalState:
+    """A replayed cluster at the end of its log: the view (every hold charged), the rows of the pods holding a
+    place and of gpuplace's pods waiting for one, and each node's region."""
+
+    view: ClusterView
+    holders: list[Row]
+    waiting: list[Row]
+    regions: dict[str, str]
+
+
 class Replayer:
     """Replays one cluster's entries in order (`feed`, then `finish`)."""
 
@@ -156,6 +167,14 @@ class Replayer:
             if not result.what_if:
                 result.replayed.slo_attainment_pct = result.recorded.slo_attainment_pct
         return result
+
+    def final_state(self) -> FinalState:
+        """The state the log leaves the cluster in, after `feed`: what `gpuplace report --fleet --log` reads."""
+        view = self._current_view()
+        return FinalState(
+            view=view, holders=[self._pods[uid] for uid in self._holds if uid in self._pods],
+            waiting=[row for uid, row in self._pods.items() if row["managed"] and uid not in self._holds],
+            regions={name: event.region for name, event in self._nodes.items()})
 
     def _result_or_new(self, recorded_policy: str | None) -> ReplayResult:
         if self.result is None:
@@ -388,7 +407,8 @@ def _node_row(event: NodeEvent) -> Row:
 def _gpu_rows(event: NodeEvent) -> list[Row]:
     return [{"node": event.name, "index": i, "model": event.gpu_model, "memory_total_mib": event.gpu_memory_mib,
              "share_assigned_milli": 0, "memory_assigned_mib": 0, "memory_observed_mib": 0, "healthy": True,
-             "slo_blocked_at": None} for i in range(event.gpu_count)]
+             "slo_blocked_at": None, "numa_node": event.gpu_numa[i] if event.gpu_numa else None,
+             "nvlink_domain": event.gpu_nvlink[i] if event.gpu_nvlink else None} for i in range(event.gpu_count)]
 
 
 def replay(cluster: str, entries: Iterable[Entry], *, policy: str | None = None,
@@ -406,4 +426,5 @@ def what_if(cluster: str, entries: Sequence[Entry], policy: str, *, latency_marg
     return recorded, replay(cluster, entries, policy=policy, latency_margin=latency_margin, start_ms=start_ms)
 
 
-__all__ = ["Difference", "Entry", "Outcome", "ReplayResult", "Replayer", "RunFigures", "replay", "what_if"]
+__all__ = ["Difference", "Entry", "FinalState", "Outcome", "ReplayResult", "Replayer", "RunFigures", "replay",
+           "what_if"]

@@ -65,6 +65,26 @@ def test_binds_evictions_and_plans_are_counted_by_outcome():
     assert value(metrics, "gpuplace_defrag_plans_total", cluster="east", outcome="completed") == 0
 
 
+def test_a_scale_hint_sets_nodes_per_shape_and_the_next_replaces_it():
+    metrics = PrometheusMetrics(process_metrics=False)
+    metrics.scale_hint("east", [("8xH100:96c:768Gi", "capacity", 3), ("2xA100:64c:256Gi", "fragmentation", 1)])
+    metrics.scale_hint("west", [("8xH100:96c:768Gi", "capacity", 1)])
+    assert value(metrics, "gpuplace_scale_hint_nodes", cluster="east", shape="8xH100:96c:768Gi",
+                 blocked_by="capacity") == 3
+    assert value(metrics, "gpuplace_scale_hint_nodes", cluster="east", shape="2xA100:64c:256Gi",
+                 blocked_by="fragmentation") == 1
+    metrics.scale_hint("east", [("8xH100:96c:768Gi", "capacity", 2)])
+    assert value(metrics, "gpuplace_scale_hint_nodes", cluster="east", shape="8xH100:96c:768Gi",
+                 blocked_by="capacity") == 2
+    assert value(metrics, "gpuplace_scale_hint_nodes", cluster="east", shape="2xA100:64c:256Gi",
+                 blocked_by="fragmentation") is None  # no longer hinted: gone, not stale
+    metrics.scale_hint("east", ())
+    assert value(metrics, "gpuplace_scale_hint_nodes", cluster="east", shape="8xH100:96c:768Gi",
+                 blocked_by="capacity") is None
+    assert value(metrics, "gpuplace_scale_hint_nodes", cluster="west", shape="8xH100:96c:768Gi",
+                 blocked_by="capacity") == 1  # another cluster's hint stays
+
+
 def test_slo_attainment_is_over_the_windows_of_the_horizon_and_misses_add_up():
     now = [1000.0]
     metrics = PrometheusMetrics(process_metrics=False, slo_horizon_s=300.0, clock=lambda: now[0])

@@ -24,10 +24,14 @@ from gpuplace.contracts import read_event
 from gpuplace.contracts.events import (
     TOPIC_MODELS,
     DeadLetter,
+    DrainableNode,
     GpuAssignment,
     GpuTelemetry,
     LatencyWindow,
+    NodeAddition,
+    NodeShape,
     PlacementEvent,
+    ScaleHintEvent,
 )
 from tests.builders import node_event, pod_event
 
@@ -156,6 +160,12 @@ def _sample(topic: str) -> dict[str, Any]:
             gpus=(GpuAssignment(index=0, memory_mib=9420, share_milli=500),)),
         "gpuplace.deadletter.v1": DeadLetter.of(cluster="east", source_topic="gpuplace.pods.v1", consumer="placement",
                                                 reason="bad", value=b"{"),
+        "gpuplace.hints.v1": ScaleHintEvent(
+            cluster="east", waiting=3, blocked_by={"capacity": 2, "fragmentation": 1},
+            additions=(NodeAddition(shape=NodeShape(name="8xH100:96c:768Gi", gpu_model="H100", gpu_count=8,
+                                                    gpu_memory_mib=81559, cpu_milli=96000, memory_mib=786432),
+                                    nodes=1, pods=3, blocked_by="capacity"),),
+            drainable=(DrainableNode(node="n2", moves=2),), reason="1 x 8xH100 places all 3"),
     }
     return json.loads(events[topic].model_dump_json(by_alias=True))
 

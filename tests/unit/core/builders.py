@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuplace.core.model import MILLI_PER_GPU, Gpu, GpuRequest, Node, Pod
+from gpuplace.core.model import MILLI_PER_GPU, Gpu, GpuRequest, Node, Pod, Topology
 
 
 class NodeBuilder:
@@ -27,6 +27,18 @@ class NodeBuilder:
 
     def gpus(self, count: int, model: str = "V100M16", memory_mib: int = 16384) -> NodeBuilder:
         self._node = replace(self._node, gpus=tuple(Gpu(i, model, memory_mib) for i in range(count)))
+        return self
+
+    def numa(self, *nodes: int) -> NodeBuilder:
+        """NUMA node of GPUs 0, 1, ... (call after gpus())."""
+        gpus = zip(self._node.gpus, nodes, strict=True)
+        self._node = replace(self._node, gpus=tuple(replace(g, numa_node=n) for g, n in gpus))
+        return self
+
+    def nvlink(self, *domains: int) -> NodeBuilder:
+        """NVLink domain of GPUs 0, 1, ... (call after gpus())."""
+        gpus = zip(self._node.gpus, domains, strict=True)
+        self._node = replace(self._node, gpus=tuple(replace(g, nvlink_domain=d) for g, d in gpus))
         return self
 
     def free(self, *shares_milli: int) -> NodeBuilder:
@@ -65,6 +77,10 @@ class PodBuilder:
 
     def gpu_memory_mib(self, mib: int, count: int = 1, models: tuple[str, ...] = ()) -> PodBuilder:
         self._pod = replace(self._pod, gpu=GpuRequest(count, None, mib, models))
+        return self
+
+    def topology(self, mode: Topology) -> PodBuilder:
+        self._pod = replace(self._pod, gpu=replace(self._pod.gpu, topology=mode))
         return self
 
     def build(self) -> Pod:

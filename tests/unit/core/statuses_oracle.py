@@ -2,7 +2,8 @@
 whole-cluster mask to read one entry. Too slow to serve (249 ms for one pod on 1,200 nodes) but plain to read, so
 it stays here as the oracle the vectorised verdicts (core/framework/verdicts.py) must agree with, node by node.
 
-Kept as it was, apart from being gathered in one module; do not "fix" it to match the new code.
+Kept as it was, apart from being gathered in one module; do not "fix" it to match the new code. GpuTopology
+(`_gpu_topology`) is main's per-node `gpu_topology.status` as it was when the topology filter was merged in.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from dataclasses import replace
 import numpy as np
 
 from gpuplace.core.demand import Demand
-from gpuplace.core.filters import gpu_fit, latency_fit
+from gpuplace.core.filters import latency_fit
+from gpuplace.core.filters.gpu_topology import DOMAIN
 from gpuplace.core.filters.latency_fit import LatencyCheck
 from gpuplace.core.framework.interface import SUCCESS, Code, Status
+from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.node_rules import MSG_PORTS, MSG_TOO_MANY_PODS, ports_free
 from gpuplace.core.policies.exclusive import Exclusive, idle_gpus
 from gpuplace.core.policies.latency_aware import LatencyAware
-from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.core.snapshot import ClusterSnapshot, domain_room
 
 
 def statuses(snapshot: ClusterSnapshot, demand: Demand, policy: object) -> dict[str, Status]:
@@ -47,7 +50,7 @@ def explain(policy: object, snapshot: ClusterSnapshot, demand: Demand, node: int
         if not status.ok:
             return status if status.plugin else replace(status, plugin=plugin)
     if isinstance(policy, Exclusive) and demand.needs_gpu:
-        usable = gpu_fit.usable_gpus(snapshot, demand)
+        usable = usable_gpus(snapshot, demand)
         enough = (idle_gpus(snapshot) & usable).sum(axis=1) >= demand.gpu_count
         if not enough[node]:
             idle = int(idle_gpus(snapshot)[node].sum())
@@ -97,7 +100,7 @@ def _gpu_model(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
 
 
 def _gpu_fit(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
-    if not demand.needs_gpu or (gpu_fit.usable_gpus(snapshot, demand).sum(axis=1) >= demand.gpu_count)[node]:
+    if not demand.needs_gpu or (usable_gpus(snapshot, demand).sum(axis=1) >= demand.gpu_count)[node]:
         return SUCCESS
     share = int(demand.share_on(snapshot)[node])
     memory = int(demand.gpu_memory_on(snapshot)[node])
@@ -106,7 +109,7 @@ def _gpu_fit(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (
             f"node has {count} GPU(s) of {snapshot.gpu_memory_mib[node]} MiB; the pod needs "
             f"{demand.gpu_count} x ({share}m, {memory} MiB)",))
-    usable = int(gpu_fit.usable_gpus(snapshot, demand)[node].sum())
+    usable = int(usable_gpus(snapshot, demand)[node].sum())
     exists = snapshot.gpu_exists[node]
     largest_share = int(snapshot.free_share_milli[node][exists].max(initial=0))
     largest_memory = int(snapshot.free_memory_mib[node][exists].max(initial=0))
@@ -133,4 +136,24 @@ def _latency(check: LatencyCheck, node: int) -> Status:
     return Status(Code.UNSCHEDULABLE, (reason,))
 
 
-_CHAIN = (("NodeRules", _node_rules), ("ResourcesFit", _resources), ("GpuModel", _gpu_model), ("GpuFit", _gpu_fit))
+def _gpu_topology(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
+    if not demand.topology_required:
+        return SUCCESS
+    if not snapshot.has_topology[node]:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                      (f"node does not describe its GPU topology; the pod requires its {demand.gpu_count} GPUs in "
+                       f"one {DOMAIN}",))
+    rows = np.array([node])
+    usable = int(domain_room(snapshot, usable_gpus(snapshot, demand, rows), rows)[0])
+    if usable >= demand.gpu_count:
+        return SUCCESS
+    wanted = f"the pod requires its {demand.gpu_count} GPUs in one"
+    real = np.arange(snapshot.max_gpus)[None, :] < snapshot.gpu_count[rows]  # (1, max_gpus)
+    largest = int(domain_room(snapshot, real, rows)[0])
+    if largest < demand.gpu_count:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"largest {DOMAIN} has {largest} GPU(s); {wanted}",))
+    return Status(Code.UNSCHEDULABLE, (f"at most {usable} usable GPU(s) in one {DOMAIN}; {wanted}",))
+
+
+_CHAIN = (("NodeRules", _node_rules), ("ResourcesFit", _resources), ("GpuModel", _gpu_model), ("GpuFit", _gpu_fit),
+          ("GpuTopology", _gpu_topology))

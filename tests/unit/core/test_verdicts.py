@@ -41,9 +41,14 @@ class Fleet:
     streams: dict[str, Stream] = field(default_factory=dict)
 
 
-def fleet(n_nodes: int, seed: int, fill: float = 0.7) -> Fleet:
-    """A robotics fleet with zones, cordons, taints, MIG slices, a full node and a taken port, filled at random."""
+def fleet(n_nodes: int, seed: int, fill: float = 0.7, topology: bool = False) -> Fleet:
+    """A robotics fleet with zones, cordons, taints, MIG slices, a full node and a taken port, filled at random;
+    with `topology`, a third of the nodes in two NUMA halves, a third also in NVLink pairs, a third undescribed."""
     nodes = robotics_fleet.fleet(n_nodes, gpus_per_node=8, seed=seed)
+    if topology:
+        nodes = [n if i % 3 == 2 else replace(n, gpus=tuple(
+            replace(g, numa_node=2 * g.index // len(n.gpus), nvlink_domain=g.index // 2 if i % 3 else None)
+            for g in n.gpus)) for i, n in enumerate(nodes)]
     facts = [NodeFacts(n.name, {ZONE: f"zone-{i % 3}"}, taints=(Taint("dedicated", "x"),) if i % 7 == 3 else (),
                        unschedulable=i % 11 == 5, ready=i % 13 != 6, extended={MIG: i % 4} if i % 2 else {})
              for i, n in enumerate(nodes)]
@@ -116,6 +121,37 @@ def test_each_filter_status_agrees_with_the_oracle_on_every_node_including_those
                     _named(oracle[plugin.NAME](f.snapshot, demand, node), plugin.NAME), (pod.name, plugin.NAME, node)
 
 
+TOPOLOGY_PODS = [Pod(f"topo{k}-{share}", 1000, 1024, GpuRequest(k, share, topology="required"),
+                     rules=PodRules(tolerations=ANY)) for k in (2, 3, 4, 5) for share in (200, 1000)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gpu_topology_statuses_are_what_the_per_node_filter_said(seed: int) -> None:
+    """GpuTopology's verdict (main's filter, made a verdict at the merge) against its per-node status as it was:
+    every node of every pod, passing or not, and the whole diagnosis of the pods that fit nowhere."""
+    f = fleet(45, seed, fill=0.6, topology=True)
+    oracle = dict(statuses_oracle._CHAIN)
+    seen: set[tuple[Code, str]] = set()
+    for pod in TOPOLOGY_PODS:
+        demand = resolve(pod, f.snapshot)
+        assert demand.topology_required
+        for plugin in FILTERS:
+            for node in range(f.snapshot.n_nodes):
+                assert plugin.status(f.snapshot, demand, node) == \
+                    _named(oracle[plugin.NAME](f.snapshot, demand, node), plugin.NAME), (pod.name, plugin.NAME, node)
+        policy = BestFit(PolicyContext())
+        decision = place(f.snapshot, pod, policy)
+        if not decision.scheduled:
+            assert dict(decision.statuses) == statuses_oracle.statuses(f.snapshot, demand, policy)
+        for node in range(f.snapshot.n_nodes):
+            status = FILTERS[-1].status(f.snapshot, demand, node)
+            if not status.ok:
+                seen.add((status.code, status.reasons[0].split(" ")[0]))
+    # each of the three reasons came up: undescribed, a domain too small, a domain busy
+    assert {(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node"), (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "largest"),
+            (Code.UNSCHEDULABLE, "at")} <= seen, seen
+
+
 def _named(status, plugin: str):
     """The oracle's filters left the plugin to the chain; the verdicts' statuses carry it."""
     return status if status.ok else replace(status, plugin=plugin)
@@ -158,18 +194,18 @@ def test_a_decision_runs_each_filter_once_and_explains_only_when_read(counted: l
     reset(counted)
     pod = UNPLACEABLE[3]  # 200 cores: NodeRules refuses the cordoned and tainted nodes, ResourcesFit the others
     decision = place(f.snapshot, pod, BestFit(PolicyContext()))
-    assert [c.verdicts for c in counted] == [1, 1, 1, 1]  # once per decision, not once per node
+    assert [c.verdicts for c in counted] == [1, 1, 1, 1, 1]  # once per decision, not once per node
     assert all(c.explained == [] for c in counted)  # nothing formatted yet
     statuses = dict(decision.statuses)
     assert decision.diagnosis is not None
     assert decision.resolvable == any(s.code == Code.UNSCHEDULABLE for s in statuses.values())  # the full node
-    rules, resources, model, gpus = counted
+    rules, resources, model, gpus, topology = counted
     refused_by_rules = [row for row, name in enumerate(f.snapshot.node_names) if statuses[name].plugin == "NodeRules"]
     assert rules.explained == [refused_by_rules] and refused_by_rules  # the rows it refused, nothing else
     assert resources.explained == [sorted(set(range(60)) - set(refused_by_rules))]
-    assert model.explained == gpus.explained == []  # every node had failed before them: never asked
+    assert model.explained == gpus.explained == topology.explained == []  # every node failed before: never asked
     dict(decision.statuses), decision.diagnosis.counted(), decision.resolvable  # read again: nothing recomputed
-    assert [len(c.explained) for c in counted] == [1, 1, 0, 0] and [c.verdicts for c in counted] == [1, 1, 1, 1]
+    assert [len(c.explained) for c in counted] == [1, 1, 0, 0, 0] and [c.verdicts for c in counted] == [1, 1, 1, 1, 1]
 
 
 def test_the_decider_explains_a_waiting_pod_from_one_set_of_verdicts(counted: list[Counting]) -> None:
@@ -178,8 +214,8 @@ def test_the_decider_explains_a_waiting_pod_from_one_set_of_verdicts(counted: li
     view = ClusterView("east", f.snapshot)
     outcome = Decider("bestfit")(view, UNPLACEABLE[0], None)
     assert outcome.message.startswith("0/60 nodes are available: ")
-    assert [c.verdicts for c in counted] == [1, 1, 1, 1]
-    assert [len(c.explained) for c in counted] == [1, 0, 0, 1]  # cordoned/tainted nodes, then GPUs on the others
+    assert [c.verdicts for c in counted] == [1, 1, 1, 1, 1]
+    assert [len(c.explained) for c in counted] == [1, 0, 0, 1, 0]  # cordoned/tainted nodes, then GPUs on the others
 
 
 def test_a_fitting_pod_is_never_explained(counted: list[Counting]) -> None:
@@ -187,7 +223,7 @@ def test_a_fitting_pod_is_never_explained(counted: list[Counting]) -> None:
     reset(counted)
     decision = place(f.snapshot, Pod("small", 500, 1024, GpuRequest(1, memory_mib=1024)), BestFit(PolicyContext()))
     assert decision.scheduled and decision.statuses == {} and decision.diagnosis is None
-    assert [c.verdicts for c in counted] == [1, 1, 1, 1] and all(c.explained == [] for c in counted)
+    assert [c.verdicts for c in counted] == [1, 1, 1, 1, 1] and all(c.explained == [] for c in counted)
 
 
 def test_a_diagnosis_read_after_the_snapshot_changed_is_refused() -> None:

@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 
 from gpuplace.core.demand import resolve
 from gpuplace.core.filters import FILTERS
-from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.framework.interface import Code, PolicyContext
 from gpuplace.core.framework.runtime import Decision, bind, decide
+from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU, Gpu, GpuRequest, Node, Pod
 from gpuplace.core.node_rules import HostPort, NodeFacts, PodRules, Requirement, SelectorTerm, Taint, Toleration
 from gpuplace.core.policies import registry

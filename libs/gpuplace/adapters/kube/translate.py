@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from gpuplace.adapters.kube import quantity
 from gpuplace.adapters.kube.pod_rules import rule_fields
+from gpuplace.adapters.kube.topology_labels import gpu_topology, warn_once
 from gpuplace.adapters.kube.vocabulary import MIG_PREFIX, RequestError, parse_pod_request
 from gpuplace.contracts.events import QUANTITY_MAX, NodeEvent, PodEvent
 
@@ -68,12 +69,16 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False) 
     """One node -> its GPU inventory from GPU Feature Discovery labels and allocatable `nvidia.com/gpu`.
 
     Allocatable `pods` becomes `max_pods` (None when the node does not say) and allocatable
-    `nvidia.com/mig-<profile>` counts (the device plugin's mixed strategy) become `extended`.
+    `nvidia.com/mig-<profile>` counts (the device plugin's mixed strategy) become `extended`. The GPU topology
+    labels (topology_labels.py) become `gpu_numa` and `gpu_nvlink`; a bad one is left out, with a warning logged.
     """
     meta, spec, status = node.get("metadata", {}), node.get("spec", {}), node.get("status", {})
     labels = meta.get("labels") or {}
     allocatable = status.get("allocatable") or status.get("capacity") or {}
     gpus = quantity.count(str(allocatable.get(NVIDIA_GPU, labels.get(GPU_COUNT, "0"))))
+    topology = gpu_topology(labels, gpus)
+    for problem in topology.problems:
+        warn_once(meta["name"], problem)
     return NodeEvent(
         cluster=cluster, region=region, kind="deleted" if deleted else "upsert",
         name=meta["name"],
@@ -86,6 +91,7 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False) 
         taints=tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in spec.get("taints") or []),
         max_pods=_node_count(allocatable, PODS) if PODS in allocatable else None,
         extended={k: _node_count(allocatable, k) for k in sorted(allocatable) if k.startswith(MIG_PREFIX)},
+        gpu_numa=topology.numa, gpu_nvlink=topology.nvlink,
     )
 
 

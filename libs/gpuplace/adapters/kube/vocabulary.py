@@ -9,6 +9,7 @@ is cited where it is applied. At most one of gpuplace, HAMi and KAI per pod:
     gpuplace.io/gpu-compute        quantity of one GPU, "300m" = "0.3"                  -> share_milli_per_gpu
     gpuplace.io/gpu-count          count, default 1                                     -> gpu_count
     gpuplace.io/gpu-models         "A100|H100"                                          -> allowed_models
+    gpuplace.io/gpu-topology       "preferred" (default) or "required", any vocabulary  -> topology
   HAMi container resources (limits, else requests)
     nvidia.com/gpumem              whole MiB, Quantity.AsInt64: "5k" = 5000 MiB         -> memory_mib_per_gpu
     nvidia.com/gpumem-percentage   whole percent of each GPU's memory, 1-100            -> share = percent x 10
@@ -27,6 +28,10 @@ HAMi's defaults are its chart's (`defaultMemory: 0`, `defaultCores: 0`, `default
 without `gpumem` or `gpumem-percentage` a HAMi GPU gets all of its memory, i.e. the whole GPU. gpuplace keeps one
 share per GPU, so a HAMi request with a percentage and `gpucores` is charged at the larger of the two.
 
+`gpuplace.io/gpu-topology` says how a multi-GPU pod treats the node's GPU topology (core/topology.py): `preferred`
+places its GPUs in one NUMA node and NVLink domain when they fit there, `required` waits for a node where they do.
+Like gpu-models it goes with a GPU request of any vocabulary; for one GPU it changes nothing.
+
 Every value is checked before it is used: one that does not parse, is negative, zero where zero means nothing,
 a percent above 100, memory above 2**31-1 MiB (HAMi's int32 bound) or a count above 64 is a `RequestError` naming
 the key and the text. A pod mixing vocabularies is one too: a wrong guess would place it on a GPU it cannot use.
@@ -39,6 +44,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Context, Decimal
+from typing import Literal
 
 from pydantic import ValidationError
 
@@ -49,6 +55,8 @@ GPUPLACE_MEMORY = "gpuplace.io/gpu-memory"
 GPUPLACE_COUNT = "gpuplace.io/gpu-count"
 GPUPLACE_COMPUTE = "gpuplace.io/gpu-compute"
 GPUPLACE_MODELS = "gpuplace.io/gpu-models"
+GPUPLACE_TOPOLOGY = "gpuplace.io/gpu-topology"
+TOPOLOGIES = ("preferred", "required")
 DEADLINE = "gpuplace.io/deadline-ms"
 FRAME_RATE = "gpuplace.io/frame-rate"
 WORKLOAD = "gpuplace.io/workload"
@@ -133,13 +141,31 @@ def _parse_gpu(annotations: Mapping[str, str], containers: list[dict[str, str]],
     if used and used[0] == "gpuplace" and whole_gpu:
         raise RequestError(f"gpuplace GPU annotations together with a {NVIDIA_GPU} limit")
     models = _models(annotations)
+    topology = _topology(annotations)
     if not used:
-        return _whole(containers, models)
-    if used[0] == "KAI":
-        return _kai(annotations, whole_gpu, models)
-    if used[0] == "HAMi":
-        return _hami(containers, models)
-    return _gpuplace(annotations, models)
+        request = _whole(containers, models)
+    elif used[0] == "KAI":
+        request = _kai(annotations, whole_gpu, models)
+    elif used[0] == "HAMi":
+        request = _hami(containers, models)
+    else:
+        request = _gpuplace(annotations, models)
+    if topology is None:
+        return request
+    if request is None:
+        raise RequestError(f"{GPUPLACE_TOPOLOGY} given without any GPU request")
+    return request.model_copy(update={"topology": topology})
+
+
+def _topology(annotations: Mapping[str, str]) -> Literal["preferred", "required"] | None:
+    raw = annotations.get(GPUPLACE_TOPOLOGY)
+    if raw is None:
+        return None
+    if raw == "preferred":
+        return "preferred"
+    if raw == "required":
+        return "required"
+    raise RequestError(f"{GPUPLACE_TOPOLOGY} must be one of {', '.join(TOPOLOGIES)}, got {raw!r}")
 
 
 def _models(annotations: Mapping[str, str]) -> tuple[str, ...]:
@@ -289,5 +315,5 @@ def _positive(annotations: Mapping[str, str], key: str) -> float | None:
     return value
 
 
-__all__ = ["PodRequest", "RequestError", "parse_pod_request", "ASSIGNMENT", "DEADLINE", "FRAME_RATE", "WORKLOAD",
-           "SERVICE_MS", "MIG_PREFIX", "MAX_GPUS", "MAX_MEMORY_MIB", "MAX_EXTENDED"]
+__all__ = ["PodRequest", "RequestError", "parse_pod_request", "ASSIGNMENT", "GPUPLACE_TOPOLOGY", "DEADLINE",
+           "FRAME_RATE", "WORKLOAD", "SERVICE_MS", "MIG_PREFIX", "MAX_GPUS", "MAX_MEMORY_MIB", "MAX_EXTENDED"]

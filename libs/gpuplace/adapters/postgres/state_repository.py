@@ -40,6 +40,12 @@ def _rows(result: Result[Any]) -> list[Row]:
     return [_row(r) for r in result]
 
 
+def _per_gpu(node: Mapping[str, Any], key: str) -> list[int | None]:
+    """A node's per-GPU topology list, or None per GPU where the node does not describe it."""
+    values = node.get(key) or []
+    return list(values) if len(values) == node["gpu_count"] else [None] * node["gpu_count"]
+
+
 class StateRepository:
     def __init__(self, conn: AsyncConnection) -> None:
         self._conn = conn
@@ -61,7 +67,8 @@ class StateRepository:
 
     # -- nodes and GPUs --------------------------------------------------------------------------
     async def upsert_node(self, node: Mapping[str, Any]) -> None:
-        """Insert or update a node and make its GPU rows match `gpu_count` (GPUs past it go, with their grants)."""
+        """Insert or update a node and make its GPU rows match `gpu_count` (GPUs past it go, with their grants);
+        `gpu_numa` / `gpu_nvlink`, when given, per GPU index (else NULL: not described)."""
         values = {k: node[k] for k in ("cluster", "name", "region", "cpu_milli", "memory_mib", "gpu_model",
                                        "gpu_count", "gpu_memory_mib", "ready", "unschedulable", "labels", "taints")}
         values.update(max_pods=node.get("max_pods"), extended=node.get("extended") or {})
@@ -70,12 +77,15 @@ class StateRepository:
         await self._conn.execute(stmt.on_conflict_do_update(
             index_elements=[nodes.c.cluster, nodes.c.name], set_={**updates, "updated_at": func.now()}))
         if node["gpu_count"]:
+            numa, nvlink = _per_gpu(node, "gpu_numa"), _per_gpu(node, "gpu_nvlink")
             gpu_rows = [{"cluster": node["cluster"], "node": node["name"], "index": i, "model": node["gpu_model"],
-                         "memory_total_mib": node["gpu_memory_mib"]} for i in range(node["gpu_count"])]
+                         "memory_total_mib": node["gpu_memory_mib"], "numa_node": numa[i], "nvlink_domain": nvlink[i]}
+                        for i in range(node["gpu_count"])]
             gstmt = insert(gpus).values(gpu_rows)
             await self._conn.execute(gstmt.on_conflict_do_update(
                 index_elements=[gpus.c.cluster, gpus.c.node, gpus.c.index],
-                set_={"model": gstmt.excluded.model, "memory_total_mib": gstmt.excluded.memory_total_mib}))
+                set_={"model": gstmt.excluded.model, "memory_total_mib": gstmt.excluded.memory_total_mib,
+                      "numa_node": gstmt.excluded.numa_node, "nvlink_domain": gstmt.excluded.nvlink_domain}))
         await self._conn.execute(delete(gpus).where(
             gpus.c.cluster == node["cluster"], gpus.c.node == node["name"], gpus.c.index >= node["gpu_count"]))
 
@@ -318,6 +328,21 @@ class StateRepository:
     # -- latency -------------------------------------------------------------------------------------
     async def add_latency_window(self, window: Mapping[str, Any]) -> None:
         await self._conn.execute(insert(latency_windows).values(**window))
+
+    async def cluster_names(self) -> list[str]:
+        result = await self._conn.execute(select(nodes.c.cluster).union(select(pods.c.cluster)))
+        return sorted(str(name) for name in result.scalars())
+
+    async def latency_by_workload(self, cluster: str) -> list[Row]:
+        w = latency_windows
+        result = await self._conn.execute(select(
+            w.c.workload, func.count().label("windows"), func.sum(w.c.frames).label("frames"),
+            func.sum(w.c.deadline_misses).label("deadline_misses"),
+            func.percentile_cont(0.95).within_group(w.c.p95_ms).label("p95_ms"),
+            func.max(w.c.p95_ms).label("worst_p95_ms"), func.min(w.c.deadline_ms).label("deadline_ms"),
+        ).where(w.c.cluster == cluster).group_by(w.c.workload).order_by(w.c.workload))
+        return [{**r, "frames": int(r["frames"]), "deadline_misses": int(r["deadline_misses"])}
+                for r in _rows(result)]
 
     async def flag_slo_violation(self, cluster: str, pod_uid: str, node: str, gpu_index: int) -> bool:
         """Close the GPU to new pods and mark the pod for a move; False if both were already so."""

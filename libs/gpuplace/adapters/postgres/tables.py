@@ -64,6 +64,9 @@ gpus = Table(
     Column("telemetry_at", DateTime(timezone=True)),
     # Set when a pod on this GPU missed its deadline (observed p95): no new pod goes here until cleared.
     Column("slo_blocked_at", DateTime(timezone=True)),
+    # Topology (the node's labels, adapters/kube/topology_labels.py): NULL where the node does not describe it.
+    Column("numa_node", Integer),
+    Column("nvlink_domain", Integer),
     ForeignKeyConstraint(["cluster", "node"], ["nodes.cluster", "nodes.name"], ondelete="CASCADE"),
     CheckConstraint("memory_assigned_mib >= 0 AND memory_assigned_mib <= memory_total_mib", name="gpu_memory_fits"),
     CheckConstraint("share_assigned_milli >= 0 AND share_assigned_milli <= 1000", name="gpu_share_fits"),

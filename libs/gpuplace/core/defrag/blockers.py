@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuplace.core import topology
 from gpuplace.core.arrays import BoolArray
 from gpuplace.core.defrag.model import Blocker
 from gpuplace.core.demand import Demand, resolve
@@ -52,7 +53,8 @@ def diagnose(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> tuple
 
 
 def could_ever_fit(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
-    """Nodes that could take the pod if they were empty, (n_nodes,)."""
+    """Nodes that could take the pod if they were empty, (n_nodes,); for a pod that requires one GPU domain, only
+    nodes with a domain large enough (core/topology.py)."""
     ok = (snapshot.cpu_capacity_milli >= demand.cpu_milli) & (snapshot.memory_capacity_mib >= demand.memory_mib)
     if not demand.needs_gpu:
         return ok
@@ -62,6 +64,7 @@ def could_ever_fit(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
         & (snapshot.gpu_count >= demand.gpu_count)
         & (demand.share_on(snapshot) <= MILLI_PER_GPU)
         & (demand.gpu_memory_on(snapshot) <= snapshot.gpu_memory_mib)
+        & topology.could_hold(snapshot, demand)
     )
 
 

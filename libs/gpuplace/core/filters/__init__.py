@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from gpuplace.core.filters import gpu_fit, gpu_model, node_rules, resources_fit
+from gpuplace.core.filters import gpu_fit, gpu_model, gpu_topology, node_rules, resources_fit
 
 if TYPE_CHECKING:
     from gpuplace.core.arrays import BoolArray
@@ -33,7 +33,7 @@ class Filter(Protocol):
     def status(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status: ...
 
 
-FILTERS: tuple[Filter, ...] = (node_rules, resources_fit, gpu_model, gpu_fit)
+FILTERS: tuple[Filter, ...] = (node_rules, resources_fit, gpu_model, gpu_fit, gpu_topology)
 """The standard filter chain, in the order reasons are reported (kube-scheduler's: the node's rules first)."""
 
-__all__ = ["FILTERS", "Filter", "gpu_fit", "gpu_model", "latency_fit", "node_rules", "resources_fit"]
+__all__ = ["FILTERS", "Filter", "gpu_fit", "gpu_model", "gpu_topology", "latency_fit", "node_rules", "resources_fit"]

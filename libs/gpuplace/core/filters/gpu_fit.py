@@ -13,26 +13,13 @@ from gpuplace.core.arrays import BoolArray, IntArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.framework.interface import Code, Status
 from gpuplace.core.framework.verdicts import CycleState, Explained, Verdict, all_pass, distinct, nothing_to_explain
+from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.snapshot import ClusterSnapshot
 
 NAME = "GpuFit"
 USABLE = "GpuFit.usable"
 """CycleState key of `usable_gpus` over all nodes, for other steps of the same decision (the exclusive policy)."""
-
-
-def usable_gpus(snapshot: ClusterSnapshot, demand: Demand, rows: slice = slice(None)) -> BoolArray:
-    """GPUs that could each take one of the pod's GPU requests, (n_rows, max_gpus)."""
-    type_id = snapshot.gpu_type_id[rows]
-    share = demand.share_milli_by_type[type_id][:, None]  # (n_rows, 1)
-    memory = demand.gpu_memory_mib_by_type[type_id][:, None]  # (n_rows, 1)
-    observed_free = snapshot.gpu_memory_mib[rows, None] - snapshot.observed_used_memory_mib[rows]
-    return (
-        snapshot.gpu_exists[rows]
-        & (snapshot.free_share_milli[rows] >= share)
-        & (snapshot.free_memory_mib[rows] >= memory)
-        & (observed_free >= memory)
-    )
 
 
 def verdict(state: CycleState) -> Verdict:
@@ -81,4 +68,4 @@ def status(snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
     return verdict(CycleState(snapshot, demand)).status(node)
 
 
-__all__ = ["NAME", "USABLE", "mask", "status", "usable_gpus", "verdict"]
+__all__ = ["NAME", "USABLE", "mask", "status", "verdict"]

@@ -5,6 +5,11 @@ paper's harness: its scheduler breaks ties by the lowest node name, and names ca
 order). `place` is what the placement service calls for one pending pod; the simulator calls
 `decide` and `bind` on resolved demands directly.
 
+GPU topology (core/topology.py) is applied here, for every policy alike: a multi-GPU pod's score on a node where
+it must span GPU domains loses the policy's `span_penalty` (its own units; none declared: 0), such a node loses
+every tie against one where the pod fits in one domain, and the chosen GPUs come from one domain when they fit
+(gpu_selection.in_one_domain). On a cluster without topology none of it runs.
+
 Filtering runs each of the policy's filters once over all nodes (framework/verdicts.py: one `CycleState` and
 one `Verdict` per filter per decision); the decision keeps to the nodes every verdict passed. With `explain`
 (the service's `place`), a decision also says why: a `Diagnosis` when the pod fits nowhere, whose per-node
@@ -20,7 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuplace.core.arrays import IntArray, ScoreArray
+from gpuplace.core import gpu_selection, topology
+from gpuplace.core.arrays import BoolArray, IntArray, ScoreArray
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.framework.diagnosis import Diagnosis
 from gpuplace.core.framework.interface import Policy, Status
@@ -65,9 +71,15 @@ def decide(snapshot: ClusterSnapshot, demand: Demand, policy: Policy, *, explain
     scores = np.asarray(policy.score(snapshot, demand, feasible_rows))
     if scores.shape != feasible_rows.shape:
         raise ValueError(f"policy {policy.name} returned {scores.shape} scores for {feasible_rows.shape} nodes")
-    best = _pick(snapshot, demand, feasible_rows, scores)
+    spans = topology.spans(snapshot, demand, feasible_rows)
+    penalty = span_penalty(policy)
+    if spans is not None and penalty and spans.any():
+        scores = scores - penalty * spans
+    best = _pick(snapshot, demand, feasible_rows, scores, spans)
     node = int(feasible_rows[best])
     gpus = policy.choose_gpus(snapshot, demand, node)
+    if spans is not None:
+        gpus = gpu_selection.in_one_domain(snapshot, demand, node, tuple(gpus))
     runners_up = _runners_up(snapshot, feasible_rows, scores, best) if explain else ()
     return Decision(demand.pod_name, node, snapshot.node_names[node], tuple(gpus), float(scores[best]),
                     runners_up=runners_up)
@@ -84,14 +96,25 @@ def _runners_up(snapshot: ClusterSnapshot, feasible: IntArray, scores: ScoreArra
     return tuple((snapshot.node_names[int(feasible[i])], float(scores[i])) for i in picked)
 
 
-def _pick(snapshot: ClusterSnapshot, demand: Demand, feasible: IntArray, scores: ScoreArray) -> int:
-    """The first maximum score; among equal scores the node the pod's preferred affinity weighs most, then
-    the first in node order (preferred affinity breaks ties only: the policy's score comes first)."""
+def span_penalty(policy: Policy) -> float:
+    """What spanning GPU domains costs in `policy`'s score units (its `span_penalty`; core/topology.py)."""
+    return float(getattr(policy, "span_penalty", topology.SPAN_PENALTY_DEFAULT))
+
+
+def _pick(snapshot: ClusterSnapshot, demand: Demand, feasible: IntArray, scores: ScoreArray,
+          spans: BoolArray | None = None) -> int:
+    """The first maximum score; among equal scores a node where the pod fits in one GPU domain (`spans` False),
+    then the node the pod's preferred affinity weighs most, then the first in node order (topology and preferred
+    affinity break ties only: the policy's score comes first)."""
     best = int(np.argmax(scores))
     preferred = snapshot.preference(demand.rules)
-    if preferred is None:
+    if preferred is None and spans is None:
         return best
     tied = np.flatnonzero(scores == scores[best])
+    if spans is not None and spans[tied].any() and not spans[tied].all():
+        tied = tied[~spans[tied]]
+    if preferred is None:
+        return int(tied[0])
     return int(tied[int(np.argmax(preferred[feasible[tied]]))])
 
 
@@ -117,4 +140,4 @@ def place(snapshot: ClusterSnapshot, pod: Pod, policy: Policy) -> Decision:
     return decide(snapshot, resolve(pod, snapshot), policy, explain=True)
 
 
-__all__ = ["Decision", "RUNNERS_UP", "bind", "decide", "place"]
+__all__ = ["Decision", "RUNNERS_UP", "bind", "decide", "place", "span_penalty"]

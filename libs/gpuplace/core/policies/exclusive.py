@@ -13,9 +13,10 @@ import numpy as np
 
 from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.demand import Demand
-from gpuplace.core.filters.gpu_fit import USABLE, usable_gpus
+from gpuplace.core.filters.gpu_fit import USABLE
 from gpuplace.core.framework.interface import Code, Status
 from gpuplace.core.framework.verdicts import CycleState, Explained, Verdict, distinct
+from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.snapshot import ClusterSnapshot

@@ -19,9 +19,9 @@ import numpy as np
 
 from gpuplace.core.arrays import FloatArray, IntArray
 from gpuplace.core.demand import Demand
-from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.fragmentation import node_fragmentation
 from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.node_states import NodeStates
 from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.snapshot import ClusterSnapshot

@@ -21,6 +21,7 @@ from gpuplace.core.demand import Demand
 from gpuplace.core.filters import latency_fit
 from gpuplace.core.filters.latency_fit import LatencyCheck
 from gpuplace.core.framework.interface import Code, Policy, Status
+from gpuplace.core.framework.runtime import span_penalty
 from gpuplace.core.framework.verdicts import CycleState, Verdict, feasible, one_status, verdicts_of
 from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.model import LatencyModel, Stream
@@ -41,6 +42,11 @@ class LatencyAware:
         self.margin = margin
         self.name = name or f"{base.name}{SUFFIX}"
         self._cached: tuple[tuple[object, ...], ClusterSnapshot, LatencyCheck] | None = None  # (key, view, check)
+
+    @property
+    def span_penalty(self) -> float:
+        """The base's (core/topology.py): latency changes where the pod may go, not what spanning costs."""
+        return span_penalty(self.base)
 
     def verdicts(self, state: CycleState) -> list[Verdict]:
         """The base's verdicts on the real snapshot, then the latency filter's, then the base's on the latency

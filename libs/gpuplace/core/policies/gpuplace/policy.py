@@ -7,7 +7,9 @@ request, every distinct hole it could go into) is judged by two numbers, in this
 2. node waste growth (node_waste.py): how much W_n -- the node's free share the arriving workload could not use:
    FGD's fragmentation with shapes weighted by the reach of their node pool, plus the share the node's CPU and
    memory can no longer feed -- grows, in milli-GPU, as a float (not FGD's quantised sigmoid).
-A node scores its best option, -(loss x LOSS_WEIGHT + growth): any loss outweighs any growth. Ties go to the
+A node scores its best option, -(loss x LOSS_WEIGHT + growth): any loss outweighs any growth. A multi-GPU pod that
+must span GPU domains where the node describes its topology loses SPAN_PENALTY_MILLI more (the runtime applies it,
+core/topology.py). Ties go to the
 first node (runtime.py); inside the node the pod takes the hole of the best option, the lowest GPU index among
 equal holes. Online only: running pods never move.
 
@@ -25,8 +27,8 @@ import numpy as np
 
 from gpuplace.core.arrays import FloatArray, IntArray
 from gpuplace.core.demand import Demand, RequestKey
-from gpuplace.core.filters.gpu_fit import usable_gpus
 from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.policies.gpuplace.hole_loss import HoleLoss
@@ -44,6 +46,11 @@ POOL_CHECK_PODS = 256
 """Pods between looks at the shapes' node pools (each look costs one pass over the nodes)."""
 LOSS_WEIGHT = 1e7
 """One milli-GPU of hole loss outweighs any node-waste growth (W is bounded by a node's GPUs x shape reach)."""
+SPAN_PENALTY_MILLI = 1000.0
+"""Spanning GPU domains (NUMA nodes, NVLink domains) costs a multi-GPU pod as much as one more GPU of node-waste
+growth: a node where it fits in one domain wins unless it wastes a whole GPU more. Multi-GPU pods run slower
+across domains for as long as they run, while a GPU of waste is often taken back by the next small pod; below
+LOSS_WEIGHT, so it never outweighs hole loss."""
 MAX_TABLES = 4096
 """Score tables kept, one per distinct request; past it they are all dropped. Memory requests rarely repeat (each
 perception pod asks its own MiB), so without a bound a long-running service would keep a table per pod."""
@@ -52,6 +59,7 @@ perception pod asks its own MiB), so without a bound a long-running service woul
 class Gpuplace(DefaultSteps):
     name = NAME
     learns_online = True  # learns the arriving mix from score() calls: callers keep one instance per cluster
+    span_penalty = SPAN_PENALTY_MILLI  # read by the runtime (core/topology.py)
 
     def __init__(self, context: PolicyContext) -> None:
         del context  # the workload is estimated online (shape_estimate.py), not taken from a snapshot
@@ -263,5 +271,5 @@ def _grown(table: FloatArray | None, size: int) -> FloatArray:
 
 __all__ = [
     "DRIFT_CHECK_PODS", "DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "LOSS_WEIGHT", "MAX_TABLES", "NAME",
-    "POOL_CHECK_PODS",
+    "POOL_CHECK_PODS", "SPAN_PENALTY_MILLI",
 ]

@@ -1,0 +1,95 @@
+"""`gpuplace bench pipeline --against kube-scheduler` on the real stack, small: 10 nodes, 40 pods, one repeat.
+
+Both sides must bind every pod of their burst on the same fleet, the report must carry both with their ratios
+and name kube-scheduler's client setting, the bench's kube-schedulers must be gone afterwards, and the stack's
+own kube-schedulers (shared with other sessions) must be the same processes as before. gpuplace's side runs on
+a database of the test's own, so the shared one's schema (another branch may have migrated it) cannot matter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+from typer.testing import CliRunner
+
+from gpuplace.cli import app as cli
+from gpuplace.cli.stack_env import cluster_kubeconfigs, stack_dir
+
+from .conftest import asyncpg_dsn, unique_name
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+
+@pytest.fixture
+async def own_database(database_url: str) -> AsyncIterator[str]:
+    """A new, empty database owned by the stack's role (the run migrates it); dropped after the test."""
+    name = unique_name("benchks").replace("-", "_")
+    admin = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        yield make_url(database_url).set(database=name).render_as_string(hide_password=False)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+def _stack_schedulers() -> dict[str, str]:
+    return {p.stem: p.read_text().strip() for p in (stack_dir() / "pids").glob("kube-scheduler-*.pid")}
+
+
+def _our_kube_schedulers() -> list[int]:
+    """kube-scheduler processes whose parent is this test process."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        if fields.get("Name", "").strip() == "kube-scheduler" and fields.get("PPid", "").strip() == str(os.getpid()):
+            found.append(int(entry))
+    return found
+
+
+async def test_small_comparison_binds_every_pod_on_both_sides_and_reports_both(
+        kafka_bootstrap: str, own_database: str, tmp_path: Path) -> None:
+    assert len(cluster_kubeconfigs()) >= 2, "the pipeline bench runs on the stack's two clusters"
+    before = _stack_schedulers()
+    assert before, f"the stack runs no kube-scheduler ({stack_dir()}/pids)"
+    out = tmp_path / "vs.md"
+    cli._register_all()
+    env = {"COLUMNS": "200", "GPUPLACE_KAFKA_BOOTSTRAP": kafka_bootstrap, "GPUPLACE_DATABASE_URL": own_database}
+    result = await asyncio.to_thread(
+        CliRunner().invoke, cli.app, ["bench", "pipeline", "--nodes", "10", "--pods", "40", "--repeats", "1",
+                                      "--against", "kube-scheduler", "--out", str(out)], env=env)
+    assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
+
+    report = json.loads(out.with_suffix(".json").read_text())
+    sides = {r["side"]: r for r in report["runs"]}
+    assert [r["side"] for r in report["runs"]] == ["kube-scheduler", "gpuplace"]
+    for side, run in sides.items():
+        assert run["pods_bound"] == run["pods_submitted"] == 40, (side, run)
+        assert run["gpus_overcommitted"] == 0 and run["bound_twice"] == 0, (side, run)
+        assert run["binds_per_s"] > 0 and run["pending_to_bound_ms"]["p99"] > 0, (side, run)
+        assert run["gpus_total"] == 80, (side, run)  # the same fleet: 10 nodes x 8 GPUs
+    assert report["ratios"]["binds_per_s"] == pytest.approx(
+        sides["gpuplace"]["binds_per_s"] / sides["kube-scheduler"]["binds_per_s"], abs=1e-3)
+    assert report["ratios"]["p99"] == pytest.approx(
+        sides["gpuplace"]["pending_to_bound_ms"]["p99"] / sides["kube-scheduler"]["pending_to_bound_ms"]["p99"],
+        abs=1e-3)
+    text = out.read_text()
+    assert "| kube-scheduler |" in text and "| gpuplace |" in text and "| ratio of the medians |" in text
+    assert "clientConnection.qps 5000, clientConnection.burst 10000" in text
+    assert "Kubernetes v1." in text
+
+    assert _our_kube_schedulers() == [], "the bench left its kube-scheduler running"
+    assert _stack_schedulers() == before, "the stack's kube-schedulers were restarted"

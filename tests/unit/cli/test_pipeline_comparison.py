@@ -1,0 +1,136 @@
+"""`bench pipeline --against kube-scheduler` without a stack: the report's medians, ratios and verdict, the GPUs
+per node a whole-GPU burst needs, kube-scheduler's equivalent of a gpuplace pod, and its configuration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuplace.cli import kube_scheduler_process, stack_env
+from gpuplace.cli.kube_scheduler_process import ClientLimits, config_text, find_binary
+from gpuplace.cli.kube_scheduler_run import gpu_limit, whole_gpu_manifest
+from gpuplace.cli.pipeline_comparison import whole_gpus_per_node
+from gpuplace.cli.pipeline_comparison_report import Setup, comparison, markdown, medians, ratio, report_json
+from gpuplace.cli.pipeline_run import FLEET_LABEL, _pod_manifest
+from gpuplace.sim import robotics_fleet
+
+
+def run(side: str, repeat: int, binds: float, p99: float, *, bound: int = 40, p50: float = 100.0) -> dict[str, Any]:
+    return {"side": side, "repeat": repeat, "run_id": f"{side[:2]}{repeat}", "clusters": {}, "pods_submitted": 40,
+            "pods_bound": bound, "pods_unschedulable": 40 - bound, "gpus_overcommitted": 0, "bound_twice": 0,
+            "gpus_used": bound, "gpus_total": 80, "gpu_memory_used_pct": 1.0,
+            "pending_to_bound_ms": {"p50": p50, "p95": p99 - 1, "p99": p99}, "binds_per_s": binds, "seconds": 9.0}
+
+
+SETUP = Setup(command="gpuplace bench pipeline --against kube-scheduler", host="vm", nodes=10, pods=40,
+              gpus_per_node=8, gpus_per_node_note="", clusters=2, policy="gpuplace",
+              kube_scheduler="Kubernetes v1.34.4 (/bin/kube-scheduler)",
+              kube_scheduler_limits=ClientLimits(5000, 10000).describe(), gpuplace_limits="no rate limit")
+
+
+def test_medians_are_per_side_and_the_ratios_divide_gpuplace_by_kube_scheduler() -> None:
+    runs = [run("kube-scheduler", 1, 100.0, 2000.0), run("gpuplace", 1, 20.0, 50000.0),
+            run("kube-scheduler", 2, 150.0, 1000.0), run("gpuplace", 2, 30.0, 30000.0),
+            run("kube-scheduler", 3, 120.0, 3000.0), run("gpuplace", 3, 10.0, 90000.0)]
+    result = comparison(runs)
+    assert result["medians"]["kube-scheduler"]["binds_per_s"] == 120.0
+    assert result["medians"]["gpuplace"]["binds_per_s"] == 20.0
+    assert result["medians"]["kube-scheduler"]["p99_ms"] == 2000.0
+    assert result["medians"]["gpuplace"]["p99_ms"] == 50000.0
+    assert result["ratios"] == {"binds_per_s": 0.167, "p99": 25.0}
+    assert result["issue16_bar"] == {"binds_per_s_ratio_at_least_1": False, "p99_ratio_at_most_2": False,
+                                     "met": False}
+
+
+@pytest.mark.parametrize(("gp_binds", "gp_p99", "binds_ok", "p99_ok"), [
+    (120.0, 4000.0, True, True),  # equal rate, p99 exactly twice: both hold (the bar is inclusive)
+    (119.0, 4000.0, False, True),
+    (200.0, 4001.0, True, False),
+])
+def test_issue16_bar_is_binds_ratio_at_least_1_and_p99_ratio_at_most_2(gp_binds: float, gp_p99: float,
+                                                                      binds_ok: bool, p99_ok: bool) -> None:
+    bar = comparison([run("kube-scheduler", 1, 120.0, 2000.0), run("gpuplace", 1, gp_binds, gp_p99)])["issue16_bar"]
+    assert (bar["binds_per_s_ratio_at_least_1"], bar["p99_ratio_at_most_2"]) == (binds_ok, p99_ok)
+    assert bar["met"] == (binds_ok and p99_ok)
+
+
+def test_a_side_that_bound_nothing_gives_no_ratio_and_fails_the_bar() -> None:
+    assert ratio(10.0, 0.0) is None
+    result = comparison([run("kube-scheduler", 1, 0.0, 0.0, bound=0), run("gpuplace", 1, 20.0, 900.0)])
+    assert result["ratios"] == {"binds_per_s": None, "p99": None}
+    assert not result["issue16_bar"]["met"]
+    assert "| ratio of the medians | n/a | n/a |" in markdown(SETUP, [run("kube-scheduler", 1, 0.0, 0.0, bound=0),
+                                                                    run("gpuplace", 1, 20.0, 900.0)])
+
+
+def test_medians_refuse_an_empty_side() -> None:
+    with pytest.raises(ValueError, match="no runs"):
+        medians([])
+    with pytest.raises(ValueError, match="no runs"):
+        comparison([run("gpuplace", 1, 20.0, 900.0)])
+
+
+def test_markdown_names_the_setting_and_lists_both_sides_and_every_run() -> None:
+    runs = [run("kube-scheduler", 1, 100.0, 2000.0), run("gpuplace", 1, 25.0, 40000.0, bound=39)]
+    text = markdown(SETUP, runs)
+    assert "clientConnection.qps 5000, clientConnection.burst 10000" in text
+    assert SETUP.command in text and "Kubernetes v1.34.4" in text
+    assert "| kube-scheduler | 100.0 | 100 | 1999 | 2000 | 40/40 | 0 | 0 |" in text
+    assert "| gpuplace | 25.0 | 100 | 39999 | 40000 | 39/40 | 0 | 0 |" in text
+    assert "| ratio of the medians | 0.250 | 20.000 |" in text
+    assert "not met (binds/s: no, p99: no)" in text
+    assert "| 1 | kube-scheduler | ku1 |" in text and "| 1 | gpuplace | gp1 |" in text
+    body = report_json(SETUP, runs)
+    assert json.loads(json.dumps(body))["runs"] == runs  # JSON-clean, raw runs kept
+    assert body["setup"]["kube_scheduler_limits"] == SETUP.kube_scheduler_limits
+
+
+def test_gpus_per_node_fit_a_whole_gpu_burst_split_as_the_run_splits_it() -> None:
+    assert whole_gpus_per_node(10, 40, 2) == 8  # 4 per node: the usual 8 stay
+    assert whole_gpus_per_node(200, 2000, 2) == 10  # 1,000 pods on 100 nodes per cluster
+    assert whole_gpus_per_node(200, 1601, 2) == 9  # the cluster that gets 801 pods needs 9 on its 100 nodes
+    assert whole_gpus_per_node(3, 100, 2) == 50  # 50 pods on the second cluster's single node
+    with pytest.raises(ValueError, match="no node"):
+        whole_gpus_per_node(1, 10, 2)
+
+
+def test_kube_scheduler_pod_is_gpuplaces_pod_with_a_whole_gpu_its_scheduler_and_the_fleet() -> None:
+    pod, service_ms = robotics_fleet.pods(1, seed=3)[0]
+    ours = _pod_manifest(pod, "ns", "gpuplace", service_ms)
+    theirs = whole_gpu_manifest(ours, scheduler="bench-ks", fleet="run1", gpus=pod.gpu.count)
+    assert theirs["spec"]["schedulerName"] == "bench-ks"
+    assert theirs["spec"]["nodeSelector"] == {FLEET_LABEL: "run1"}
+    assert theirs["spec"]["containers"][0]["resources"] == {"requests": ours["spec"]["containers"][0]["resources"][
+        "requests"], "limits": {"nvidia.com/gpu": "1"}}
+    assert theirs["spec"]["priorityClassName"] == ours["spec"]["priorityClassName"]
+    assert "annotations" not in theirs["metadata"] and theirs["metadata"]["name"] == ours["metadata"]["name"]
+    assert ours["spec"]["schedulerName"] == "gpuplace" and "nodeSelector" not in ours["spec"]  # not mutated
+    assert gpu_limit(theirs) == 1 and gpu_limit(ours) == 0
+
+
+def test_config_raises_the_client_limits_names_the_profile_and_turns_leader_election_off() -> None:
+    config = json.loads(config_text(kubeconfig="/k/east", scheduler_name="bench-ks", limits=ClientLimits(700, 900)))
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert config["clientConnection"] == {"kubeconfig": "/k/east", "qps": 700, "burst": 900}
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["profiles"] == [{"schedulerName": "bench-ks"}]
+
+
+def test_find_binary_prefers_the_option_then_the_variable_and_says_what_to_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUPLACE_STACK_DIR", str(tmp_path / "no-stack"))
+    monkeypatch.delenv(kube_scheduler_process.BINARY_VARIABLE, raising=False)
+    assert stack_env.resolve(kube_scheduler_process.BINARY_VARIABLE) is None
+    with pytest.raises(FileNotFoundError, match="--kube-scheduler PATH"):
+        find_binary()
+    exe = tmp_path / "kube-scheduler"
+    exe.write_text("#!/bin/sh\n")
+    with pytest.raises(FileNotFoundError, match="not an executable"):
+        find_binary(exe)
+    exe.chmod(0o755)
+    assert find_binary(exe) == exe
+    monkeypatch.setenv(kube_scheduler_process.BINARY_VARIABLE, str(exe))
+    assert find_binary() == exe

@@ -1,0 +1,67 @@
+"""sim/autoscaler: a whole-GPU autoscaler against a hint-driven one on the same waiting pods."""
+
+from __future__ import annotations
+
+from gpuplace.core.framework.interface import Policy, PolicyContext
+from gpuplace.core.policies import registry
+from gpuplace.core.scale_hints import NodeShape
+from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.sim import autoscaler
+from gpuplace.sim.scale_scenario import fragmented_wave
+from tests.unit.core.builders import make_node, make_pod
+
+V100 = ("V100M16", 16_384)
+
+
+def bestfit() -> Policy:
+    return registry.create("bestfit", PolicyContext())
+
+
+def gpuplace() -> Policy:
+    return registry.create("gpuplace", PolicyContext())
+
+
+def test_whole_gpu_counts_one_gpu_per_slice_where_hints_pack_slices() -> None:
+    # Every GPU has a 4 GiB pod on it: no whole GPU is free, 12 GiB holes everywhere; three 14 GiB pods wait.
+    snapshot = ClusterSnapshot([make_node(f"n{i}").gpus(2, *V100).free(750, 750).build() for i in range(2)])
+    waiting = [make_pod(f"p{i}").gpu_memory_mib(14_336).build() for i in range(3)]
+    whole = autoscaler.whole_gpu(snapshot, waiting, bestfit)
+    hinted = autoscaler.hint_driven(snapshot, waiting, bestfit)
+    assert (whole.nodes_added, whole.placed, whole.unplaced) == (2, 3, ())  # 3 GPUs asked, 0 free: 2 x 2-GPU nodes
+    assert (hinted.nodes_added, hinted.placed, hinted.unplaced) == (2, 3, ())  # a 14 GiB pod takes a GPU anyway
+    small = [make_pod(f"s{i}").gpu_memory_mib(6_144).build() for i in range(4)]
+    full = ClusterSnapshot([make_node("n0").gpus(2, *V100).free(0, 0).build()])
+    assert autoscaler.whole_gpu(full, small, bestfit).nodes_added == 2  # 4 pods, 4 whole GPUs
+    packed = autoscaler.hint_driven(full, small, bestfit)
+    assert (packed.nodes_added, packed.placed, packed.rounds) == (1, 4, 1)  # two 6 GiB slices a 16 GiB GPU
+    assert packed.hints[0].nodes_needed == 1
+
+
+def test_whole_gpu_adds_one_node_when_its_count_says_the_pods_fit_but_they_do_not() -> None:
+    # A free whole GPU by the count, but the pod needs more CPU than the node has left.
+    snapshot = ClusterSnapshot([make_node("n0").cpu(8, free=1).gpus(2, *V100).free(0).build()])
+    waiting = [make_pod("p").cpu(4).gpu_memory_mib(2_048).build()]
+    run = autoscaler.whole_gpu(snapshot, waiting, bestfit)
+    assert (run.nodes_added, run.placed) == (1, 1)
+
+
+def test_a_pod_no_shape_hosts_is_reported_not_looped_on() -> None:
+    snapshot = ClusterSnapshot([make_node("n0").gpus(2, *V100).build()])
+    waiting = [make_pod("huge").gpu_memory_mib(40_960).build()]
+    declared = [NodeShape("A100-40GB", 2, 40_960, 64_000, 262_144)]
+    assert autoscaler.hint_driven(snapshot, waiting, bestfit).unplaced == ("huge",)
+    run = autoscaler.hint_driven(snapshot, waiting, bestfit, declared=declared)
+    assert (run.nodes_added, run.by_shape, run.unplaced) == (1, {declared[0].name: 1}, ())
+
+
+def test_on_a_fragmented_robotics_fleet_the_hints_add_fewer_nodes_and_both_place_every_pod() -> None:
+    scenario = fragmented_wave(7, n_nodes=12)
+    assert scenario.waiting, "the wave must leave pods waiting, else there is nothing to compare"
+    whole = autoscaler.whole_gpu(scenario.snapshot, scenario.waiting, gpuplace)
+    hinted = autoscaler.hint_driven(scenario.snapshot, scenario.waiting, gpuplace)
+    assert whole.unplaced == () and hinted.unplaced == ()
+    assert hinted.placed == whole.placed == len(scenario.waiting)
+    assert 0 < hinted.nodes_added < whole.nodes_added
+    assert hinted.hints[0].blocked().total() == len(scenario.waiting)  # every waiting pod has a verdict
+    again = fragmented_wave(7, n_nodes=12)
+    assert [p.name for p in again.waiting] == [p.name for p in scenario.waiting]  # seeded: the same wave
