@@ -121,26 +121,35 @@ def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> Deci
 def reasons_by_node_class(view: ClusterView, diagnosis: Diagnosis) -> dict[str, str]:
     """Per GPU product: how many nodes said what (the most common reason first, ties in node order, three at most),
     each reason followed by the filter that gave it in parentheses, e.g.
-    "2 node(s): 0 of 1 GPU(s) with ... free (GpuFit)". Counted on arrays: the text of a status is built once,
-    and the reasons of different statuses that read the same (another code, say) count together."""
+    "2 node(s): node(s) were unschedulable (NodeRules)". Counted on arrays: the text of a (status, class) pair is
+    built once, and pairs whose texts read the same (another code, say) count together.
+
+    A status that keeps per-node numbers apart (interface.PerNode: GpuFit's GPUs with room and largest hole) says
+    them per class: as one node would when all the class's nodes with it have the same numbers, else as the
+    most and the largest among them ("fewer than 8 GPU(s) ... (at most 5 such GPU(s) on a node, largest hole ...)"),
+    so a class of nodes with as many different holes reads as one line."""
     assert view.snapshot is not None
     snapshot = view.snapshot
     products = [t.model or "cpu-only" for t in snapshot.gpu_types]
     names = sorted(set(products))
     class_of_type = np.array([names.index(p) for p in products], dtype=np.int64)
-    status, cls, nodes, first = diagnosis.counts_by(class_of_type[snapshot.gpu_type_id])
+    counts = diagnosis.counts_by(class_of_type[snapshot.gpu_type_id])
+    distinct = diagnosis.distinct
     text_ids: dict[str, int] = {}
-    text_of_status = np.array([text_ids.setdefault(_text(s), len(text_ids)) for s in diagnosis.distinct] or [0],
-                              dtype=np.int64)
+    text_of_pair = np.array(
+        [text_ids.setdefault(_text(distinct[s], low, high), len(text_ids))
+         for s, low, high in zip(counts.status.tolist(), counts.low.tolist(), counts.high.tolist(), strict=True)]
+        or [0], dtype=np.int64)[:len(counts.status)]
     texts = list(text_ids)
     # merge (class, text) pairs, then per class: most nodes first, then the earliest node (Counter.most_common's
     # order on the per-node counts this replaced)
-    pair = cls * max(len(texts), 1) + text_of_status[status]
+    width = max(len(texts), 1)
+    pair = counts.label * width + text_of_pair
     unique, inverse = np.unique(pair, return_inverse=True)
-    total = np.bincount(inverse, weights=nodes).astype(np.int64)
+    total = np.bincount(inverse, weights=counts.nodes).astype(np.int64)
     earliest = np.full(len(unique), snapshot.n_nodes, dtype=np.int64)
-    np.minimum.at(earliest, inverse, first)
-    pair_cls, pair_text = unique // max(len(texts), 1), unique % max(len(texts), 1)
+    np.minimum.at(earliest, inverse, counts.first)
+    pair_cls, pair_text = unique // width, unique % width
     out: dict[str, list[str]] = {}
     for c, n, t in zip(*(a[np.lexsort((earliest, -total, pair_cls))].tolist() for a in (pair_cls, total, pair_text)),
                        strict=True):
@@ -150,9 +159,14 @@ def reasons_by_node_class(view: ClusterView, diagnosis: Diagnosis) -> dict[str, 
     return {product: ", ".join(kept) for product, kept in sorted(out.items())}
 
 
-def _text(status: Status) -> str:
-    """A status as a node-class report says it: its reasons, then the filter that gave them in parentheses."""
-    reason = "; ".join(status.reasons) or status.code.name.lower()
+def _text(status: Status, low: list[int], high: list[int]) -> str:
+    """A status as a node-class report says it: its reasons (with its nodes' numbers, see reasons_by_node_class),
+    then the filter that gave them in parentheses."""
+    if status.per_node is not None:
+        template = status.per_node.node if low == high else status.per_node.node_class
+        reason = template.format(*high)
+    else:
+        reason = "; ".join(status.reasons) or status.code.name.lower()
     return f"{reason} ({status.plugin})" if status.plugin else reason
 
 

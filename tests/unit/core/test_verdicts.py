@@ -3,14 +3,15 @@ only when read, and they are, node by node, what the per-node implementation sai
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
 
 from gpuplace.core.demand import resolve
-from gpuplace.core.filters import FILTERS
-from gpuplace.core.framework.interface import Code, PolicyContext
+from gpuplace.core.filters import FILTERS, latency_fit
+from gpuplace.core.framework.interface import Code, PolicyContext, Status
 from gpuplace.core.framework.runtime import bind, decide, place
 from gpuplace.core.framework.verdicts import CycleState, Verdict, distinct
 from gpuplace.core.gpu_load import GpuLoad
@@ -26,6 +27,7 @@ from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.sim import robotics_fleet
 from gpuplace.usecases.cluster_view import ClusterView
 from gpuplace.usecases.decide import Decider
+from gpuplace.usecases.feedback import Unschedulable, fit_error_message
 
 from . import statuses_oracle
 
@@ -41,10 +43,16 @@ class Fleet:
     streams: dict[str, Stream] = field(default_factory=dict)
 
 
-def fleet(n_nodes: int, seed: int, fill: float = 0.7, topology: bool = False) -> Fleet:
+def fleet(n_nodes: int, seed: int, fill: float = 0.7, topology: bool = False, busy: bool = False) -> Fleet:
     """A robotics fleet with zones, cordons, taints, MIG slices, a full node and a taken port, filled at random;
-    with `topology`, a third of the nodes in two NUMA halves, a third also in NVLink pairs, a third undescribed."""
+    with `topology`, a third of the nodes in two NUMA halves, a third also in NVLink pairs, a third undescribed;
+    with `busy`, every GPU partly taken beforehand (at most 900m free), so no GPU is idle."""
     nodes = robotics_fleet.fleet(n_nodes, gpus_per_node=8, seed=seed)
+    if busy:
+        rng = np.random.default_rng(seed)
+        nodes = [replace(n, gpus=tuple(replace(g, free_share_milli=(free := int(rng.integers(0, 901))),
+                                               free_memory_mib=g.memory_mib * free // 1000) for g in n.gpus))
+                 for n in nodes]
     if topology:
         nodes = [n if i % 3 == 2 else replace(n, gpus=tuple(
             replace(g, numa_node=2 * g.index // len(n.gpus), nvlink_domain=g.index // 2 if i % 3 else None)
@@ -239,3 +247,107 @@ def test_distinct_numbers_rows_by_key_and_keeps_each_keys_first_row() -> None:
     first, which = distinct(np.array([5, 3, 5, 3, 7]), np.array([1.0, 2.0, 1.0, 2.5, 0.0]))
     # keys in order: (3, 2.0), (3, 2.5), (5, 1.0), (7, 0.0); each one's first row
     assert which.tolist() == [2, 0, 2, 1, 3] and first.tolist() == [1, 3, 0, 4]
+
+
+GPU_FIT_NOW = re.compile(r"(\d+) of (\d+) GPU\(s\) with >= (\d+)m and >= (\d+) MiB free "
+                         r"\(largest hole (\d+)m, (\d+) MiB\)")
+
+
+def _per_class_as_specified(snapshot: ClusterSnapshot, statuses: dict[str, Status]) -> dict[str, str]:
+    """The per-node-class reasons from every node's own status (the oracle's), one node at a time: GpuFit's "too
+    full now" nodes of a class and a request count together, said with the most GPUs with room and the largest
+    hole among them (or as one node says it where they all have the same numbers); every other reason as it reads."""
+    by_class: dict[str, dict[object, list]] = {}  # class -> key -> [nodes, first row, numbers...]
+    for row, name in enumerate(snapshot.node_names):
+        status = statuses[name]
+        product = snapshot.gpu_types[snapshot.gpu_type_id[row]].model or "cpu-only"
+        match = GPU_FIT_NOW.fullmatch(status.reasons[0]) if status.plugin == "GpuFit" else None
+        key: object = (match.group(2), match.group(3), match.group(4)) if match else \
+            f"{'; '.join(status.reasons)} ({status.plugin})"
+        entry = by_class.setdefault(product, {}).setdefault(key, [0, row, []])
+        entry[0] += 1
+        if match:
+            entry[2].append(tuple(int(match.group(i)) for i in (1, 5, 6)))
+    out = {}
+    for product, entries in sorted(by_class.items()):
+        texts = []
+        for key, (n, _first, numbers) in sorted(entries.items(), key=lambda kv: (-kv[1][0], kv[1][1])):
+            if isinstance(key, tuple):
+                count, share, memory = key
+                most, hole_share, hole_memory = (max(column) for column in zip(*numbers, strict=True))
+                room = f"with >= {share}m and >= {memory} MiB free"
+                if len(set(numbers)) == 1:
+                    text = f"{most} of {count} GPU(s) {room} (largest hole {hole_share}m, {hole_memory} MiB)"
+                elif count == "1":
+                    text = f"no GPU {room} (largest hole {hole_share}m, {hole_memory} MiB)"
+                else:
+                    text = (f"fewer than {count} GPU(s) {room} (at most {most} such GPU(s) on a node, largest hole "
+                            f"{hole_share}m, {hole_memory} MiB)")
+                key = f"{text} (GpuFit)"
+            texts.append(f"{n} node(s): {key}")
+        out[product] = ", ".join(texts[:3])
+    return out
+
+
+def _kube_reason(status: Status) -> Status:
+    """kube's message counts GpuFit's "too full now" reason without the node's numbers."""
+    match = GPU_FIT_NOW.fullmatch(status.reasons[0]) if status.plugin == "GpuFit" else None
+    if match is None:
+        return status
+    count, share, memory = match.group(2), match.group(3), match.group(4)
+    room = f"with >= {share}m and >= {memory} MiB free"
+    return replace(status, reasons=(f"no GPU {room}" if count == "1" else f"fewer than {count} GPU(s) {room}",))
+
+
+WAITING = [UNPLACEABLE[0], Pod("whole3", 1000, 4096, GpuRequest(3, 1000)),
+           Pod("one-whole", 1000, 4096, GpuRequest(1, 950), rules=PodRules(tolerations=ANY)),
+           Pod("four-large", 1000, 4096, GpuRequest(4, 860, memory_mib=8192), rules=PodRules(tolerations=ANY))]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("pod", WAITING, ids=lambda p: p.name)
+def test_the_waiting_pods_reasons_are_counted_from_every_nodes_own_status(pod: Pod, seed: int) -> None:
+    """The Decider's per-class reasons and kube's message against the same built from every node's status one node
+    at a time (the oracle's): GpuFit's numbers leave kube's message and are said per class as the most and the
+    largest, and nothing else changes."""
+    f = fleet(90, seed, fill=0.3, busy=True)
+    outcome = Decider("bestfit")(ClusterView("east", f.snapshot), pod, None)
+    assert isinstance(outcome, Unschedulable), outcome
+    statuses = statuses_oracle.statuses(f.snapshot, resolve(pod, f.snapshot), BestFit(PolicyContext()))
+    assert dict(outcome) == _per_class_as_specified(f.snapshot, statuses)
+    assert outcome.message == fit_error_message(f.snapshot.n_nodes, {n: _kube_reason(s) for n, s in statuses.items()})
+
+
+def test_a_busy_fleet_formats_one_gpu_fit_reason_per_gpu_model_not_one_per_node() -> None:
+    """Issue 16's worst case, small: every node has its own largest hole, yet the diagnosis holds one GpuFit status
+    per GPU model's request, kube's message has one GpuFit entry per model, and each node still says its numbers."""
+    f = fleet(300, 4, fill=0.8)
+    pod = UNPLACEABLE[0]  # 8 whole GPUs
+    decision = place(f.snapshot, pod, BestFit(PolicyContext()))
+    assert decision.diagnosis is not None
+    per_node = {s.reasons[0] for s in decision.statuses.values() if s.plugin == "GpuFit"}
+    assert len(per_node) > 60  # the nodes' own reasons are many ...
+    gpu_fit_statuses = [s for s in decision.diagnosis.distinct if s.plugin == "GpuFit"]
+    assert len(gpu_fit_statuses) <= 2 * len(f.snapshot.gpu_types)  # ... the statuses built are a few per GPU model
+    outcome = Decider("bestfit")(ClusterView("east", f.snapshot), pod, None)
+    assert isinstance(outcome, Unschedulable)
+    assert outcome.message.count("GPU(s) with >=") <= len(f.snapshot.gpu_types)
+    assert "largest hole" not in outcome.message and "largest hole" in " ".join(outcome.values())
+
+
+def test_the_latency_check_is_made_once_per_attempt_and_explaining_reuses_it(monkeypatch) -> None:
+    """The latency model's check of every GPU (latency_fit.pre_filter) is what a latency pod's decision costs; the
+    Decider makes it once per attempt, and the verdicts, the scores and the reasons of a pod that fits nowhere all
+    read that one check."""
+    f = fleet(40, 3, fill=0.85)
+    calls = []
+    pre_filter = latency_fit.pre_filter
+    monkeypatch.setattr(latency_fit, "pre_filter", lambda *a, **k: calls.append(1) or pre_filter(*a, **k))
+    view = ClusterView("east", f.snapshot, gpu_load=f.load)
+    pod = Pod("det", 1000, 1024, GpuRequest(1, memory_mib=2048), deadline_ms=4.0, frame_rate_hz=30.0,
+              workload_class="segmentation")
+    outcome = Decider("bestfit")(view, pod, Stream.of(pod))
+    assert isinstance(outcome, Unschedulable) and "(LatencyFit)" in " ".join(outcome.values())
+    assert len(calls) == 1
+    Decider("bestfit")(view, pod, Stream.of(pod))
+    assert len(calls) == 2  # a new attempt checks again: the co-runners may have changed

@@ -1,9 +1,20 @@
 """What a waiting pod is told, word for word: the per-node-class reasons placement records and kube-scheduler's
-message its Event carries, for representative pods that fit nowhere (issue 16 changed how they are computed, not
-what they say).
+message its Event carries, for representative pods that fit nowhere (issue 16 changed how they are computed, and
+one reason's words, below).
 
 The expected texts were produced by the per-node implementation that issue 16 replaced (tests/unit/core/
-statuses_oracle.py keeps it), on these very scenes, and pasted here.
+statuses_oracle.py keeps it), on these very scenes, and pasted here; then one change, marked "CHANGED" where it
+applies (cpu-memory, gpu-fit, gpu-memory):
+
+- GpuFit's reason for a node whose GPUs are only too full now, "k of n GPU(s) with >= s m and >= m MiB free
+  (largest hole ...)", carried that node's own numbers, so on a busy fleet every node had its own reason: kube's
+  message held one entry per node (1,123 for an 8-GPU pod on 1,200 nodes) and building it missed issue 16's 5 ms.
+  kube-scheduler's NodeResourcesFit says "Insufficient nvidia.com/gpu" on every node and keeps the numbers apart
+  (pkg/scheduler/framework/plugins/noderesources/fit.go). Now kube's message says "fewer than n GPU(s) with
+  >= s m and >= m MiB free" ("no GPU with ..." for one; the same on every node of a GPU model); the per-class
+  reasons keep the numbers: as before where the class's nodes with that reason have the same numbers, else
+  "fewer than ... (at most k such GPU(s) on a node, largest hole ...)" over those nodes, one line instead of one
+  per node. A node's own status (Decision.statuses) still reads as before (tests/unit/core/test_verdicts.py).
 """
 
 from __future__ import annotations
@@ -133,8 +144,10 @@ EXPECTED: dict[str, tuple[dict[str, str], str]] = {  # case: (reasons by node cl
                                  "requested, 2000m free (ResourcesFit)",
          "cpu-only": "1 node(s): insufficient CPU: 40000m requested, 32000m free; insufficient memory: 200000 MiB "
                      "requested, 131072 MiB free (ResourcesFit)"},
-        ("0/8 nodes are available: 1 0 of 5 GPU(s) with >= 1000m and >= 81559 MiB free (largest hole 500m, 40779 "
-         "MiB), 1 Too many pods, 1 insufficient CPU: 40000m requested, 2000m free, 1 insufficient CPU: 40000m "
+        # CHANGED: was "... available: 1 0 of 5 GPU(s) with >= 1000m and >= 81559 MiB free (largest hole 500m, 40779
+        # MiB), 1 Too many pods, ..." (kube's message: no per-node numbers; the class reason above keeps them)
+        ("0/8 nodes are available: 1 Too many pods, 1 fewer than 5 GPU(s) with >= 1000m and >= 81559 MiB free, 1 "
+         "insufficient CPU: 40000m requested, 2000m free, 1 insufficient CPU: 40000m "
          "requested, 32000m free, 1 insufficient CPU: 40000m requested, 8000m free, 1 insufficient memory: 200000 "
          "MiB requested, 131072 MiB free, 1 insufficient memory: 200000 MiB requested, 4096 MiB free, 1 node has 2 "
          "GPU(s) of 40960 MiB; the pod needs 5 x (1000m, 40960 MiB), 1 node has 4 GPU(s) of 16384 MiB; the pod needs "
@@ -156,14 +169,19 @@ EXPECTED: dict[str, tuple[dict[str, str], str]] = {  # case: (reasons by node cl
                                   "(GpuFit)",
          "NVIDIA-H100-80GB-HBM3": "1 node(s): 0 of 3 GPU(s) with >= 1000m and >= 81559 MiB free (largest hole 500m, "
                                   "40779 MiB) (GpuFit)",
-         "Tesla-V100-SXM2-16GB": "1 node(s): Too many pods (NodeRules), 1 node(s): 1 of 3 GPU(s) with >= 1000m and "
-                                 ">= 16384 MiB free (largest hole 1000m, 16384 MiB) (GpuFit), 1 node(s): 0 of 3 "
-                                 "GPU(s) with >= 1000m and >= 16384 MiB free (largest hole 300m, 4915 MiB) (GpuFit)",
+         # CHANGED: the two V100 nodes with different numbers were two lines, "1 node(s): 1 of 3 GPU(s) with >= 1000m
+         # and >= 16384 MiB free (largest hole 1000m, 16384 MiB) (GpuFit), 1 node(s): 0 of 3 GPU(s) with >= 1000m and
+         # >= 16384 MiB free (largest hole 300m, 4915 MiB) (GpuFit)", after "1 node(s): Too many pods (NodeRules)"
+         "Tesla-V100-SXM2-16GB": "2 node(s): fewer than 3 GPU(s) with >= 1000m and >= 16384 MiB free (at most 1 such "
+                                 "GPU(s) on a node, largest hole 1000m, 16384 MiB) (GpuFit), 1 node(s): Too many "
+                                 "pods (NodeRules)",
          "cpu-only": "1 node(s): GPU model none not allowed for the pod (GpuModel)"},
-        ("0/8 nodes are available: 1 0 of 3 GPU(s) with >= 1000m and >= 16384 MiB free (largest hole 300m, 4915 "
-         "MiB), 1 0 of 3 GPU(s) with >= 1000m and >= 81559 MiB free (largest hole 500m, 40779 MiB), 1 1 of 3 GPU(s) "
-         "with >= 1000m and >= 16384 MiB free (largest hole 1000m, 16384 MiB), 1 GPU model none not allowed for the "
-         "pod, 1 Too many pods, 3 node has 2 GPU(s) of 40960 MiB; the pod needs 3 x (1000m, 40960 MiB)."),
+        # CHANGED: was "... available: 1 0 of 3 GPU(s) with >= 1000m and >= 16384 MiB free (largest hole 300m, 4915
+        # MiB), 1 0 of 3 GPU(s) with >= 1000m and >= 81559 MiB free (largest hole 500m, 40779 MiB), 1 1 of 3 GPU(s)
+        # with >= 1000m and >= 16384 MiB free (largest hole 1000m, 16384 MiB), 1 GPU model none ..."
+        ("0/8 nodes are available: 1 GPU model none not allowed for the pod, 1 Too many pods, 1 fewer than 3 GPU(s) "
+         "with >= 1000m and >= 81559 MiB free, 2 fewer than 3 GPU(s) with >= 1000m and >= 16384 MiB free, 3 node has "
+         "2 GPU(s) of 40960 MiB; the pod needs 3 x (1000m, 40960 MiB)."),
     ),
     "gpu-memory": (
         {"NVIDIA-A100-SXM4-40GB": "3 node(s): node has 2 GPU(s) of 40960 MiB; the pod needs 1 x (1000m, 60000 MiB) "
@@ -173,9 +191,11 @@ EXPECTED: dict[str, tuple[dict[str, str], str]] = {  # case: (reasons by node cl
          "Tesla-V100-SXM2-16GB": "2 node(s): node has 4 GPU(s) of 16384 MiB; the pod needs 1 x (1000m, 60000 MiB) "
                                  "(GpuFit), 1 node(s): Too many pods (NodeRules)",
          "cpu-only": "1 node(s): GPU model none not allowed for the pod (GpuModel)"},
-        ("0/8 nodes are available: 1 0 of 1 GPU(s) with >= 735m and >= 60000 MiB free (largest hole 500m, 40779 "
-         "MiB), 1 GPU model none not allowed for the pod, 1 Too many pods, 2 node has 4 GPU(s) of 16384 MiB; the pod "
-         "needs 1 x (1000m, 60000 MiB), 3 node has 2 GPU(s) of 40960 MiB; the pod needs 1 x (1000m, 60000 MiB)."),
+        # CHANGED: was "... available: 1 0 of 1 GPU(s) with >= 735m and >= 60000 MiB free (largest hole 500m, 40779
+        # MiB), 1 GPU model none ..."
+        ("0/8 nodes are available: 1 GPU model none not allowed for the pod, 1 Too many pods, 1 no GPU with >= 735m "
+         "and >= 60000 MiB free, 2 node has 4 GPU(s) of 16384 MiB; the pod needs 1 x (1000m, 60000 MiB), 3 node has 2 "
+         "GPU(s) of 40960 MiB; the pod needs 1 x (1000m, 60000 MiB)."),
     ),
     "gpu-model": (
         {"NVIDIA-A100-SXM4-40GB": "2 node(s): GPU model NVIDIA-A100-SXM4-40GB not allowed for the pod (GpuModel), 1 "

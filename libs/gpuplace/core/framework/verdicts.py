@@ -35,6 +35,10 @@ Explained = tuple[Sequence[Status], IntArray]
 """Statuses, and for each row asked about the index of its status among them (aligned with the rows)."""
 Explain = Callable[[IntArray], Explained]
 """Given node rows that all fail a verdict, why: one status per distinct reason, and which row has which."""
+Numbers = Callable[[IntArray], IntArray]
+"""Given node rows that all fail a verdict, each row's numbers (n_rows, k) that its status's `per_node` texts
+format (interface.PerNode); at most MAX_NUMBERS per row."""
+MAX_NUMBERS = 4
 
 
 class CycleState:
@@ -62,18 +66,24 @@ class CycleState:
 class Verdict:
     """One filter's answer for one decision: `passed` (n_nodes,) and `explain` for rows that failed.
 
-    `plugin` names the filter; its statuses name it too (kube's Status.Plugin()), or the diagnosis fills it in."""
+    `plugin` names the filter; its statuses name it too (kube's Status.Plugin()), or the diagnosis fills it in.
+    `numbers`, where some status has `per_node` texts, gives the failing rows' numbers those texts format."""
 
     plugin: str
     passed: BoolArray
     explain: Explain
+    numbers: Numbers | None = None
 
     def status(self, node: int) -> Status:
-        """The status of one node (SUCCESS where it passed)."""
+        """The status of one node (SUCCESS where it passed), its numbers in its reason."""
         if self.passed[node]:
             return SUCCESS
-        statuses, which = self.explain(np.array([node], dtype=np.int64))
-        return statuses[int(which[0])]
+        rows = np.array([node], dtype=np.int64)
+        statuses, which = self.explain(rows)
+        status = statuses[int(which[0])]
+        if status.per_node is None or self.numbers is None:
+            return status
+        return status.with_numbers(self.numbers(rows)[0].tolist())
 
 
 def feasible(verdicts: Sequence[Verdict]) -> BoolArray:
@@ -128,5 +138,5 @@ def distinct(*keys: npt.NDArray[np.generic]) -> tuple[IntArray, IntArray]:
     return first, inverse
 
 
-__all__ = ["CycleState", "Explain", "Explained", "Verdict", "all_pass", "distinct", "feasible", "nothing_to_explain",
-           "one_status", "verdicts_of"]
+__all__ = ["CycleState", "Explain", "Explained", "MAX_NUMBERS", "Numbers", "Verdict", "all_pass", "distinct",
+           "feasible", "nothing_to_explain", "one_status", "verdicts_of"]
