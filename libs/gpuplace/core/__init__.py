@@ -6,8 +6,9 @@ fleets, scenarios) lives in gpuplace.sim, which imports the core and never the r
 
 Public API in one breath:
 - build the cluster: `snapshot.ClusterSnapshot(nodes)` from `model.Node`s (`Node.with_gpus(...)`);
-- place one pod: `framework.runtime.place(snapshot, pod, policy)` -> `Decision` (node, GPU indices,
-  or per-node statuses), then `framework.runtime.bind(snapshot, demand.resolve(pod, snapshot), decision)`;
+- place one pod: `framework.runtime.place(snapshot, pod, policy)` -> `Decision` (node, GPU indices, or a
+  diagnosis: why each node refused it), then `framework.runtime.bind(snapshot, demand.resolve(pod, snapshot),
+  decision)`;
 - get a policy: `policies.registry.create(name, PolicyContext(workload, rng))`, the workload from
   `workload.typical_workload(recent_pods, snapshot.gpu_types)`;
 - replay a trace: `gpuplace.sim.simulator.run(nodes, pods, policy_name, seed)`.

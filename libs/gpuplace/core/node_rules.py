@@ -18,8 +18,9 @@ and k8s.io/component-helpers for the selector and toleration helpers):
 node that is not Ready, so tolerations apply exactly as they would there.
 
 Static rules (labels, taints, cordon) depend only on the pod's rules and the node's facts, so they are
-evaluated once per distinct `PodRules` and snapshot (`static_mask`); slots, ports and countables change as pods
-are charged and are read from the snapshot's arrays on every call. Pure: stdlib and NumPy only.
+evaluated once per distinct `PodRules` and snapshot (`StaticReasons`: each node's reason, and from it the mask);
+slots, ports and countables change as pods are charged and are read from the snapshot's arrays on every call.
+Pure: stdlib and NumPy only.
 """
 
 from __future__ import annotations
@@ -186,9 +187,29 @@ class NodeFacts:
         return (*self.taints, _NOT_READY)
 
 
+@dataclass(frozen=True, eq=False)
+class StaticReasons:
+    """Why each node's facts refuse a pod's rules: `code[row]` indexes `texts`, -1 where they allow it.
+
+    The mask and the reasons are one computation (one `static_reason` per node), so the NodeRules filter's
+    verdict and its explanation can never disagree, and a reason costs a lookup."""
+
+    code: IntArray  # (n_nodes,)
+    texts: tuple[str, ...]
+    allowed: BoolArray  # code < 0, (n_nodes,); shared by every caller: never written
+
+    @classmethod
+    def of(cls, facts: Sequence[NodeFacts], rules: PodRules) -> StaticReasons:
+        texts: dict[str, int] = {}
+        code = np.fromiter(
+            (-1 if (reason := rules.static_reason(f)) is None else texts.setdefault(reason, len(texts))
+             for f in facts), dtype=np.int64, count=len(facts))
+        return cls(code, tuple(texts), code < 0)
+
+
 def static_mask(facts: Sequence[NodeFacts], rules: PodRules) -> BoolArray:
     """Nodes whose static facts allow `rules`, (n_nodes,)."""
-    return np.fromiter((rules.static_reason(f) is None for f in facts), dtype=bool, count=len(facts))
+    return StaticReasons.of(facts, rules).allowed
 
 
 def preference(facts: Sequence[NodeFacts], rules: PodRules) -> IntArray | None:
@@ -204,7 +225,7 @@ def ports_free(used: Sequence[HostPort], wanted: Sequence[HostPort]) -> bool:
 
 __all__ = [
     "Requirement", "SelectorTerm", "Toleration", "Taint", "HostPort", "PodRules", "NodeFacts", "NO_RULES",
-    "static_mask", "preference", "ports_free", "UNSCHEDULABLE_TAINT", "NOT_READY_TAINT",
+    "StaticReasons", "static_mask", "preference", "ports_free", "UNSCHEDULABLE_TAINT", "NOT_READY_TAINT",
     "MSG_UNSCHEDULABLE", "MSG_TAINTS", "MSG_AFFINITY", "MSG_PORTS", "MSG_TOO_MANY_PODS", "NO_SCHEDULE",
     "PREFER_NO_SCHEDULE", "NO_EXECUTE",
 ]

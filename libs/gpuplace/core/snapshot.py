@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from gpuplace.core.arrays import BoolArray, IntArray
 from gpuplace.core.model import MILLI_PER_GPU, Node
-from gpuplace.core.node_rules import HostPort, NodeFacts, PodRules, preference, static_mask
+from gpuplace.core.node_rules import HostPort, NodeFacts, PodRules, StaticReasons, preference
 
 _SNAPSHOT_IDS = itertools.count(1)
 UNLIMITED_PODS = 1 << 40
@@ -98,8 +98,9 @@ class ClusterSnapshot:
             name: np.array([f.extended.get(name, 0) for f in facts or ()], dtype=np.int64)  # (n_nodes,)
             for name in sorted({k for f in facts or () for k in f.extended})
         }
-        # see static_mask (bool), preference (int64): `what` in the key says which
+        # see preference (int64): `what` in the key says which
         self._rule_arrays: dict[tuple[str, PodRules], npt.NDArray[Any] | None] = {}
+        self._static_reasons: dict[PodRules, StaticReasons] = {}  # see static_reasons; facts never change
         self.uid = next(_SNAPSHOT_IDS)
         self._check_free()
 
@@ -137,9 +138,17 @@ class ClusterSnapshot:
 
     def static_mask(self, rules: PodRules) -> BoolArray | None:
         """Rows whose labels, taints and cordon allow `rules` (None: a bare cluster, all rows), (n_nodes,)."""
+        reasons = self.static_reasons(rules)
+        return None if reasons is None else reasons.allowed
+
+    def static_reasons(self, rules: PodRules) -> StaticReasons | None:
+        """Why each row's facts refuse `rules` (None: a bare cluster); computed once per distinct rules."""
         if self.facts is None:
             return None
-        return self._per_rules("static", rules, static_mask)
+        reasons = self._static_reasons.get(rules)
+        if reasons is None:
+            self._static_reasons[rules] = reasons = StaticReasons.of(self.facts, rules)
+        return reasons
 
     def preference(self, rules: PodRules) -> IntArray | None:
         """Preferred-affinity weight per row (None: a bare cluster, or a pod that prefers nothing), (n_nodes,)."""
@@ -255,6 +264,7 @@ class ClusterSnapshot:
         other.host_ports_used = [list(self.host_ports_used[i]) for i in perm]
         other.extended_free = {name: free[perm].copy() for name, free in self.extended_free.items()}
         other._rule_arrays = {}
+        other._static_reasons = {}
         return other
 
     def appended(self, nodes: Sequence[Node], facts: Sequence[NodeFacts] | None = None) -> ClusterSnapshot:

@@ -5,18 +5,22 @@ simulator knows M up front; a live service does not, so it learns M from the req
 seen in each cluster (a sliding window of recent pods), and rebuilds the policy when M or the cluster's
 GPU types change. A policy that learns the workload online (interface.learns_online, the house policy) needs
 none of that: it is built once per cluster and kept, and the defragmentation planner, whose hypothetical
-placements must not count as arrivals, gets an instance of its own. The policy's per-node statuses become
-per-node-class reasons for pods that wait, and kube-scheduler's message for their Event (usecases/feedback).
+placements must not count as arrivals, gets an instance of its own. The diagnosis of a pod that fits nowhere
+(core/framework/diagnosis.py: its nodes' statuses, grouped) becomes per-node-class reasons for the placements
+topic and kube-scheduler's message for its Event (usecases/feedback), both counted from the groups, so a waiting
+pod's reasons cost one string per distinct reason, not one per node.
 """
 
 from __future__ import annotations
 
-from collections import Counter, deque
-from collections.abc import Mapping
+from collections import deque
+
+import numpy as np
 
 from gpuplace.core.demand import resolve
 from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
 from gpuplace.core.framework import runtime
+from gpuplace.core.framework.diagnosis import Diagnosis
 from gpuplace.core.framework.interface import Policy, PolicyContext, Status, learns_online
 from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
@@ -25,7 +29,7 @@ from gpuplace.core.policies.latency_aware import latency_aware
 from gpuplace.core.snapshot import GpuType
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases.cluster_view import ClusterView
-from gpuplace.usecases.feedback import Unschedulable, fit_error_message
+from gpuplace.usecases.feedback import Unschedulable, fit_error_message_of
 from gpuplace.usecases.placement import Choice
 
 WINDOW_PODS = 2_000  # recent pods that define the typical workload
@@ -97,9 +101,9 @@ class Decider:
         snapshot = view.snapshot
         assert snapshot is not None
         decision = runtime.place(snapshot, pod, self.policy(view, pod, stream))
-        if not decision.scheduled:
-            return Unschedulable(reasons_by_node_class(view, decision.statuses),
-                                 fit_error_message(snapshot.n_nodes, decision.statuses))
+        if decision.diagnosis is not None:
+            return Unschedulable(reasons_by_node_class(view, decision.diagnosis),
+                                 fit_error_message_of(snapshot.n_nodes, decision.diagnosis.counted()))
         demand = resolve(pod, snapshot)
         gpu_type = snapshot.gpu_type_id[decision.node]
         return Choice(
@@ -114,21 +118,56 @@ def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> Deci
     return Decider(policy_name, latency_margin=latency_margin)
 
 
-def reasons_by_node_class(view: ClusterView, statuses: Mapping[str, Status]) -> dict[str, str]:
-    """Per GPU product: how many nodes said what (the most common reason first), each reason followed by the
-    filter that gave it in parentheses, e.g. "2 node(s): 0 of 1 GPU(s) with ... free (GpuFit)"."""
+def reasons_by_node_class(view: ClusterView, diagnosis: Diagnosis) -> dict[str, str]:
+    """Per GPU product: how many nodes said what (the most common reason first, ties in node order, three at most),
+    each reason followed by the filter that gave it in parentheses, e.g.
+    "2 node(s): node(s) were unschedulable (NodeRules)". Counted on arrays: the text of a (status, class) pair is
+    built once, and pairs whose texts read the same (another code, say) count together.
+
+    A status that keeps per-node numbers apart (interface.PerNode: GpuFit's GPUs with room and largest hole) says
+    them per class: as one node would when all the class's nodes with it have the same numbers, else as the
+    most and the largest among them ("fewer than 8 GPU(s) ... (at most 5 such GPU(s) on a node, largest hole ...)"),
+    so a class of nodes with as many different holes reads as one line."""
     assert view.snapshot is not None
     snapshot = view.snapshot
-    by_class: dict[str, Counter[str]] = {}
-    for name, status in statuses.items():
-        row = snapshot.index_of(name)
-        product = snapshot.gpu_types[snapshot.gpu_type_id[row]].model or "cpu-only"
+    products = [t.model or "cpu-only" for t in snapshot.gpu_types]
+    names = sorted(set(products))
+    class_of_type = np.array([names.index(p) for p in products], dtype=np.int64)
+    counts = diagnosis.counts_by(class_of_type[snapshot.gpu_type_id])
+    distinct = diagnosis.distinct
+    text_ids: dict[str, int] = {}
+    text_of_pair = np.array(
+        [text_ids.setdefault(_text(distinct[s], low, high), len(text_ids))
+         for s, low, high in zip(counts.status.tolist(), counts.low.tolist(), counts.high.tolist(), strict=True)]
+        or [0], dtype=np.int64)[:len(counts.status)]
+    texts = list(text_ids)
+    # merge (class, text) pairs, then per class: most nodes first, then the earliest node (Counter.most_common's
+    # order on the per-node counts this replaced)
+    width = max(len(texts), 1)
+    pair = counts.label * width + text_of_pair
+    unique, inverse = np.unique(pair, return_inverse=True)
+    total = np.bincount(inverse, weights=counts.nodes).astype(np.int64)
+    earliest = np.full(len(unique), snapshot.n_nodes, dtype=np.int64)
+    np.minimum.at(earliest, inverse, counts.first)
+    pair_cls, pair_text = unique // width, unique % width
+    out: dict[str, list[str]] = {}
+    for c, n, t in zip(*(a[np.lexsort((earliest, -total, pair_cls))].tolist() for a in (pair_cls, total, pair_text)),
+                       strict=True):
+        kept = out.setdefault(names[c], [])
+        if len(kept) < 3:
+            kept.append(f"{n} node(s): {texts[t]}")
+    return {product: ", ".join(kept) for product, kept in sorted(out.items())}
+
+
+def _text(status: Status, low: list[int], high: list[int]) -> str:
+    """A status as a node-class report says it: its reasons (with its nodes' numbers, see reasons_by_node_class),
+    then the filter that gave them in parentheses."""
+    if status.per_node is not None:
+        template = status.per_node.node if low == high else status.per_node.node_class
+        reason = template.format(*high)
+    else:
         reason = "; ".join(status.reasons) or status.code.name.lower()
-        by_class.setdefault(product, Counter())[f"{reason} ({status.plugin})" if status.plugin else reason] += 1
-    return {
-        product: ", ".join(f"{n} node(s): {reason}" for reason, n in counts.most_common(3))
-        for product, counts in sorted(by_class.items())
-    }
+    return f"{reason} ({status.plugin})" if status.plugin else reason
 
 
 __all__ = ["Decider", "decider", "reasons_by_node_class"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -37,15 +37,21 @@ class Unschedulable(dict[str, str]):
 
 
 def fit_error_message(n_nodes: int, statuses: Mapping[str, Any]) -> str:
-    """kube-scheduler's FitError.Error() (pkg/scheduler/framework/types.go), Filter part.
+    """kube-scheduler's FitError.Error() (pkg/scheduler/framework/types.go), Filter part, from per-node statuses.
 
     Every reason of every node's status counts once per node; each histogram entry reads "<count> <reason>"
     and the entries are sorted as strings (Go's sort.Strings over the formatted entries: not by count, so
     "10 x" comes before "2 y"), joined by ", ". A status without reasons counts under its code's name.
     """
+    return fit_error_message_of(n_nodes, ((status, 1) for status in statuses.values()))
+
+
+def fit_error_message_of(n_nodes: int, counted: Iterable[tuple[Any, int]]) -> str:
+    """fit_error_message from (status, how many nodes have it) pairs: a diagnosis's groups, one per status."""
     histogram: Counter[str] = Counter()
-    for status in statuses.values():
-        histogram.update(status.reasons or (status.code.name.lower(),))
+    for status, nodes in counted:
+        for reason in status.reasons or (status.code.name.lower(),):
+            histogram[reason] += nodes
     entries = sorted(f"{count} {reason}" for reason, count in histogram.items())
     message = f"0/{n_nodes} nodes are available:"
     return message + f" {', '.join(entries)}." if entries else message
@@ -104,5 +110,5 @@ class Reporter:
             del self._last[key]
 
 
-__all__ = ["Unschedulable", "Reporter", "fit_error_message", "message", "gpus_text",
+__all__ = ["Unschedulable", "Reporter", "fit_error_message", "fit_error_message_of", "message", "gpus_text",
            "REPORT_WORKERS", "MAX_QUEUED_REPORTS"]

@@ -152,6 +152,7 @@ def _state(snapshot: ClusterSnapshot, *, caches: bool = True) -> dict[str, objec
     state["facts"] = snapshot.facts
     if caches:
         state["rule_arrays"] = {k: None if v is None else v.copy() for k, v in snapshot._rule_arrays.items()}
+        state["static_masks"] = {k: v.allowed.copy() for k, v in snapshot._static_reasons.items()}
     return state
 
 

@@ -43,9 +43,10 @@ REPORTING_CONTROLLER = "gpuplace"
 SERIES_WINDOW_S = 6 * 60  # client-go tools/events/event_broadcaster.go finishTime: a quiet series ends
 EVENT_CACHE_SIZE = 4096  # Events this process may still add to (LRU); a forgotten one only means a new Event
 NOTE_LIMIT_BYTES = 1024  # events.k8s.io validation NoteLengthLimit; kube-scheduler's truncateMessage
-# kube-scheduler writes the condition's message whole; its reasons are generic ("Insufficient cpu"), ours carry
-# per-node numbers ("largest hole 6860 MiB"), so a large fleet's histogram could make every waiting pod's status
-# huge: capped here, well above the Event's note.
+# kube-scheduler writes the condition's message whole; its reasons are generic ("Insufficient cpu"). GpuFit's are
+# too (its per-node numbers stay out of the message), but some still carry a node's numbers (free CPU, a latency
+# prediction), so a large fleet's histogram could make every waiting pod's status huge: capped here, well above
+# the Event's note.
 CONDITION_MESSAGE_LIMIT_BYTES = 8192
 FEEDBACK_TIMEOUT_S = 10  # a slow apiserver delays feedback, never placement
 

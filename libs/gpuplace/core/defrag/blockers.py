@@ -22,6 +22,7 @@ from gpuplace.core.defrag.model import Blocker
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.filters import FILTERS
 from gpuplace.core.framework.interface import Policy
+from gpuplace.core.framework.verdicts import CycleState, feasible
 from gpuplace.core.model import MILLI_PER_GPU, Pod
 from gpuplace.core.snapshot import ClusterSnapshot
 
@@ -68,10 +69,8 @@ def could_ever_fit(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
 
 
 def _standard_filters(snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
-    feasible = FILTERS[0].mask(snapshot, demand)
-    for plugin in FILTERS[1:]:
-        feasible &= plugin.mask(snapshot, demand)
-    return feasible
+    state = CycleState(snapshot, demand)
+    return feasible([plugin.verdict(state) for plugin in FILTERS])
 
 
 def _shortfall(snapshot: ClusterSnapshot, demand: Demand, ever: BoolArray) -> str:

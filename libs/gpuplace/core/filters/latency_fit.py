@@ -7,19 +7,21 @@ Adding a pod raises the GPU's busy-period work W, hence every co-runner's GPU-bo
 and the GPU's load must stay below the model's
 `max_load` if anyone there has a deadline. Pods without a deadline constrain nothing but load the GPU.
 
-Per cycle the verdict on every GPU is computed once (`pre_filter` -> LatencyCheck); `mask` and
-`status` only read it (house rule 6). It needs the GPU's co-runners, which the snapshot does not
-hold: they come from GpuLoad (gpu_load.py), charged and refunded beside the snapshot.
+Per cycle the verdict on every GPU is computed once (`pre_filter` -> LatencyCheck); `verdict` (and `mask`
+and `status`, which are its parts) only read it (house rule 6). It needs the GPU's co-runners, which the
+snapshot does not hold: they come from GpuLoad (gpu_load.py), charged and refunded beside the snapshot.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from gpuplace.core.arrays import BoolArray, FloatArray
-from gpuplace.core.framework.interface import SUCCESS, Code, Status
+from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
+from gpuplace.core.framework.interface import Code, Status
+from gpuplace.core.framework.verdicts import Explained, Verdict, distinct
 from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.busy_period import busy_period
 from gpuplace.core.latency.model import LatencyModel, Stream
@@ -86,28 +88,48 @@ def _pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: 
                         np.take_along_axis(budget, worst, axis=2)[..., 0], load_fraction, alone_ok, margin)
 
 
+def verdict(check: LatencyCheck) -> Verdict:
+    """Nodes with at least one GPU where the pod and every co-runner keep their budgets, and why the others have
+    none: the pod alone already too slow there (UNSCHEDULABLE_AND_UNRESOLVABLE), every GPU overloaded, or the GPU
+    closest to its budget and by how much (UNSCHEDULABLE: moving co-runners away would help)."""
+    passed: BoolArray = np.any(check.feasible, axis=1)
+
+    def explain(rows: IntArray) -> Explained:
+        alone = check.alone_ok[rows]
+        statuses: list[Status] = []
+        which = np.zeros(len(rows), dtype=np.int64)
+        if not alone.all():
+            statuses.append(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (
+                f"the pod alone on this node's GPU model predicts p95 above {100 * (1 - check.margin):.0f}% of its "
+                "deadline",), NAME))  # rows[~alone] keep index 0
+        crowded = rows[alone]
+        budget, p95 = check.budget_ms[crowded], check.p95_ms[crowded]
+        slack = np.where(np.isfinite(budget), p95 - budget, np.inf)
+        gpu = np.argmin(slack, axis=1)  # (n_crowded,): the GPU closest to keeping every budget
+        at = np.arange(len(crowded))
+        keys = gpu, p95[at, gpu], budget[at, gpu], check.load_fraction[crowded, gpu]
+        first, which_crowded = distinct(*keys)
+        which[alone] = which_crowded + len(statuses)
+        for best, p95_ms, budget_ms, load in zip(*(key[first].tolist() for key in keys), strict=True):
+            if not math.isfinite(p95_ms):
+                reason = f"every GPU would be overloaded (GPU {best}: load {load:.2f} with the pod)"
+            else:
+                reason = (f"no GPU keeps every pod within its deadline: best is GPU {best}, predicted p95 "
+                          f"{p95_ms:.1f} ms > {budget_ms:.1f} ms (deadline less {100 * check.margin:.0f}%), "
+                          f"load {load:.2f} with the pod")
+            statuses.append(Status(Code.UNSCHEDULABLE, (reason,), NAME))
+        return statuses, which
+
+    return Verdict(NAME, passed, explain)
+
+
 def mask(check: LatencyCheck) -> BoolArray:
     """Nodes with at least one GPU where the pod and every co-runner keep their budgets, (n_nodes,)."""
-    feasible: BoolArray = np.any(check.feasible, axis=1)
-    return feasible
+    return verdict(check).passed
 
 
 def status(check: LatencyCheck, node: int) -> Status:
-    if check.feasible[node].any():
-        return SUCCESS
-    if not check.alone_ok[node]:
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (
-            f"the pod alone on this node's GPU model predicts p95 above {100 * (1 - check.margin):.0f}% of its "
-            "deadline",))
-    slack = np.where(np.isfinite(check.budget_ms[node]), check.p95_ms[node] - check.budget_ms[node], np.inf)
-    gpu = int(np.argmin(slack))
-    if not np.isfinite(check.p95_ms[node, gpu]):
-        reason = f"every GPU would be overloaded (GPU {gpu}: load {check.load_fraction[node, gpu]:.2f} with the pod)"
-    else:
-        reason = (f"no GPU keeps every pod within its deadline: best is GPU {gpu}, predicted p95 "
-                  f"{check.p95_ms[node, gpu]:.1f} ms > {check.budget_ms[node, gpu]:.1f} ms "
-                  f"(deadline less {100 * check.margin:.0f}%), load {check.load_fraction[node, gpu]:.2f} with the pod")
-    return Status(Code.UNSCHEDULABLE, (reason,))
+    return verdict(check).status(node)
 
 
-__all__ = ["DEFAULT_MARGIN", "LatencyCheck", "NAME", "mask", "pre_filter", "status"]
+__all__ = ["DEFAULT_MARGIN", "LatencyCheck", "NAME", "mask", "pre_filter", "status", "verdict"]

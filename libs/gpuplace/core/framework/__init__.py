@@ -1,3 +1,4 @@
-"""Scheduling framework: the policy interface and the placement cycle (policies and their registry: `policies`)."""
+"""Scheduling framework: the policy interface, the placement cycle, filter verdicts and the diagnosis of a pod
+that fits nowhere (policies and their registry: `policies`)."""
 
-__all__ = ["interface", "runtime"]
+__all__ = ["diagnosis", "interface", "runtime", "verdicts"]

@@ -5,8 +5,10 @@ A policy is a small object built by a factory from a `PolicyContext`:
 - `score(snapshot, demand, candidates)` -> one number per candidate row, higher is better;
 - `choose_gpus(snapshot, demand, node)` -> the GPU indices the pod takes on the chosen node.
 The runtime (runtime.py) picks the highest score and, on a tie, the first candidate in node order.
-Optionally, `explain(snapshot, demand, node) -> Status` says why a node was filtered out (the
-runtime reports it for unschedulable pods); DefaultSteps provides all but `score`.
+Optionally, `verdicts(state: CycleState) -> list[Verdict]` gives its filters' answers one by one
+(framework/verdicts.py): the runtime then filters with them and, for a pod that fits nowhere, builds each
+node's reason from them (framework/diagnosis.py); a policy without it is filtered by `filter` and its
+refusals read "filtered". DefaultSteps provides all but `score`.
 Policies may keep caches between calls (FGD does), but never mutate the snapshot.
 
 A policy that learns the arriving workload itself declares a class attribute `learns_online = True`
@@ -19,6 +21,7 @@ on an instance of their own, so that they do not count as arrivals.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -43,13 +46,38 @@ class Code(enum.IntEnum):
 
 
 @dataclass(frozen=True)
+class PerNode:
+    """How a status says the numbers it keeps out of its reasons: `node` for one node (str.format with that node's
+    numbers), `node_class` for several nodes of a class whose numbers differ (formatted with the largest of each).
+
+    kube-scheduler's NodeResourcesFit does the same: its Status reason is "Insufficient nvidia.com/gpu" on every
+    node, and the node's numbers stay apart in an InsufficientResource (Requested, Used, Capacity), "to avoid
+    formatting a message on the fly" (pkg/scheduler/framework/plugins/noderesources/fit.go). A reason with a
+    node's own numbers in it (a largest free hole) is one distinct string per node; one without them is one per
+    GPU model, which is what kube's message counts."""
+
+    node: str
+    node_class: str
+
+
+@dataclass(frozen=True)
 class Status:
     """A filter's verdict on one node; `plugin` names the filter that gave it (kube's Status.Plugin()), so that
-    `gpuplace explain` can say which rule kept a pod off a node class, not only what it said."""
+    `gpuplace explain` can say which rule kept a pod off a node class, not only what it said.
+
+    With `per_node`, `reasons` leave out numbers that differ from node to node (what kube's message counts), and
+    the node's numbers are said with `per_node.node` (framework/diagnosis.py keeps them per node)."""
 
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str = ""
+    per_node: PerNode | None = None
+
+    def with_numbers(self, numbers: Sequence[int]) -> Status:
+        """This status as one node says it: its per-node reason, formatted with that node's numbers."""
+        if self.per_node is None:
+            return self
+        return Status(self.code, (self.per_node.node.format(*numbers),), self.plugin)
 
     @property
     def ok(self) -> bool:
@@ -82,4 +110,4 @@ def learns_online(policy: object) -> bool:
     return bool(getattr(policy, "learns_online", False))
 
 
-__all__ = ["Code", "Policy", "PolicyContext", "SUCCESS", "Status", "learns_online"]
+__all__ = ["Code", "PerNode", "Policy", "PolicyContext", "SUCCESS", "Status", "learns_online"]

@@ -10,9 +10,12 @@ it must span GPU domains loses the policy's `span_penalty` (its own units; none 
 every tie against one where the pod fits in one domain, and the chosen GPUs come from one domain when they fit
 (gpu_selection.in_one_domain). On a cluster without topology none of it runs.
 
-With `explain` (the service's `place`), a decision also says why: per-node statuses when the pod fits
-nowhere, and the best-scored other candidates (`runners_up`) when it fits, which `gpuplace explain` shows
-beside the chosen node's score. Explaining never changes the choice.
+Filtering runs each of the policy's filters once over all nodes (framework/verdicts.py: one `CycleState` and
+one `Verdict` per filter per decision); the decision keeps to the nodes every verdict passed. With `explain`
+(the service's `place`), a decision also says why: a `Diagnosis` when the pod fits nowhere, whose per-node
+statuses are built from those same verdicts when first read (framework/diagnosis.py), and the best-scored other
+candidates (`runners_up`) when it fits, which `gpuplace explain` shows beside the chosen node's score.
+Explaining never changes the choice.
 """
 
 from __future__ import annotations
@@ -25,53 +28,59 @@ import numpy as np
 from gpuplace.core import gpu_selection, topology
 from gpuplace.core.arrays import BoolArray, IntArray, ScoreArray
 from gpuplace.core.demand import Demand, resolve
-from gpuplace.core.framework.interface import Code, Policy, Status
+from gpuplace.core.framework.diagnosis import Diagnosis
+from gpuplace.core.framework.interface import Policy, Status
+from gpuplace.core.framework.verdicts import CycleState, feasible, verdicts_of
 from gpuplace.core.model import Assignment, Pod
 from gpuplace.core.snapshot import ClusterSnapshot
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Where a pod goes (node and GPUs), or why it cannot go anywhere (per-node statuses)."""
+    """Where a pod goes (node and GPUs), or why it cannot go anywhere (`diagnosis`, when explained)."""
 
     pod_name: str
     node: int | None = None
     node_name: str | None = None
     gpu_indices: tuple[int, ...] = ()
     score: float | None = None
-    statuses: Mapping[str, Status] = field(default_factory=dict)
     runners_up: tuple[tuple[str, float], ...] = ()  # (node, score): the next best candidates, best first
-
+    diagnosis: Diagnosis | None = field(default=None, repr=False, compare=False)
 
     @property
     def scheduled(self) -> bool:
         return self.node is not None
 
     @property
+    def statuses(self) -> Mapping[str, Status]:
+        """Node name -> why it refused the pod (empty unless the pod fits nowhere and was explained)."""
+        return self.diagnosis.statuses if self.diagnosis is not None else {}
+
+    @property
     def resolvable(self) -> bool:
         """False when no node could ever take the pod, whatever moved (defrag would not help)."""
-        return self.scheduled or any(s.code == Code.UNSCHEDULABLE for s in self.statuses.values())
+        return self.scheduled or (self.diagnosis is not None and self.diagnosis.resolvable)
 
 
 def decide(snapshot: ClusterSnapshot, demand: Demand, policy: Policy, *, explain: bool = False) -> Decision:
     """Choose a node and GPUs for `demand`; the snapshot is not changed."""
-    feasible = np.flatnonzero(policy.filter(snapshot, demand))
-    if not len(feasible):
-        statuses = _statuses(snapshot, demand, policy) if explain else {}
-        return Decision(demand.pod_name, statuses=statuses)
-    scores = np.asarray(policy.score(snapshot, demand, feasible))
-    if scores.shape != feasible.shape:
-        raise ValueError(f"policy {policy.name} returned {scores.shape} scores for {feasible.shape} nodes")
-    spans = topology.spans(snapshot, demand, feasible)
+    verdicts = verdicts_of(policy, CycleState(snapshot, demand))
+    feasible_rows = np.flatnonzero(feasible(verdicts))
+    if not len(feasible_rows):
+        return Decision(demand.pod_name, diagnosis=Diagnosis(snapshot, verdicts) if explain else None)
+    scores = np.asarray(policy.score(snapshot, demand, feasible_rows))
+    if scores.shape != feasible_rows.shape:
+        raise ValueError(f"policy {policy.name} returned {scores.shape} scores for {feasible_rows.shape} nodes")
+    spans = topology.spans(snapshot, demand, feasible_rows)
     penalty = span_penalty(policy)
     if spans is not None and penalty and spans.any():
         scores = scores - penalty * spans
-    best = _pick(snapshot, demand, feasible, scores, spans)
-    node = int(feasible[best])
+    best = _pick(snapshot, demand, feasible_rows, scores, spans)
+    node = int(feasible_rows[best])
     gpus = policy.choose_gpus(snapshot, demand, node)
     if spans is not None:
         gpus = gpu_selection.in_one_domain(snapshot, demand, node, tuple(gpus))
-    runners_up = _runners_up(snapshot, feasible, scores, best) if explain else ()
+    runners_up = _runners_up(snapshot, feasible_rows, scores, best) if explain else ()
     return Decision(demand.pod_name, node, snapshot.node_names[node], tuple(gpus), float(scores[best]),
                     runners_up=runners_up)
 
@@ -127,19 +136,8 @@ def bind(snapshot: ClusterSnapshot, demand: Demand, decision: Decision) -> Assig
 
 
 def place(snapshot: ClusterSnapshot, pod: Pod, policy: Policy) -> Decision:
-    """Decide for one pod, with per-node reasons when it cannot be placed (the service's entry point)."""
+    """Decide for one pod, with its diagnosis when it cannot be placed (the service's entry point)."""
     return decide(snapshot, resolve(pod, snapshot), policy, explain=True)
-
-
-def _statuses(snapshot: ClusterSnapshot, demand: Demand, policy: Policy) -> dict[str, Status]:
-    explain = getattr(policy, "explain", None)
-    out = {}
-    for node in range(snapshot.n_nodes):
-        status = explain(snapshot, demand, node) if explain else Status(Code.UNSCHEDULABLE, ("filtered",))
-        if status.ok:  # passed the standard chain but the policy's own filter said no
-            status = Status(Code.UNSCHEDULABLE, (f"rejected by policy {policy.name}",), policy.name)
-        out[snapshot.node_names[node]] = status
-    return out
 
 
 __all__ = ["Decision", "RUNNERS_UP", "bind", "decide", "place", "span_penalty"]

@@ -13,7 +13,9 @@ import numpy as np
 
 from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.demand import Demand
+from gpuplace.core.filters.gpu_fit import USABLE
 from gpuplace.core.framework.interface import Code, Status
+from gpuplace.core.framework.verdicts import CycleState, Explained, Verdict, distinct
 from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.default_steps import DefaultSteps
@@ -32,12 +34,25 @@ def idle_gpus(snapshot: ClusterSnapshot, rows: slice = slice(None)) -> BoolArray
 class Exclusive(DefaultSteps):
     name = NAME
 
-    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
-        feasible = super().filter(snapshot, demand)
+    def verdicts(self, state: CycleState) -> list[Verdict]:
+        """The standard chain, then: enough idle GPUs among those with room (after the chain, so a node's
+        reason is the chain's when it fails both)."""
+        chain = super().verdicts(state)
+        snapshot, demand = state.snapshot, state.demand
         if not demand.needs_gpu:
-            return feasible
-        enough: BoolArray = (idle_gpus(snapshot) & usable_gpus(snapshot, demand)).sum(axis=1) >= demand.gpu_count
-        return feasible & enough
+            return chain
+        idle = idle_gpus(snapshot)
+        usable = state.memo(USABLE, lambda: usable_gpus(snapshot, demand))
+        enough: BoolArray = (idle & usable).sum(axis=1) >= demand.gpu_count
+
+        def explain(rows: IntArray) -> Explained:
+            count = idle[rows].sum(axis=1)
+            first, which = distinct(count)
+            return [Status(Code.UNSCHEDULABLE, (
+                f"{count[i]} idle GPU(s), the pod needs {demand.gpu_count} (exclusive: one pod per GPU)",), self.name)
+                for i in first], which
+
+        return [*chain, Verdict(self.name, enough, explain)]
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> FloatArray:
         if not demand.needs_gpu:
@@ -55,14 +70,6 @@ class Exclusive(DefaultSteps):
         if len(free) < demand.gpu_count:
             raise ValueError(f"node {snapshot.node_names[node]} has {len(free)} idle GPU(s), needs {demand.gpu_count}")
         return tuple(int(i) for i in free[: demand.gpu_count])
-
-    def explain(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
-        status = super().explain(snapshot, demand, node)
-        if status.ok and demand.needs_gpu and not self.filter(snapshot, demand)[node]:
-            idle = int(idle_gpus(snapshot)[node].sum())
-            return Status(Code.UNSCHEDULABLE, (
-                f"{idle} idle GPU(s), the pod needs {demand.gpu_count} (exclusive: one pod per GPU)",), self.name)
-        return status
 
 
 __all__ = ["Exclusive", "NAME", "idle_gpus"]

@@ -15,14 +15,14 @@ cycles (an online refit, latency/update.py).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from gpuplace.core.arrays import BoolArray, IntArray, ScoreArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.filters import latency_fit
 from gpuplace.core.filters.latency_fit import LatencyCheck
-from gpuplace.core.framework.interface import Policy, Status
+from gpuplace.core.framework.interface import Code, Policy, Status
 from gpuplace.core.framework.runtime import span_penalty
+from gpuplace.core.framework.verdicts import CycleState, Verdict, feasible, one_status, verdicts_of
 from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.model import LatencyModel, Stream
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -48,12 +48,23 @@ class LatencyAware:
         """The base's (core/topology.py): latency changes where the pod may go, not what spanning costs."""
         return span_penalty(self.base)
 
-    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
-        view = self._view(snapshot, demand)
+    def verdicts(self, state: CycleState) -> list[Verdict]:
+        """The base's verdicts on the real snapshot, then the latency filter's, then the base's on the latency
+        view as one verdict of this policy's ("rejected by policy ...": the base refuses what latency leaves it,
+        e.g. a pod that needs two GPUs where one keeps the deadlines). In that order a node's reason is the
+        plainest true one: no CPU before no fast GPU before not enough fast GPUs. The feasible nodes are those
+        of the base on the view that the latency filter passes (the view only takes room away)."""
+        base = verdicts_of(self.base, state)
+        view = self._view(state.snapshot, state.demand)
         if view is None:
-            return self.base.filter(snapshot, demand)
+            return base
         masked, check = view
-        return self.base.filter(masked, demand) & latency_fit.mask(check)
+        rejected = Status(Code.UNSCHEDULABLE, (f"rejected by policy {self.name}",), self.name)
+        on_view = feasible(verdicts_of(self.base, CycleState(masked, state.demand)))
+        return [*base, latency_fit.verdict(check), Verdict(self.name, on_view, lambda rows: one_status(rejected, rows))]
+
+    def filter(self, snapshot: ClusterSnapshot, demand: Demand) -> BoolArray:
+        return feasible(self.verdicts(CycleState(snapshot, demand)))
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> ScoreArray:
         view = self._view(snapshot, demand)
@@ -62,16 +73,6 @@ class LatencyAware:
     def choose_gpus(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]:
         view = self._view(snapshot, demand)
         return self.base.choose_gpus(snapshot if view is None else view[0], demand, node)
-
-    def explain(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> Status:
-        """The base's reason on the real snapshot first, else the latency filter's."""
-        explain = getattr(self.base, "explain", None)
-        status = explain(snapshot, demand, node) if explain else Status()
-        view = self._view(snapshot, demand)
-        if not status.ok or view is None:
-            return status
-        status = latency_fit.status(view[1], node)
-        return status if status.ok or status.plugin else replace(status, plugin=latency_fit.NAME)
 
     def check(self, snapshot: ClusterSnapshot, demand: Demand) -> LatencyCheck | None:
         """The latency verdict for `demand` on every GPU (None when the pod has no stream)."""
