@@ -40,6 +40,7 @@ _COMMAND_MODULES = (
     "gpuplace.cli.demo",
     "gpuplace.cli.bench_pipeline",
     "gpuplace.cli.bench_placement",
+    "gpuplace.cli.bench_robustness",
     "gpuplace.cli.bench_chaos",
     "gpuplace.cli.latency",
     "gpuplace.cli.scenario",
