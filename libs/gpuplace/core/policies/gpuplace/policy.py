@@ -20,8 +20,8 @@ operator declares (PolicyContext.expected_shapes). Learned only from pods seen, 
 whole nodes were worth keeping until the first 8-GPU job came, and on small fleets that job then found every
 node broken (issue 19; `gpuplace bench robustness`). The context's TypicalWorkload is not used: FGD's 95% cut
 by count drops the rare multi-GPU shapes that hold 6% of the trace's GPU demand, and seeding the estimate with
-it starved 8-GPU pods early. The measure is rebuilt when the estimate (checked every DRIFT_CHECK_PODS pods) or the shapes' node pools (every POOL_CHECK_PODS)
-move by more than DRIFT_TV in total variation; between rebuilds a state's waste and a request's best option on a
+it starved 8-GPU pods early. The measure is rebuilt when the estimate (checked every DRIFT_CHECK_PODS pods)
+or the shapes' node pools (every POOL_CHECK_PODS) move by more than DRIFT_TV in total variation; between rebuilds a state's waste and a request's best option on a
 state are cached by interned state id (states.py, state_terms.py), so a decision mostly costs array lookups.
 """
 
