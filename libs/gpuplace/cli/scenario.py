@@ -6,7 +6,8 @@ Runs sim/scenarios/robotics.py once per policy and seed (the same arrivals for e
 prints, per policy, the means over seeds of slo_attainment, deadline_miss_frames_pct and
 pods_per_gpu (with the per-seed values in --json). `--latency-data` fits the latency tails on a
 colocation directory first; without it the tails fitted on the shared H200 data are used.
-`gpuplace sim --scenario robotics` calls `run` with the same arguments.
+`gpuplace sim --scenario robotics` calls `run` with the same arguments. `gpuplace scenario fleet` runs the fleet
+simulator (cli/sim_fleet.py) for its default 7 days; `gpuplace sim --scenario fleet` has its options.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpuplace.cli import sim_fleet
 from gpuplace.cli.choices import parse_seeds
 from gpuplace.core.latency import fit
 from gpuplace.core.latency.model import DEFAULT_MODEL, LatencyModel
 from gpuplace.core.latency.speed import relative_speed
+from gpuplace.sim.fleet import FleetScenario
 from gpuplace.sim.scenarios import robotics
 from gpuplace.traces import colocation
 
-SCENARIOS = (robotics.NAME,)
+SCENARIOS = (robotics.NAME, sim_fleet.NAME)
 DEFAULTS = robotics.RoboticsScenario()
 KPIS = ("slo_attainment", "deadline_miss_frames_pct", "pods_per_gpu", "pods_per_fleet_gpu", "placed_pct",
         "busy_gpus_mean", "overloaded_gpu_time_pct")
@@ -66,6 +69,8 @@ def run(name: str, policy: str, seeds: list[int], *, as_json: bool, latency_data
     if name not in SCENARIOS:
         raise typer.BadParameter(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
     policies = [p.strip() for p in policy.split(",") if p.strip()]
+    if name == sim_fleet.NAME:  # its own options live on `gpuplace sim --scenario fleet` (--days, --defrag, --plot)
+        return sim_fleet.run(policies, seeds, days=FleetScenario().days, defrag=False, as_json=as_json)
     model = _model(latency_data)
     try:
         runs = [r for seed in seeds

@@ -2,6 +2,7 @@
 
     gpuplace sim --pods default --policy fgd,bestfit --seeds 42-51 --jobs 2 [--json] [--plot out.png]
     gpuplace sim --pods default --policy gpuplace --defrag [--max-moves-pct 3] --seeds 42-51 --json
+    gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] --days 7 --seeds 42-44 [--json] [--plot F]
 
 `--pods` takes a CSV path or a trace short name (default, cpu050, ...) looked up in the trace
 directory ($GPUPLACE_TRACE_DIR, else ../shared/traces/alibaba-gpu-v2023 from the repository root);
@@ -25,6 +26,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gpuplace.cli import scenario as scenarios
+from gpuplace.cli import sim_fleet
 from gpuplace.cli.choices import parse_policies, parse_seeds
 from gpuplace.core.policies import registry
 from gpuplace.sim import defrag_simulator, kpi, simulator
@@ -99,13 +101,27 @@ def sim(
                                         help="With --defrag: moves never exceed this % of the pods placed so far."),
     scenario: str | None = typer.Option(None, "--scenario",
                                         help="Run a scenario instead of a trace: `robotics` (perception pods "
-                                             "arriving and departing; adds slo_attainment, pods_per_gpu)."),
+                                             "arriving and departing; adds slo_attainment, pods_per_gpu) or "
+                                             "`fleet` (regions of clusters under churn over --days; sim/fleet)."),
+    days: float = typer.Option(7.0, "--days", help="With --scenario fleet: simulated days."),
+    regions: int = typer.Option(5, "--regions", min=1, help="With --scenario fleet: regions (2 clusters each)."),
+    gpus_per_cluster: int = typer.Option(100, "--gpus-per-cluster", min=8, help="With --scenario fleet."),
+    save_runs: Path | None = typer.Option(None, "--save-runs", help="With --scenario fleet: a directory for each "
+                                                                    "run's whole result (JSON, hourly series)."),
 ) -> None:
     if scenario:
         try:
             seed_list = parse_seeds(seeds)
         except ValueError as error:
             raise typer.BadParameter(str(error)) from None
+        if scenario == sim_fleet.NAME:
+            try:
+                fleet = sim_fleet.FleetScenario(regions=regions, gpus_per_cluster=gpus_per_cluster, days=days)
+            except ValueError as error:
+                raise typer.BadParameter(str(error)) from None
+            sim_fleet.run([p.strip() for p in policy.split(",") if p.strip()], seed_list, days=days, defrag=defrag,
+                          as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs)
+            return
         scenarios.run(scenario, policy, seed_list, as_json=as_json)
         return
     try:
