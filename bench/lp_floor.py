@@ -10,8 +10,17 @@ every arrival, as an LP relaxation of the real problem:
 - a pod taking every GPU of a node counts against that kind's node count; models a pod may not use are closed;
 - pods asking no GPU are all placed (they use CPU and memory); any GPU pod may be left out.
 The optimum allocates at least as much as any real placement of the same pods, so 100% minus it is a floor on
-unallocated GPU %. With --place-shared every shared one-GPU pod must be placed too: the floor of a policy that
-never refuses a shared pod while one fits somewhere (it says what lone 810m pods strand on `default`).
+unallocated GPU %.
+
+Which policies each bound covers (issue 19):
+- without --place-shared: every placement of these arrivals, online or offline, in any order, that places or drops
+  each pod -- so every policy, including those that place each pod that fits at its arrival time (gpuplace, FGD,
+  BestFit). This is the valid lower bound for them; it is loose, as it may drop pods that fit.
+- with --place-shared: only placements that place *every* shared one-GPU pod. It is NOT a lower bound for
+  policies that place each pod that fits at arrival time: such a policy still drops a shared pod that fits nowhere
+  when it arrives, and gets below this figure (gpuplace on 3 of 10 `default` seeds). Read it as what placing all
+  shared pods costs (lone 810m pods on `default`), not as a floor. A bound for the "place what fits on arrival"
+  class would have to model the arrival order (which pods fit nowhere when they come); not built.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ _COMMAND_MODULES = (
     "gpuplace.cli.bench_pipeline",
     "gpuplace.cli.bench_placement",
     "gpuplace.cli.bench_explain",
+    "gpuplace.cli.bench_robustness",
     "gpuplace.cli.bench_chaos",
     "gpuplace.cli.latency",
     "gpuplace.cli.scenario",

@@ -13,6 +13,7 @@ from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.model import Gpu, Node
 from gpuplace.core.policies import gpuplace, registry
+from gpuplace.core.policies.gpuplace import policy as gpuplace_policy
 from gpuplace.core.policies.gpuplace.policy import Gpuplace
 from gpuplace.core.snapshot import ClusterSnapshot
 
@@ -40,7 +41,8 @@ def test_a_320_opens_a_fresh_gpu_rather_than_strand_210_next_to_a_470():
     # 320 into 1000: loss = K(1000) - y320 - K(680) = 1 - y320 - (1 - y320) = 0   (K(680) = y650)
     snapshot = ClusterSnapshot([make_node("n").cpu(64).gpus(2).free(530, 1000).build()])
     mix = [make_pod(f"m{i}").cpu(4).gpu_share(s).build() for i, s in enumerate((470, 470, 650, 320) + (1000,) * 4)]
-    policy = _shown(snapshot, mix)
+    policy = _shown(snapshot, mix + mix)  # 16 pods: the drift check rebuilds on all four sizes (not just the 470)
+    assert policy.rebuilds == 2
     decision = decide(snapshot, resolve(make_pod("p").cpu(4).gpu_share(320).build(), snapshot), policy)
     assert decision.gpu_indices == (1,)
     # FGD looks one arrival ahead: half the next tasks want a whole GPU, which 530 -> 210 keeps (F = 210 for them)
@@ -55,7 +57,8 @@ def _workload(snapshot, pods):
     return typical_workload(pods, snapshot.gpu_types, coverage_pct=100.0)
 
 
-def test_a_cpu_heavy_pod_goes_where_cpu_outlasts_the_gpus():
+def test_a_cpu_heavy_pod_goes_where_cpu_outlasts_the_gpus(monkeypatch):
+    monkeypatch.setattr(gpuplace_policy, "PRIOR_PODS", 0.0)  # the numbers below count only the shapes shown
     # mix: 1 whole GPU with 8 cores, no host memory: the GPU shapes ask 8 cores per GPU (8 milli per milli-GPU).
     # a (first): 40 cores, 4 GPUs; b: 100 cores, 4 GPUs. The pod: 20 cores, 1 GPU.
     # a after: 20 cores feed 20000 / 8 = 2500 milli-GPU of its 3000 free: 500 stranded; before 40000 / 8 >= 4000: 0
@@ -69,7 +72,8 @@ def test_a_cpu_heavy_pod_goes_where_cpu_outlasts_the_gpus():
     assert decide(snapshot, demand, policy).node_name == "b"
 
 
-def test_a_cpu_light_pod_relieves_a_node_short_of_cpu():
+def test_a_cpu_light_pod_relieves_a_node_short_of_cpu(monkeypatch):
+    monkeypatch.setattr(gpuplace_policy, "PRIOR_PODS", 0.0)  # the numbers below count only the shapes shown
     # mix as above (8 cores per GPU). b (first): 100 cores, 4 GPUs; a: 20 cores, 4 GPUs.
     # a before: 20000 / 8 = 2500 of 4000 fed: 1500 stranded; after a 2-core GPU pod: 18000 / 8 = 2250 of 3000: 750
     # growth on a: 750 - 1500 = -750; on b: 0. The pod goes to a, though b comes first.

@@ -31,6 +31,7 @@ from gpuplace.core.arrays import BoolArray, IntArray, ScoreArray
 
 if TYPE_CHECKING:
     from gpuplace.core.demand import Demand
+    from gpuplace.core.model import GpuRequest
     from gpuplace.core.snapshot import ClusterSnapshot
     from gpuplace.core.workload import TypicalWorkload
 
@@ -93,6 +94,9 @@ class PolicyContext:
 
     workload: TypicalWorkload | None = None
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    expected_shapes: tuple[GpuRequest, ...] = ()
+    """GPU requests the operator expects before they are seen (a training job's 8 GPUs): policies that learn the
+    mix online count them from the start (gpuplace: shape_estimate.set_prior)."""
 
 
 class Policy(Protocol):

@@ -152,7 +152,8 @@ def _stranding_ratios(workload: ArrivingWorkload, n_types: int) -> tuple[FloatAr
     shapes = workload.shapes
     share = shapes.share_milli_by_type  # (n_shapes, n_types)
     usable = shapes.allowed_by_type & (shapes.gpu_count[:, None] > 0) & (share < UNRESOLVABLE)
-    p = np.where(usable, shapes.probability[:, None], 0.0)  # (n_shapes, n_types)
+    # the prior's shapes (shape_estimate.set_prior) ask no CPU or memory: only pods seen say what a GPU is fed with
+    p = np.where(usable, workload.observed_probability[:, None], 0.0)  # (n_shapes, n_types)
     gpu_milli = (p * shapes.gpu_count[:, None] * np.minimum(share, MILLI_PER_GPU)).sum(axis=0)  # (n_types,)
     with np.errstate(divide="ignore", invalid="ignore"):
         cpu = (p * shapes.cpu_milli[:, None]).sum(axis=0) / gpu_milli

@@ -27,7 +27,7 @@ import numpy as np
 
 from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.demand import UNRESOLVABLE, Demand, RequestKey
-from gpuplace.core.model import MILLI_PER_GPU
+from gpuplace.core.model import MILLI_PER_GPU, GpuRequest
 from gpuplace.core.snapshot import GpuType
 from gpuplace.core.workload import TypicalWorkload
 
@@ -47,26 +47,42 @@ ShapeKey = tuple[int, int, int, int, tuple[str, ...]]
 
 @dataclass(frozen=True, eq=False)
 class ArrivingWorkload:
-    """A built estimate: shapes as a TypicalWorkload, plus the mean host memory of each shape, (n_shapes,)."""
+    """A built estimate: shapes as a TypicalWorkload, plus the mean host memory of each shape, (n_shapes,), and the
+    part of each shape's probability that pods seen gave it (the rest is the prior), (n_shapes,)."""
 
     shapes: TypicalWorkload
     memory_mib: FloatArray
+    observed_probability: FloatArray
 
 
 class ShapeEstimate:
-    def __init__(self, half_life_pods: float) -> None:
+    def __init__(self, half_life_pods: float, *, seen_floor_pods: float = 0.0) -> None:
         if not half_life_pods > 0:
             raise ValueError(f"half_life_pods must be > 0, got {half_life_pods}")
+        if seen_floor_pods < 0:
+            raise ValueError(f"seen_floor_pods must be >= 0, got {seen_floor_pods}")
         self._decay = 2.0 ** (-1.0 / half_life_pods)
         self._scale = 1.0  # weights are stored divided by the decay applied so far (lazy decay)
         self._weight: dict[ShapeKey, float] = {}
         self._sum, self._sum_sq = 0.0, 0.0  # of the observations' decayed weights: N_eff = sum^2 / sum_sq
         self._memory: dict[ShapeKey, float] = {}  # weight x host memory, same scale
+        self._prior: dict[ShapeKey, float] = {}  # pseudo-pods that never decay (set_prior)
+        self._seen_floor = seen_floor_pods
         self._built: dict[ShapeKey, float] = {}
 
     @property
     def empty(self) -> bool:
-        return not self._weight
+        return not self._weight and not self._prior
+
+    def set_prior(self, pseudo_pods: dict[ShapeKey, float]) -> None:
+        """Shapes expected before (or without) being seen, each as that many pods that never decay.
+
+        They are the estimate until pods arrive and stay a floor under it after: a shape of the prior keeps
+        weight pseudo_pods / (N_eff + prior pods) however long it goes unseen. Replaces the previous prior.
+        """
+        if any(not w >= 0 for w in pseudo_pods.values()):
+            raise ValueError("prior weights must be >= 0")
+        self._prior = {k: float(w) for k, w in pseudo_pods.items() if w > 0}
 
     def observe(self, demand: Demand) -> None:
         """Count one arriving pod of `demand`'s shape."""
@@ -87,8 +103,14 @@ class ShapeEstimate:
         live = self._probabilities()
         keys = live.keys() | self._built.keys()
         distance = 0.5 * sum(abs(live.get(k, 0.0) - self._built.get(k, 0.0)) for k in keys)
+        if not self._sum_sq:  # the prior alone: nothing sampled
+            return distance
         pods = self._sum**2 / self._sum_sq  # effective number of observations
-        noise = 0.5 * sum(math.sqrt(2.0 * p * (1.0 - p) / (math.pi * pods)) for p in live.values())
+        # only the observed part is a sample: its shapes' shares q of it are noisy, scaled by its share f of all
+        observed = self._observed()
+        f = sum(observed.values())
+        noise = 0.5 * sum(f * math.sqrt(2.0 * q * (1.0 - q) / (math.pi * pods))
+                          for q in (p / f for p in observed.values())) if f > 0 else 0.0
         return max(0.0, distance - noise)
 
     def build(self, gpu_types: tuple[GpuType, ...]) -> ArrivingWorkload:
@@ -101,7 +123,9 @@ class ShapeEstimate:
         keys = tuple(k for k, _ in kept)
         probability = np.array([p for _, p in kept])
         share, allowed = _resolve(keys, gpu_types)
-        memory = np.array([self._memory.get(k, 0.0) / self._weight[k] for k in keys])
+        memory = np.array([self._memory[k] / self._weight[k] if self._weight.get(k) else 0.0 for k in keys])
+        observed = self._observed()
+        observed_probability = np.array([observed.get(k, 0.0) for k in keys])
         shapes = TypicalWorkload(
             cpu_milli=np.array([k[0] for k in keys], dtype=np.int64),
             gpu_count=np.array([k[1] for k in keys], dtype=np.int64),
@@ -109,16 +133,61 @@ class ShapeEstimate:
             probability=probability / probability.sum(),
             keys=tuple((k[0], k[2] if k[1] else 0, k[1], "|".join(k[4]), k[3]) for k in keys),
         )
-        return ArrivingWorkload(shapes, memory)
+        return ArrivingWorkload(shapes, memory, observed_probability / probability.sum())
+
+    def _pods(self) -> dict[ShapeKey, float]:
+        """Each shape's weight in pods: decayed observations, a seen shape never below the floor, plus the prior."""
+        pods = {k: max(w / self._scale, self._seen_floor) for k, w in self._weight.items()}
+        for k, w in self._prior.items():
+            pods[k] = pods.get(k, 0.0) + w
+        return pods
+
+    def _observed(self) -> dict[ShapeKey, float]:
+        """The part of each shape's probability the pods seen gave it (floor included)."""
+        pods = self._pods()
+        total = sum(pods.values())
+        return {k: max(w / self._scale, self._seen_floor) / total for k, w in self._weight.items()}
 
     def _probabilities(self) -> dict[ShapeKey, float]:
-        total = sum(self._weight.values())
-        return {k: w / total for k, w in self._weight.items()}
+        pods = self._pods()
+        total = sum(pods.values())
+        return {k: w / total for k, w in pods.items()}
 
     def _rescale(self) -> None:
         self._weight = {k: w / self._scale for k, w in self._weight.items()}
         self._memory = {k: m / self._scale for k, m in self._memory.items()}
         self._scale = 1.0
+
+
+def hostable_shapes(gpu_counts: IntArray, models: tuple[str, ...], pseudo_pods: float) -> dict[ShapeKey, float]:
+    """The whole-GPU shapes a cluster could host, `pseudo_pods` shared by each GPU model's: per model (its nodes'
+    GPU counts `gpu_counts` and GPU models `models`, one per node), one GPU, every power of two up to its largest
+    node, and every node's full count (a whole node), asking no CPU. With one model the shapes allow any model."""
+    by_model: dict[str, set[int]] = {}
+    for count, model in zip(gpu_counts, models, strict=True):
+        if count > 0 and model:
+            by_model.setdefault(model, set()).add(int(count))
+    shapes: dict[ShapeKey, float] = {}
+    for model, counts in by_model.items():
+        largest = max(counts)
+        counts |= {2**i for i in range(largest.bit_length()) if 2**i <= largest}
+        allowed = (model,) if len(by_model) > 1 else ()
+        for c in sorted(counts):
+            shapes[(0, c, MILLI_PER_GPU, -1, allowed)] = pseudo_pods / len(by_model)
+    return shapes
+
+
+def declared_shapes(requests: tuple[GpuRequest, ...], pseudo_pods: float) -> dict[ShapeKey, float]:
+    """The operator's expected GPU requests (PolicyContext.expected_shapes) as prior shapes asking no CPU."""
+    shapes: dict[ShapeKey, float] = {}
+    for request in requests:
+        if not request.needs_gpu:
+            continue
+        memory = -1 if request.memory_mib is None else _bucket(request.memory_mib)
+        share = -1 if request.share_milli is None else request.share_milli
+        key = (0, request.count, share, memory, tuple(request.allowed_models))
+        shapes[key] = shapes.get(key, 0.0) + pseudo_pods
+    return shapes
 
 
 def _bucket(memory_mib: int) -> int:
@@ -151,4 +220,7 @@ def _resolve(keys: tuple[ShapeKey, ...], gpu_types: tuple[GpuType, ...]) -> tupl
     return share, allowed
 
 
-__all__ = ["ArrivingWorkload", "MAX_SHAPES", "MEMORY_BUCKET_MIB", "MIN_PROBABILITY", "ShapeEstimate", "ShapeKey"]
+__all__ = [
+    "ArrivingWorkload", "MAX_SHAPES", "MEMORY_BUCKET_MIB", "MIN_PROBABILITY", "ShapeEstimate", "ShapeKey",
+    "declared_shapes", "hostable_shapes",
+]

@@ -1,0 +1,106 @@
+"""gpuplace's prior (issue 19): shapes the cluster could host, and shapes the operator declares, are valued before
+any pod of theirs is seen, and stay a floor under the learned mix."""
+
+import numpy as np
+import pytest
+
+from gpuplace.core.demand import resolve
+from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.framework.runtime import decide
+from gpuplace.core.model import MILLI_PER_GPU, GpuRequest
+from gpuplace.core.policies.gpuplace import policy as gpuplace_policy
+from gpuplace.core.policies.gpuplace.policy import Gpuplace
+from gpuplace.core.policies.gpuplace.shape_estimate import ShapeEstimate, declared_shapes, hostable_shapes
+from gpuplace.core.snapshot import ClusterSnapshot
+
+from ..core.builders import make_node, make_pod
+
+PRIOR_PODS = gpuplace_policy.PRIOR_PODS  # the shipped value (tests patch the module's)
+
+
+def test_hostable_shapes_are_one_gpu_powers_of_two_and_whole_nodes():
+    shapes = hostable_shapes(np.array([8, 8, 6, 0]), ("V100", "V100", "V100", ""), 12.0)
+    assert sorted(k[1] for k in shapes) == [1, 2, 4, 6, 8]
+    assert all(k == (0, k[1], MILLI_PER_GPU, -1, ()) and w == 12.0 for k, w in shapes.items())
+
+
+def test_hostable_shapes_of_two_models_are_per_model_and_share_the_weight():
+    shapes = hostable_shapes(np.array([8, 4]), ("A100", "H100"), 10.0)
+    assert set(shapes) == {(0, c, MILLI_PER_GPU, -1, ("A100",)) for c in (1, 2, 4, 8)} | {
+        (0, c, MILLI_PER_GPU, -1, ("H100",)) for c in (1, 2, 4)}
+    assert set(shapes.values()) == {5.0}
+
+
+def _snapshot():
+    return ClusterSnapshot([make_node("a").cpu(96).gpus(8).build(), make_node("b").cpu(96).gpus(8).build()])
+
+
+def test_an_unseen_8_gpu_shape_is_in_the_first_build_and_stays_a_floor():
+    snapshot = _snapshot()
+    estimate = ShapeEstimate(half_life_pods=50.0)
+    estimate.set_prior(hostable_shapes(snapshot.gpu_count, ("V100M16",) * 2, 8.0))
+    assert not estimate.empty  # the prior alone can be built on
+    demand = resolve(make_pod("p").cpu(1).gpu_memory_mib(4096).build(), snapshot)
+    for _ in range(1000):  # a long run of one small shape: 8-GPU jobs never seen
+        estimate.observe(demand)
+    built = estimate.build(snapshot.gpu_types)
+    probability = dict(zip(built.shapes.keys, built.shapes.probability, strict=True))
+    eight = next(p for k, p in probability.items() if k[2] == 8)
+    # 1000 pods at a 50-pod half-life weigh 1 / (1 - 2^(-1/50)) ~ 72.6 pods; the prior's 8 pseudo-pods of
+    # 8 GPUs keep their share of it
+    assert eight == pytest.approx(8.0 / (1 / (1 - 2 ** (-1 / 50)) + 4 * 8.0), rel=1e-3)
+    # the prior is not a sample: only the observed shape feeds CPU/memory stranding
+    observed = dict(zip(built.shapes.keys, built.observed_probability, strict=True))
+    assert observed[next(k for k in probability if k[2] == 8)] == 0.0
+    assert sum(observed.values()) == pytest.approx(1 - 4 * eight, rel=1e-6)
+
+
+def test_a_seen_shape_decays_to_its_floor_rather_than_to_nothing():
+    snapshot = _snapshot()
+    estimate = ShapeEstimate(half_life_pods=10.0, seen_floor_pods=2.0)
+    big = resolve(make_pod("big").cpu(16).whole_gpus(4).build(), snapshot)
+    small = resolve(make_pod("small").cpu(1).gpu_share(250).build(), snapshot)
+    estimate.observe(big)
+    for _ in range(500):
+        estimate.observe(small)
+    probability = dict(zip(*_keys_and_p(estimate.build(snapshot.gpu_types)), strict=True))
+    four = next(p for k, p in probability.items() if k[2] == 4)
+    assert four == pytest.approx(2.0 / (1 / (1 - 2 ** (-1 / 10)) + 2.0), rel=1e-3)
+
+
+def _keys_and_p(built):
+    return built.shapes.keys, built.shapes.probability
+
+
+def test_declared_shapes_use_the_request_key_of_pods_asking_them():
+    request = GpuRequest(count=4, share_milli=1000, allowed_models=("H100",))
+    shapes = declared_shapes((request, GpuRequest()), 3.0)
+    snapshot = ClusterSnapshot([make_node("h").cpu(96).gpus(8, "H100", 81920).build()])
+    demand = resolve(make_pod("p").cpu(0).whole_gpus(4, ("H100",)).build(), snapshot)
+    estimate = ShapeEstimate(half_life_pods=10.0)
+    estimate.set_prior(shapes)
+    estimate.observe(demand)  # the same shape as the declared one: one key, not two
+    assert len(estimate.build(snapshot.gpu_types).shapes.keys) == 1
+
+
+def _first_pod_goes_to(monkeypatch, prior_pods, expected=()):
+    # a (first): 8 whole GPUs free; b: one GPU half used. The first pod the policy ever sees asks one whole GPU.
+    # Learned mix only (no prior): W counts that one shape, which fits a and b alike after the pod -> a (first).
+    # With 8-GPU (or declared 8-GPU) shapes in the prior, the pod on a breaks the only whole node -> b.
+    monkeypatch.setattr(gpuplace_policy, "PRIOR_PODS", prior_pods)
+    snapshot = ClusterSnapshot([make_node("a").cpu(96).gpus(8).build(),
+                                make_node("b").cpu(96).gpus(8).free(500, *(1000,) * 7).build()])
+    policy = Gpuplace(PolicyContext(expected_shapes=expected))
+    return decide(snapshot, resolve(make_pod("p").cpu(4).whole_gpus(1).build(), snapshot), policy).node_name
+
+
+def test_an_unseen_whole_node_shape_is_kept_from_the_first_pod(monkeypatch):
+    assert _first_pod_goes_to(monkeypatch, 0.0) == "a"  # without the prior the whole node is broken
+    assert _first_pod_goes_to(monkeypatch, PRIOR_PODS) == "b"
+
+
+def test_a_declared_shape_is_valued_from_the_first_pod(monkeypatch):
+    # hostable shapes off (weight 0 would drop them), the operator declares 8-GPU jobs: the policy keeps a whole
+    monkeypatch.setattr(gpuplace_policy, "hostable_shapes", lambda *args: {})
+    assert _first_pod_goes_to(monkeypatch, 8.0) == "a"
+    assert _first_pod_goes_to(monkeypatch, 8.0, (GpuRequest(count=8, share_milli=1000),)) == "b"

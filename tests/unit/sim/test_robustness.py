@@ -1,0 +1,61 @@
+"""The robustness suite's generator and runner (sim/robustness.py) and its command's quick mode."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuplace.cli import app as cli
+from gpuplace.sim import robustness
+
+
+def test_a_case_is_the_same_for_the_same_seed_and_differs_across_seeds():
+    family = robustness.FAMILIES["v100-8gpu"]
+    one, again, other = (robustness.case(family, s, scale=0.2) for s in (5, 5, 6))
+    assert one == again
+    assert one.pods != other.pods
+    assert len(one.nodes) == 10 and one.order == robustness.ORDERS[5 % 4]
+
+
+@pytest.mark.parametrize("order", robustness.ORDERS)
+def test_every_order_keeps_the_pods_and_puts_large_jobs_where_it_says(order):
+    family = robustness.FAMILIES["two-models"]
+    stream = robustness.case(family, 3, order, scale=0.3).pods
+    drawn = robustness.case(family, 3, "random", scale=0.3).pods
+    assert sorted(p.name for p in stream) == sorted(p.name for p in drawn)
+    large = [i for i, p in enumerate(stream) if p.gpu.count >= robustness.LARGE_GPUS]
+    assert large, "the family draws large jobs"
+    if order == "large-first":
+        assert large == list(range(len(large)))
+    if order == "large-last":
+        assert large == list(range(len(stream) - len(large), len(stream)))
+
+
+def test_the_stream_reaches_past_the_100_percent_mark_and_the_kpi_is_read():
+    run = robustness.case(robustness.FAMILIES["a100-4gpu"], 1, scale=0.25)
+    first, second = robustness.run_case(run, "bestfit"), robustness.run_case(run, "bestfit")
+    assert first.unallocated_pct_at_100 == second.unallocated_pct_at_100  # deterministic
+    assert 0.0 <= first.unallocated_pct_at_100 < 100.0
+    assert first.arrivals == len(run.pods)
+
+
+def _invoke(*args: str):
+    cli._register_all()
+    return CliRunner().invoke(cli.app, ["bench", "robustness", *args])
+
+
+def test_quick_mode_writes_the_table_and_every_seed(tmp_path):
+    out = tmp_path / "robustness.md"
+    result = _invoke("--quick", "--families", "v100-8gpu", "--policies", "gpuplace,fgd", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert len(data["runs"]) == 2 * 4 and data["scale"] == 0.4
+    rows = {r["policy"]: r for r in data["summary"]}
+    assert rows["fgd"]["seeds_worse_than_fgd"] is None and rows["gpuplace"]["seeds"] == 4
+    assert rows["gpuplace"]["worst"] >= rows["gpuplace"]["median"]
+    assert "| v100-8gpu | gpuplace | 4 |" in out.read_text()
+
+
+def test_unknown_family_is_a_usage_error(tmp_path):
+    result = _invoke("--families", "nope", "--out", str(tmp_path / "r.md"))
+    assert result.exit_code == 2 and "unknown family" in result.output
