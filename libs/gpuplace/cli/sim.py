@@ -3,6 +3,7 @@
     gpuplace sim --pods default --policy fgd,bestfit --seeds 42-51 --jobs 2 [--json] [--plot out.png]
     gpuplace sim --pods default --policy gpuplace --defrag [--max-moves-pct 3] --seeds 42-51 --json
     gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] --days 7 --seeds 42-44 [--json] [--plot F]
+    gpuplace sim --scenario fleet --policy gpuplace --days 2 --seeds 42-44 --autoscalers 1 --json
 
 `--pods` takes a CSV path or a trace short name (default, cpu050, ...) looked up in the trace
 directory ($GPUPLACE_TRACE_DIR, else ../shared/traces/alibaba-gpu-v2023 from the repository root);
@@ -108,6 +109,10 @@ def sim(
     gpus_per_cluster: int = typer.Option(100, "--gpus-per-cluster", min=8, help="With --scenario fleet."),
     save_runs: Path | None = typer.Option(None, "--save-runs", help="With --scenario fleet: a directory for each "
                                                                     "run's whole result (JSON, hourly series)."),
+    autoscalers: int = typer.Option(0, "--autoscalers", min=0,
+                                    help="With --scenario fleet: every this many simulated hours, compare the nodes "
+                                         "a whole-GPU and a hint-driven autoscaler would add for the waiting pods "
+                                         "(0: off; it costs time)."),
 ) -> None:
     if scenario:
         try:
@@ -120,7 +125,8 @@ def sim(
             except ValueError as error:
                 raise typer.BadParameter(str(error)) from None
             sim_fleet.run([p.strip() for p in policy.split(",") if p.strip()], seed_list, days=days, defrag=defrag,
-                          as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs)
+                          as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs,
+                          autoscalers=autoscalers)
             return
         scenarios.run(scenario, policy, seed_list, as_json=as_json)
         return

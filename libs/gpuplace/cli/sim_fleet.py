@@ -1,14 +1,17 @@
 """`gpuplace sim --scenario fleet`: the fleet simulator (sim/fleet) per policy and seed, KPIs over the run.
 
     gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] --days 7 --seeds 42-44 \\
-        [--jobs N] [--json] [--plot fleet.png]
+        [--jobs N] [--json] [--plot fleet.png] [--autoscalers H]
 
 Every (policy, seed) run simulates the same plan for that seed (sim/fleet/plan.py). Printed per policy: the
 means over seeds of the fleet's time-averaged stranded GPU memory, GPU memory allocated, p50/p99 pending time
 of GPU pods, SLO attainment and pods moved per hour; `--json` gives them with every run's fleet and per-region
 KPIs (the hourly series left out); `--plot` draws the fleet's stranded memory and waiting GPU pods over time.
 Progress goes to stderr, one line per simulated day, so `--json` stays clean on stdout. `--save-runs DIR` writes
-each run's whole result (hourly series included) to DIR as it finishes.
+each run's whole result (hourly series included) to DIR as it finishes. `--autoscalers H` compares, every H
+simulated hours, the nodes a whole-GPU autoscaler and a hint-driven one would add for each cluster's waiting pods
+(sim/fleet/autoscaling.py; the simulation is not changed), adding per-seed totals to the JSON (`autoscalers`;
+every observation too in --save-runs files) and a table to the printout; it costs time.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from rich.table import Table
 
 from gpuplace.core.policies import registry
 from gpuplace.sim.fleet import FleetScenario, FleetSim, make_plan
+from gpuplace.sim.fleet.autoscaling import AutoscalerComparison
 from gpuplace.sim.fleet.plan import DAY_S
 
 NAME = "fleet"
@@ -33,8 +37,10 @@ WARMUP_H = FleetScenario().warmup_s / 3600.0
 
 
 def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_json: bool, plot: Path | None = None,
-        jobs: int = 1, scenario: FleetScenario | None = None, save_runs: Path | None = None) -> list[dict[str, Any]]:
-    """Run, print and return one summary per policy (see the module docstring)."""
+        jobs: int = 1, scenario: FleetScenario | None = None, save_runs: Path | None = None,
+        autoscalers: int = 0) -> list[dict[str, Any]]:
+    """Run, print and return one summary per policy (see the module docstring). `autoscalers` > 0 compares the
+    two autoscalers every that many simulated hours (sim/fleet/autoscaling.py)."""
     unknown = [p for p in policies if p not in registry.POLICIES]
     if not policies or unknown:
         given = ", ".join(unknown) or "(none)"
@@ -46,7 +52,8 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
     if save_runs is not None:
         save_runs.mkdir(parents=True, exist_ok=True)
     # seed by seed, so that runs cut short leave whole comparisons behind (with --save-runs)
-    tasks = [(options, seed, policy, defrag, jobs <= 1, save_runs) for seed in seeds for policy in policies]
+    tasks = [(options, seed, policy, defrag, jobs <= 1, save_runs, autoscalers)
+             for seed in seeds for policy in policies]
     if jobs <= 1:
         runs = [_run_one(task) for task in tasks]
     else:
@@ -57,13 +64,15 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
         typer.echo(json.dumps(summaries, indent=2))
     else:
         _print(summaries)
+        if autoscalers:
+            _print_autoscalers(summaries)
     if plot is not None:
         write_plot(runs, plot)
     return summaries
 
 
-def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None]) -> dict[str, Any]:
-    scenario, seed, policy, defrag, verbose, save_runs = task
+def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int]) -> dict[str, Any]:
+    scenario, seed, policy, defrag, verbose, save_runs, autoscalers = task
     label = f"fleet {policy}{' --defrag' if defrag else ''} seed {seed}"
     day = [0]
 
@@ -72,7 +81,11 @@ def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None]) -> d
             day[0] = int(now_s // DAY_S)
             typer.echo(f"{label}: day {day[0]}/{total_s / DAY_S:g}", err=True)
 
-    result = FleetSim(make_plan(scenario, seed), policy, defrag=defrag, progress=progress).run()
+    comparison = AutoscalerComparison(every_h=autoscalers) if autoscalers else None
+    result = FleetSim(make_plan(scenario, seed), policy, defrag=defrag, progress=progress, observer=comparison).run()
+    if comparison is not None:
+        result["autoscalers"] = comparison.totals()
+        result["autoscaler_observations"] = [o.as_dict() for o in comparison.observations]
     typer.echo(f"{label}: done in {result['seconds']:.1f} s", err=True)
     if save_runs is not None:
         name = f"{policy}{'-defrag' if defrag else ''}-seed{seed}.json"
@@ -97,8 +110,21 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
             values = [v for v in (_read(f, scope)[q] for f in fleet) if v is not None]
             out[f"{scope.replace('.', '_')}_{q}"] = round(float(np.mean(values)), 1) if values else None
     out["seconds_per_run"] = round(float(np.mean([r["seconds"] for r in runs])), 1)
-    out["by_seed"] = [{k: v for k, v in r.items() if k != "series"} for r in runs]
+    out["by_seed"] = [{k: v for k, v in r.items() if k not in ("series", "autoscaler_observations")} for r in runs]
+    if all("autoscalers" in r for r in runs):
+        out["autoscalers"] = _autoscaler_summary(runs)
     return out
+
+
+def _autoscaler_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per seed, the nodes each autoscaler added summed over the observations that needed any (both placing every
+    waiting pod), and whether the hints added fewer on every seed -- the issue's criterion, as measured."""
+    rows = []
+    for r in runs:
+        scope = r["autoscalers"]["needs_nodes_both_placed_all"]
+        rows.append({"seed": r["seed"], **scope})
+    return {"by_seed": rows,
+            "hints_fewer_on_every_seed": all(r["hint_driven_nodes"] < r["whole_gpu_nodes"] for r in rows)}
 
 
 def _read(fleet: dict[str, Any], scope: str) -> dict[str, Any]:
@@ -146,6 +172,20 @@ def _print(summaries: list[dict[str, Any]]) -> None:
                       f"{s['gpu_memory_allocated_pct']:.1f}", _num(s["pending_gpu_p50_s"]),
                       _num(s["pending_gpu_p99_s"]), _num(s["slo_attainment"], "{:.3f}"),
                       f"{s['moved_pods_per_hour']:.2f}", f"{s['seconds_per_run']:.1f}")
+    Console().print(table)
+
+
+def _print_autoscalers(summaries: list[dict[str, Any]]) -> None:
+    table = Table(title="nodes the autoscalers would add, summed over the observations that needed nodes "
+                        "(both placing every waiting pod)")
+    for column in ("policy", "seed", "observations", "whole-gpu nodes", "hint-driven nodes",
+                   "hints fewer / equal / more"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for s in summaries:
+        for row in s["autoscalers"]["by_seed"]:
+            table.add_row(s["policy"] + (" +defrag" if s["defrag"] else ""), str(row["seed"]),
+                          str(row["observations"]), str(row["whole_gpu_nodes"]), str(row["hint_driven_nodes"]),
+                          f"{row['hints_fewer']} / {row['hints_equal']} / {row['hints_more']}")
     Console().print(table)
 
 

@@ -1,0 +1,164 @@
+"""bench/results/fleet-sim-autoscaler.{md,json}: whole-GPU vs hint-driven autoscaler in the fleet simulator.
+
+    python bench/fleet_sim_autoscaler_report.py --runs DIR [--out bench/results] [--command "..."]
+
+Reads every `<policy>[-defrag]-seed<N>.json` in DIR that `gpuplace sim --scenario fleet --autoscalers H
+--save-runs DIR` kept (sim/fleet/autoscaling.py: at every H-th simulated hour, per cluster with GPU pods waiting,
+the nodes each autoscaler would add to place every waiting pod) and writes, per policy and seed: the observations
+that needed nodes, the nodes each added summed over them, in how many the hints added fewer / as many / more, the
+GPUs and GPU memory each added, the waiting pods and what the hints said blocked them; whether the hints added
+fewer on every seed (the issue's criterion, as measured, win or lose); and every observation where the two differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+COMMAND = ("gpuplace sim --scenario fleet --policy gpuplace,fgd --days 2 --seeds 42-44 --autoscalers 1 --json "
+           "--save-runs DIR --jobs 2")
+SCOPE = "needs_nodes_both_placed_all"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--command", default=COMMAND)
+    args = parser.parse_args()
+    runs = [json.loads(p.read_text()) for p in sorted(args.runs.glob("*-seed*.json"))]
+    runs = [r for r in runs if "autoscalers" in r]
+    if not runs:
+        raise SystemExit(f"no runs with --autoscalers in {args.runs}")
+    runs.sort(key=lambda r: (r["policy"], r["defrag"], r["seed"]))
+    rows = [_row(r) for r in runs]
+    verdict = {}
+    for label in dict.fromkeys(r["variant"] for r in rows):
+        mine = [r for r in rows if r["variant"] == label]
+        verdict[label] = all(r["hint_driven_nodes"] < r["whole_gpu_nodes"] for r in mine)
+    differing = [{"variant": _variant(r), "seed": r["seed"], **o} for r in runs for o in r["autoscaler_observations"]
+                 if o["whole-gpu"]["nodes_added"] != o["hint-driven"]["nodes_added"]]
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = {"command": args.command, "scope": SCOPE, "by_run": rows, "hints_fewer_on_every_seed": verdict,
+               "differing_observations": differing}
+    (args.out / "fleet-sim-autoscaler.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (args.out / "fleet-sim-autoscaler.md").write_text(_markdown(summary, runs))
+
+
+def _variant(run: dict[str, Any]) -> str:
+    return run["policy"] + (" +defrag" if run["defrag"] else "")
+
+
+def _row(run: dict[str, Any]) -> dict[str, Any]:
+    a = run["autoscalers"]
+    counted = [o for o in run["autoscaler_observations"] if _counted(o)]
+    return {"variant": _variant(run), "seed": run["seed"], "days": run["days"], **a[SCOPE],
+            "observations_all": a["all"]["observations"],
+            "whole_gpu": a["whole_gpu"], "hint_driven": a["hint_driven"], "waiting_pods": a["waiting_pods"],
+            "waiting_gpu_pods": a["waiting_gpu_pods"], "waiting_training_pods": a["waiting_training_pods"],
+            "counted_waiting_pods": sum(o["waiting"] for o in counted),
+            "counted_waiting_training_pods": sum(o["waiting_training"] for o in counted),
+            "hint_blocked_by": a["hint_blocked_by"], "seconds": a["seconds"], "run_seconds": run["seconds"]}
+
+
+def _counted(o: dict[str, Any]) -> bool:
+    """autoscaling.py's needs_nodes_both_placed_all, on one saved observation."""
+    runs = (o["whole-gpu"], o["hint-driven"])
+    return any(r["nodes_added"] for r in runs) and not any(r["unplaced"] for r in runs)
+
+
+def _markdown(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    rows = summary["by_run"]
+    days = rows[0]["days"]
+    lines = [
+        "# Hint-driven vs whole-GPU autoscaler in the fleet simulator (issue 18, part 4)", "",
+        f"    {summary['command']}",
+        "    python bench/fleet_sim_autoscaler_report.py --runs DIR", "",
+        f"The fleet of bench/results/fleet-sim.md (5 regions, 10 clusters, about 1,000 GPUs, churn), {days:g} "
+        "simulated days. Every simulated hour (`--autoscalers 1`), for each cluster with GPU pods waiting, both "
+        "autoscalers of sim/autoscaler.py get the same copy of the cluster and the same waiting pods (queue "
+        "order) and run to completion: add nodes, place the waiting pods with the run's policy, until all are "
+        "placed (sim/fleet/autoscaling.py). The nodes are never added to the simulation: each observation asks "
+        "what each autoscaler would add at that moment, from the state the policy alone made (a run with the "
+        "comparison equals one without it; unit-tested). Sums are over observations, so a backlog that waits "
+        "for hours is counted every hour.", "",
+        "Counted: the observations where at least one autoscaler added a node and both placed every waiting pod "
+        "(the same pending pods); the waiting pods column sums those observations' waiting pods. The others are "
+        "the first sample, at 0 h, when the empty fleet's first pods wait for a pass that places them without "
+        "new nodes.", "",
+        "| policy | seed | observations (all / needing nodes) | whole-gpu nodes | hint-driven nodes | hints fewer / "
+        "equal / more | GPU memory added, whole-gpu / hints (GiB) | waiting pods (training) | blocked, per hints (all "
+        "observations) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        blocked = ", ".join(f"{k} {v}" for k, v in r["hint_blocked_by"].items()) or "-"
+        lines.append(
+            f"| {r['variant']} | {r['seed']} | {r['observations_all']} / {r['observations']} | "
+            f"{r['whole_gpu_nodes']} | {r['hint_driven_nodes']} | {r['hints_fewer']} / {r['hints_equal']} / "
+            f"{r['hints_more']} | {r['whole_gpu']['gpu_memory_added_gib']:.0f} / "
+            f"{r['hint_driven']['gpu_memory_added_gib']:.0f} | {r['counted_waiting_pods']} "
+            f"({r['counted_waiting_training_pods']}) | "
+            f"{blocked} |")
+    lines += ["", "Hint-driven adds fewer nodes than whole-GPU, summed per seed, on every seed:", ""]
+    lines += [f"- {label}: **{'yes' if ok else 'no'}**" for label, ok in summary["hints_fewer_on_every_seed"].items()]
+    unplaced = [(r["variant"], r["seed"], r["whole_gpu"]["unplaced_pods"], r["hint_driven"]["unplaced_pods"])
+                for r in rows if r["whole_gpu"]["unplaced_pods"] or r["hint_driven"]["unplaced_pods"]]
+    if unplaced:
+        lines += ["", "Pods left unplaced (those observations are not counted above): "
+                  + "; ".join(f"{v} seed {s}: whole-gpu {w}, hints {h}" for v, s, w, h in unplaced)]
+    lines += ["", "Nodes by shape, summed over all observations:", "",
+              "| policy | seed | whole-gpu | hint-driven |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['variant']} | {r['seed']} | {_shapes(r['whole_gpu']['by_shape'])} | "
+                     f"{_shapes(r['hint_driven']['by_shape'])} |")
+    lines += ["", "## Every observation where the two differ", "",
+              "| policy | seed | hour | cluster | waiting (training) | whole-gpu | hint-driven |",
+              "|---|---|---|---|---|---|---|"]
+    for o in summary["differing_observations"]:
+        w, h = o["whole-gpu"], o["hint-driven"]
+        lines.append(f"| {o['variant']} | {o['seed']} | {o['t_h']:g} | {o['cluster']} | {o['waiting']} "
+                     f"({o['waiting_training']}) | {w['nodes_added']}: {_shapes(w['by_shape'])} | "
+                     f"{h['nodes_added']}: {_shapes(h['by_shape'])} |")
+    if not summary["differing_observations"]:
+        lines.append("| (none) | | | | | | |")
+    lines += ["", *NOTES, ""]
+    return "\n".join(lines)
+
+
+def _shapes(by_shape: dict[str, int]) -> str:
+    return ", ".join(f"{n} x {s}" for s, n in by_shape.items()) or "-"
+
+
+NOTES = [
+    "## Reading it",
+    "",
+    "The criterion holds under fgd (fewer nodes on seeds 42, 43, 44: 52, 16 and 1 fewer) and not under "
+    "gpuplace (3 fewer on seed 42, the same count on 43 and 44). In this fleet the pods that wait for new "
+    "nodes are mostly training jobs of 1, 2, 4 or 8 whole GPUs (under gpuplace 99-100% of them in the counted "
+    "observations, under fgd 79-99%): perception pods (memory slices) go first in the queue (priority 100) and "
+    "rarely wait past the first hour, and gpuplace keeps a large training backlog "
+    "(bench/results/fleet-sim.md). For whole-GPU pods a hole is no use and there is nothing for the hints to "
+    "see that a whole-GPU count misses: both autoscalers come down to packing powers of two into 8-GPU nodes, "
+    "which ceil(GPUs short / 8) already does optimally. So the two add the same number of nodes in almost "
+    "every observation. The hints win where perception slices wait beside the training jobs (all differing "
+    "observations below but one; the whole-GPU count takes each slice for a GPU) or by the shape (fgd, seed "
+    "43, 12 h: two training jobs, two 4-GPU nodes of the node group the most-pods expander chose against one "
+    "8-GPU node), and lost once by a node (gpuplace, seed 42, 8 h) where the policy's placement of the jobs on "
+    "the new nodes packed them less tightly than the count. For the same count the hints pick a smaller shape "
+    "(8 x A100 40 GB rather than H100 80 GB or H200: a fifth to a half less GPU memory added), which a count "
+    "of nodes does not reward.",
+    "",
+    "The gap in bench/results/autoscaler-hints.md (hints 7-8 nodes against 21-27) comes from a wave of "
+    "perception slices waiting on a fragmented fleet; here such waves seldom wait, so that scenario, not this "
+    "one, is where the hints pay. Caveats: whole-gpu is a model of cluster-autoscaler's GPU accounting, not "
+    "the binary; observations are hourly snapshots, not a closed loop (nodes are never added to the run), so a "
+    "backlog is counted again every hour; 2 simulated days, not 7 (3 to 9 min per gpuplace run with the "
+    "comparison on this 2-core machine).",
+]
+
+
+if __name__ == "__main__":
+    main()
