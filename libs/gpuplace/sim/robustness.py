@@ -226,4 +226,5 @@ def _stable_hash(text: str) -> int:
     return sum((i + 1) * ord(c) for i, c in enumerate(text))
 
 
-__all__ = ["Case", "FAMILIES", "Family", "ORDERS", "Outcome", "Shape", "case", "run_case", "run_one"]
+__all__ = ["A100", "ARRIVE_TO_PCT", "BURSTS", "Case", "FAMILIES", "Family", "H100", "LARGE_GPUS", "ORDERS", "Outcome",
+           "Shape", "V100", "case", "run_case", "run_one"]

@@ -9,4 +9,5 @@
 from gpuplace.sim.fleet.engine import FLEET_LIMITS, FleetSim, run_fleet
 from gpuplace.sim.fleet.plan import FleetScenario, make_plan
 
-__all__ = ["FLEET_LIMITS", "FleetScenario", "FleetSim", "cluster", "engine", "kpis", "make_plan", "plan", "run_fleet"]
+__all__ = ["FLEET_LIMITS", "FleetScenario", "FleetSim", "autoscaling", "cluster", "engine", "kpis", "make_plan", "plan",
+           "run_fleet"]
