@@ -4,8 +4,8 @@ The paper's arrival-only harness (`simulator`, with `arrivals` and `kpi`), the s
 defragmentation (`defrag_simulator`), autoscalers compared on a waiting wave (`autoscaler`, `scale_scenario`),
 generated robotics fleets and pods (`robotics_fleet`), event-driven scenarios with departures and latency
 (`scenarios`), the fleet over days under churn (`fleet`), small fleets over many seeds (`robustness`), and the
-latency model's cross-validation (`latency_evaluation`). It imports the core and never the reverse (import-linter checks both), so the
-services ship no evaluation code and the evaluation drives exactly the code the services run.
+latency model's cross-validation (`latency_evaluation`). It imports the core and never the reverse (import-linter
+checks both), so the services ship no evaluation code and the evaluation drives exactly the code the services run.
 """
 
 __all__ = [
