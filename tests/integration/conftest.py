@@ -29,6 +29,7 @@ import pytest
 from kubernetes_asyncio import client as kube_client
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client.rest import ApiException
+from sqlalchemy import make_url
 
 from gpuplace.adapters.kafka import delete_topics, list_topics
 from gpuplace.cli.stack_env import cluster_kubeconfigs, resolve, stack_dir
@@ -163,6 +164,21 @@ async def database_url() -> AsyncIterator[str]:
     yield url
     if container is not None:
         container.stop()
+
+
+@pytest.fixture
+async def fresh_database(database_url: str) -> AsyncIterator[str]:
+    """A new, empty database of the test's own, owned by the stack's role (not migrated: a test that needs the
+    schema migrates it); dropped after the test. For tests whose processes must see nothing else's rows, or that
+    must not depend on the schema another branch left in the shared database."""
+    name = unique_name("db").replace("-", "_")
+    admin = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        yield make_url(database_url).set(database=name).render_as_string(hide_password=False)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
 
 
 @pytest.fixture(scope="session")

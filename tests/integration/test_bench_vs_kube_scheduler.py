@@ -11,33 +11,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import asyncpg
 import pytest
-from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
 from gpuplace.cli import app as cli
 from gpuplace.cli.stack_env import cluster_kubeconfigs, stack_dir
 
-from .conftest import asyncpg_dsn, unique_name
-
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-
-
-@pytest.fixture
-async def own_database(database_url: str) -> AsyncIterator[str]:
-    """A new, empty database owned by the stack's role (the run migrates it); dropped after the test."""
-    name = unique_name("benchks").replace("-", "_")
-    admin = await asyncpg.connect(asyncpg_dsn(database_url))
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield make_url(database_url).set(database=name).render_as_string(hide_password=False)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 def _stack_schedulers() -> dict[str, str]:
@@ -61,13 +43,13 @@ def _our_kube_schedulers() -> list[int]:
 
 
 async def test_small_comparison_binds_every_pod_on_both_sides_and_reports_both(
-        kafka_bootstrap: str, own_database: str, tmp_path: Path) -> None:
+        kafka_bootstrap: str, fresh_database: str, tmp_path: Path) -> None:
     assert len(cluster_kubeconfigs()) >= 2, "the pipeline bench runs on the stack's two clusters"
     before = _stack_schedulers()
     assert before, f"the stack runs no kube-scheduler ({stack_dir()}/pids)"
     out = tmp_path / "vs.md"
     cli._register_all()
-    env = {"COLUMNS": "200", "GPUPLACE_KAFKA_BOOTSTRAP": kafka_bootstrap, "GPUPLACE_DATABASE_URL": own_database}
+    env = {"COLUMNS": "200", "GPUPLACE_KAFKA_BOOTSTRAP": kafka_bootstrap, "GPUPLACE_DATABASE_URL": fresh_database}
     result = await asyncio.to_thread(
         CliRunner().invoke, cli.app, ["bench", "pipeline", "--nodes", "10", "--pods", "40", "--repeats", "1",
                                       "--against", "kube-scheduler", "--out", str(out)], env=env)

@@ -25,14 +25,12 @@ import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import asyncpg
 import pytest
-from sqlalchemy import make_url
 
 from gpuplace.adapters.kafka import ensure_topics
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
@@ -46,7 +44,7 @@ from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.core.model import Node
 from gpuplace.settings import Settings
-from tests.integration.conftest import asyncpg_dsn, run_id, unique_name
+from tests.integration.conftest import asyncpg_dsn, run_id
 
 pytestmark = pytest.mark.integration
 
@@ -77,19 +75,11 @@ class Moment:
 
 # -- the database, placement's own -----------------------------------------------------------------------------
 @pytest.fixture
-async def own_database(database_url: str) -> AsyncIterator[str]:
+async def own_database(fresh_database: str) -> str:
     """A database of the test's own, migrated: only this test's placement connects to it, so pg_stat_activity
-    shows placement's transactions and nothing else's. Dropped after the test."""
-    name = unique_name("kill").replace("-", "_")
-    admin = await asyncpg.connect(asyncpg_dsn(database_url))
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        url = make_url(database_url).set(database=name).render_as_string(hide_password=False)
-        await migrate.upgrade_async(url)
-        yield url
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    shows placement's transactions and nothing else's."""
+    await migrate.upgrade_async(fresh_database)
+    return fresh_database
 
 
 _MOMENT = """

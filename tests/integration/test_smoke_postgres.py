@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from gpuplace.adapters.postgres import migrate
@@ -31,19 +29,6 @@ async def _tables(dsn: str) -> set[str]:
         return {row["tablename"] for row in rows}
     finally:
         await connection.close()
-
-
-@pytest.fixture
-async def fresh_database(database_url: str) -> AsyncIterator[str]:
-    """A new, empty database owned by the stack's role; dropped after the test."""
-    name = unique_name("it").replace("-", "_")
-    admin = await asyncpg.connect(asyncpg_dsn(database_url))
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield make_url(database_url).set(database=name).render_as_string(hide_password=False)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 async def test_asyncpg_round_trips_a_gpu_row_through_the_migrated_schema(database_url: str) -> None:
