@@ -307,7 +307,8 @@ class ClusterSnapshot:
             name: np.concatenate([self.extended_free.get(name, np.zeros(self.n_nodes, dtype=np.int64)),
                                   extra.extended_free.get(name, np.zeros(extra.n_nodes, dtype=np.int64))])
             for name in names}
-        other._rule_arrays = {}
+        other._rule_arrays = {}  # per-rules caches of the facts: the added rows make them stale
+        other._static_reasons = {}
         return other
 
     def _check_free(self) -> None:

@@ -150,3 +150,15 @@ def test_appended_rows_get_facts_and_rules_see_them() -> None:
     grown = snapshot.appended([make_node("n2").gpus(1, *V100).build()], [NodeFacts("n2", {"pool": "b"})])
     mask = grown.static_mask(PodRules(node_selector=(("pool", "b"),)))
     assert mask is not None and mask.tolist() == [False, True]
+
+
+def test_appended_rows_are_judged_by_rules_the_original_already_judged() -> None:
+    """The per-rules caches of the facts are the original's until rows are added: then they must be computed again
+    (found in CI: a hint's trial snapshot reused the original's 2-row NodeRules reasons on 3 rows)."""
+    snapshot = ClusterSnapshot([make_node("n1").gpus(1, *V100).build()], [NodeFacts("n1", {"pool": "a"})])
+    rules = PodRules(node_selector=(("pool", "b"),))
+    assert snapshot.static_mask(rules).tolist() == [False]
+    assert snapshot.static_reasons(rules).allowed.tolist() == [False]
+    grown = snapshot.appended([make_node("n2").gpus(1, *V100).build()], [NodeFacts("n2", {"pool": "b"})])
+    assert grown.static_mask(rules).tolist() == [False, True]
+    assert grown.static_reasons(rules).allowed.tolist() == [False, True]
