@@ -260,12 +260,8 @@ class FakeStateRepository:
             self.t["nodes"][(cluster, node)]["memory_assigned_mib"] -= memory_mib
         return node
 
-    async def add_decision(self, decision: Mapping[str, Any]) -> None:
-        self.t["decisions"].append({"created_at": self._now(), **decision})
-
     async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:
-        for decision in decisions:
-            await self.add_decision(decision)
+        self.t["decisions"].extend({"created_at": self._now(), **decision} for decision in decisions)
 
     async def decisions_of(self, cluster: str, pod_uid: str) -> list[Row]:
         return [copy.deepcopy(d) for d in self.t["decisions"] if d["cluster"] == cluster and d["pod_uid"] == pod_uid]

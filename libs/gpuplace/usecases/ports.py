@@ -170,12 +170,8 @@ class StateRepository(Protocol):
         when it held nothing."""
         ...
 
-    async def add_decision(self, decision: Mapping[str, Any]) -> None:
-        """Record one decision (the columns of `decisions`); read back by latest_decision and count_bound_twice."""
-        ...
-
     async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:
-        """add_decision for many decisions at once."""
+        """Record decisions (the columns of `decisions`); read back by latest_decision and count_bound_twice."""
         ...
 
     async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
