@@ -20,6 +20,8 @@
 ETCD_DIR=$STACK_DIR/etcd
 KCM_CONTROLLERS=deployment-controller,replicaset-controller,disruption-controller,garbage-collector-controller
 KCM_CONTROLLERS+=,namespace-controller,pod-garbage-collector-controller,serviceaccount-controller
+# resourceclaim: creates the claims of ResourceClaimTemplates and drops deleted pods from reservedFor (DRA)
+KCM_CONTROLLERS+=,resourceclaim-controller
 SCHEDULER_QPS=${GPUPLACE_STACK_SCHEDULER_QPS:-50}
 SCHEDULER_BURST=${GPUPLACE_STACK_SCHEDULER_BURST:-100}
 
