@@ -45,6 +45,8 @@ wait_etcd() {
   say "etcd: up"
 }
 
+# --endpoint-reconciler-type=none: since v1.37 the apiserver refuses a loopback advertise address with the lease
+# reconciler of the `kubernetes` Service's endpoints ("may not be in the loopback range"); nothing here uses them.
 start_apiserver() {
   local cluster=$1 name=kube-apiserver-$1 port
   port=$(apiserver_port "$cluster")
@@ -60,6 +62,7 @@ start_apiserver() {
     --service-account-issuer="https://127.0.0.1:$port" \
     --service-account-key-file="$PKI_DIR/sa.pub" --service-account-signing-key-file="$PKI_DIR/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
+    --endpoint-reconciler-type=none \
     --authorization-mode=Node,RBAC \
     --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
     --enable-priority-and-fairness=false --profiling=false --allow-privileged=true \
