@@ -176,8 +176,10 @@ class KubeClusterApi:
         """HAMi's scheduler annotations for the GPUs in `assignment`, or none when `node` has no HAMi registration.
         A registration that does not decode, or no longer has a chosen GPU, raises: the bind fails, the
         reservation is released and the pod is placed again (on what the node registers then)."""
-        body = await _json(await self.core.read_node(node, _preload_content=False))
-        devices = hami.registered_devices((body.get("metadata") or {}).get("annotations") or {})
+        # a list by name, not a get: gpuplace's ClusterRole has nodes list/watch only (deploy/k8s/rbac.yaml)
+        items = (await self.list("nodes", field_selector=f"metadata.name={node}"))[0]
+        annotations = ((items[0].get("metadata") or {}).get("annotations") or {}) if items else {}
+        devices = hami.registered_devices(annotations)
         if devices is None:
             log.warning("%s/%s asks for GPUs in HAMi's vocabulary but node %s has no %s: bound without HAMi's "
                         "annotations, so HAMi's device plugin (if it runs there) will not find it", namespace, name,
