@@ -116,12 +116,14 @@ async def test_hami_vocabulary_pods_are_bound_with_hamis_scheduler_annotations(s
             rows = {n["name"]: n for n in await uow.state.load_nodes(settings.cluster)}
         assert (rows[hami_node]["gpu_count"], rows[hami_node]["gpu_memory_mib"]) == (2, DEVMEM)  # not 20 GPUs
 
+        gpu = {"nvidia.com/gpu": "1"}  # without HAMi's webhook the pod names it (README, "Next to HAMi")
         pods = {
-            "by-memory": (_pod("by-memory", {"nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"},
-                                node=hami_node), 0, 1, 3000, 30),
-            "by-percent": (_pod("by-percent", {"nvidia.com/gpumem-percentage": "50"}, node=hami_node,
+            "by-memory": (_pod("by-memory", {**gpu, "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"},
+                               node=hami_node), 0, 1, 3000, 30),
+            "by-percent": (_pod("by-percent", {**gpu, "nvidia.com/gpumem-percentage": "50"}, node=hami_node,
                                 sidecar=True, init=True), 2, 3, DEVMEM * 50 // 100, 0),
-            "unregistered": (_pod("unregistered", {"nvidia.com/gpumem": "1000"}, node=plain_node), 0, 1, 1000, 0),
+            "unregistered": (_pod("unregistered", {**gpu, "nvidia.com/gpumem": "1000"}, node=plain_node),
+                             0, 1, 1000, 0),
         }
         await create_all([api.core.create_namespaced_pod(namespace, manifest, _preload_content=False)
                           for manifest, *_ in pods.values()])
