@@ -657,7 +657,8 @@ class PlacementService:
             for i in hold.gpu_indices]}
         async with self._bind_slots:
             try:
-                outcome = await api.bind(row["namespace"], row["name"], row["uid"], hold.node, assignment)
+                outcome = await api.bind(row["namespace"], row["name"], row["uid"], hold.node, assignment,
+                                         (row.get("rules") or {}).get("hami"))
                 if outcome is BindOutcome.CONFLICT:  # bound already: by our earlier try, or by someone else?
                     live = await api.read_pod(row["namespace"], row["name"])
                     on_node = live and live.get("spec", {}).get("nodeName")
@@ -955,7 +956,8 @@ def _pod_row(event: PodEvent) -> dict[str, Any]:
     }
 
 
-_RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended"}
+# `hami` rides along (not a rule): HAMi's bind annotations need it (ClusterApi.bind)
+_RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended", "hami"}
 
 
 def _event_of(row: Row, kind: str, **changes: Any) -> PodEvent:
