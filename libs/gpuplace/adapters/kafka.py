@@ -525,7 +525,9 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
         partition = getattr(record, "partition", None)
         if partitions and partition is not None:
             cluster = event.cluster
-            expected = home.setdefault(cluster, partition_of(cluster, partitions))
+            expected = home.get(cluster)
+            if expected is None:  # murmur2 in Python: once per cluster, not per record
+                expected = home[cluster] = partition_of(cluster, partitions)
             if partition != expected:
                 await reject(f"cluster {cluster!r} belongs to partition {expected} of {partitions}; "
                              f"this record came on partition {partition}")

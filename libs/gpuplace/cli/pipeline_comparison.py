@@ -88,8 +88,7 @@ def run_one(side: str, repeat: int, comparison: Comparison, settings: Settings,
         try:
             result = await run.run()
         finally:
-            await delete_pods_now(comparison.kubeconfigs, run.namespace)
-            await run.cleanup()
+            await run.cleanup()  # pods first, with no grace
         if not await namespace_gone(comparison.kubeconfigs, run.namespace):
             log.warning("namespace %s still there after %.0f s: the next run starts beside its deletion",
                         run.namespace, NAMESPACE_GONE_TIMEOUT_S)
@@ -109,20 +108,6 @@ def compare(comparison: Comparison, settings: Settings, *, on_run: OnRun | None 
             if on_run:
                 on_run(side, i + 1, result)
     return runs
-
-
-async def delete_pods_now(kubeconfigs: dict[str, str], namespace: str) -> None:
-    """Delete the run's pods with no grace period before its nodes go: KWOK would grant a graceful deletion only
-    while it still manages the node, and pods left on deleted nodes wait for the pod garbage collector (about
-    80 s here for 40 pods), which the next run would share the apiserver with."""
-    for path in kubeconfigs.values():
-        async with cluster_api(path) as api:
-            try:
-                await raw_json(await api.core.delete_collection_namespaced_pod(
-                    namespace, grace_period_seconds=0, _preload_content=False))
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
 
 
 async def namespace_gone(kubeconfigs: dict[str, str], namespace: str,
@@ -148,4 +133,4 @@ async def _gone(api: KubeClusterApi, namespace: str) -> bool:
     return False
 
 
-__all__ = ["Comparison", "compare", "delete_pods_now", "namespace_gone", "run_one", "whole_gpus_per_node"]
+__all__ = ["Comparison", "compare", "namespace_gone", "run_one", "whole_gpus_per_node"]

@@ -405,13 +405,18 @@ class PipelineRun:
 
     async def cleanup(self, apis: dict[str, KubeClusterApi] | None = None,
                       fleets: dict[str, list[Node]] | None = None) -> None:
-        """Delete the run's namespace, nodes and topics (after `keep=True`, call it yourself)."""
+        """Delete the run's pods, namespace, nodes and topics (after `keep=True`, call it yourself).
+
+        The pods go first and with no grace period: KWOK grants a graceful deletion only while it still manages
+        the node, and pods left on deleted nodes wait for the pod garbage collector, which force-deletes about
+        ten a second; the next run (or test) would share the apiserver with that backlog."""
         if apis is None:
             async with _apis(self.config.kubeconfigs) as opened:
                 return await self.cleanup(opened, fleets)
         await self._release()
         for cluster, nodes in (fleets or self._fleets()).items():
             api = apis[self.clusters[cluster]]
+            await _ignore_404(_delete_pods_now(api, self.namespace))
             await _ignore_404(api.core.delete_namespace(self.namespace))
             for chunk in _chunks(nodes, 32):
                 await asyncio.gather(*(_ignore_404(api.core.delete_node(n.name)) for n in chunk))
@@ -464,6 +469,11 @@ async def _ignore_404(call: Any) -> None:
     except ApiException as exc:
         if exc.status != 404:
             raise
+
+
+async def _delete_pods_now(api: KubeClusterApi, namespace: str) -> None:
+    await raw_json(await api.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0,
+                                                                   _preload_content=False))
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:

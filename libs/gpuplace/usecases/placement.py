@@ -69,6 +69,7 @@ log = logging.getLogger(__name__)
 CONSUMER = "placement"
 AWAITING_NODE = "bound to a node not yet known: charged when it arrives"
 NODE_BURST_S = 0.25  # node events within this long of each other share one re-read and retry
+BATCH_PODS = 32  # pending pods decided and reserved in one transaction (on_pods)
 RECENT_PODS = 2_000  # the pods decided last in a cluster: the typical workload its stranded GPU is measured against
 _T = TypeVar("_T")
 
@@ -227,21 +228,31 @@ class PlacementService:
                     await self._on_pending(state, [event])
 
     async def on_pods(self, events: Sequence[PodEvent]) -> None:
-        """A run of pod events read together (a burst): in their order, consecutive pending pods of one cluster
-        are decided and reserved as one batch (_on_pending), and consecutive `bound` events of pods this
-        worker recorded bound are acknowledged together; every other event is handled as on_pod handles it."""
-        run: list[PodEvent] = []
+        """Pod events read together (a burst). Pending pods of one cluster are decided and reserved as one batch
+        (_on_pending), and `bound` events of pods this worker recorded bound are acknowledged together; every
+        other event is handled alone, as on_pod handles it, after everything before it.
+
+        Between two events handled alone, the batches gather their kind's events of one cluster even where the
+        other kind comes between them (a burst interleaves the watcher's pending and bound news): a recorded
+        bound pod's event changes nothing a pending pod's decision reads, so only each kind's order is kept."""
+        runs: dict[tuple[str, str], list[PodEvent]] = {}
         for event in events:
             kind = self._batch_kind(event)
-            if run and (kind is None or kind != self._batch_kind(run[0]) or event.cluster != run[0].cluster):
-                await self._on_run(run)
-                run = []
             if kind is None:
+                await self._on_runs(runs)
                 await self.on_pod(event)
             else:
-                run.append(event)
-        if run:
-            await self._on_run(run)
+                runs.setdefault((kind, event.cluster), []).append(event)
+        await self._on_runs(runs)
+
+    async def _on_runs(self, runs: dict[tuple[str, str], list[PodEvent]]) -> None:
+        """Each run in transactions of at most BATCH_PODS pods: a pod's bind starts when its transaction commits,
+        so a long run decided whole would keep its first pods waiting for its last (and the event loop, which
+        the binds need, busy deciding)."""
+        for run in runs.values():
+            for start in range(0, len(run), BATCH_PODS):
+                await self._on_run(run[start:start + BATCH_PODS])
+        runs.clear()
 
     def _batch_kind(self, event: PodEvent) -> str | None:
         if event.kind == "pending" and event.managed:

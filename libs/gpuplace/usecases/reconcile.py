@@ -39,7 +39,12 @@ class Drift:
 
 
 async def find_drift(api: PodReader, rows: Sequence[Row]) -> Drift:
-    """Compare `rows` (pods the database tracks, TRACKED states) with the apiserver's pods."""
+    """Compare `rows` (pods the database tracks, TRACKED states) with the apiserver's pods.
+
+    Without rows there is nothing to drift, and the list (every pod of the cluster) is not read: a worker taking
+    a new cluster during a burst would otherwise spend seconds decoding it."""
+    if not rows:
+        return Drift()
     items, _ = await api.list("pods")
     live = {pod["metadata"]["uid"]: pod for pod in items if pod.get("metadata", {}).get("uid")}
     gone: list[Row] = []

@@ -124,3 +124,23 @@ async def test_the_watchers_news_of_pods_this_worker_bound_is_acknowledged_witho
     await placement.on_pods([moved, pod_event("p1", uid=burst[1].uid, kind="bound", node_name=nodes["p1"])])
     assert uow_factory.db.pods[("east", burst[0].uid)]["node"] == "n2"
     assert gpu_memory(uow_factory)[("n2", 0)] == 4000
+
+
+async def test_pending_pods_are_one_batch_though_news_of_bound_pods_comes_between_them():
+    uow_factory, api = CountingFactory(), FakeClusterApi()
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=2))
+    first = [pod_event(f"p{i}", memory_mib=4000) for i in range(2)]
+    await placement.on_pods(first)
+    await placement.drain()
+    nodes = {name: node for (_, name), node in api.bound.items()}
+    news = [pod_event(e.name, uid=e.uid, kind="bound", node_name=nodes[e.name]) for e in first]
+    opened = uow_factory.opened
+
+    # as a burst reads: pending, bound, pending, bound, pending
+    await placement.on_pods([pod_event("q0", memory_mib=4000), news[0], pod_event("q1", memory_mib=4000), news[1],
+                             pod_event("q2", memory_mib=4000)])
+    assert uow_factory.opened == opened + 2  # one for the three pending pods, one for the two bound
+    await placement.drain()
+    assert {name for _, name in api.bound} == {"p0", "p1", "q0", "q1", "q2"}
+    assert all(("placement", e.event_id) in uow_factory.db.processed for e in news)

@@ -9,6 +9,7 @@ import pytest
 from gpuplace.contracts.events import GpuRequest
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.usecases.placement import PlacementService
+from gpuplace.usecases.reconcile import find_drift
 from tests.builders import node_event, pod_event
 from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
 from tests.unit.usecases.test_placement import service
@@ -118,3 +119,14 @@ async def test_a_cluster_taken_is_reconciled_at_once_when_resync_is_on(uow_facto
     await restarted.load("east")
     await restarted.drain()
     assert state_of(uow_factory, slam.uid) == "deleted" and gpu_memory(uow_factory, "n1") == 0
+
+
+async def test_nothing_tracked_means_no_list_of_the_clusters_pods():
+    class NoList:
+        async def list(self, kind: str, **selectors: str):
+            raise AssertionError(f"listed {kind} with nothing to compare")
+
+        async def read_pod(self, namespace: str, name: str):
+            raise AssertionError("read a pod with nothing to compare")
+
+    assert not await find_drift(NoList(), [])
