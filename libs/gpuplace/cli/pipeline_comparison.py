@@ -84,18 +84,22 @@ def run_one(side: str, repeat: int, comparison: Comparison, settings: Settings,
     else:
         raise ValueError(f"unknown side {side!r}")
 
-    async def measured() -> RunResult:
-        try:
-            result = await run.run()
-        finally:
-            await delete_pods_now(comparison.kubeconfigs, run.namespace)
-            await run.cleanup()
-        if not await namespace_gone(comparison.kubeconfigs, run.namespace):
-            log.warning("namespace %s still there after %.0f s: the next run starts beside its deletion",
-                        run.namespace, NAMESPACE_GONE_TIMEOUT_S)
-        return result
+    return asyncio.run(run_then_clean(run))
 
-    return asyncio.run(measured())
+
+async def run_then_clean(run: PipelineRun) -> RunResult:
+    """`run.run()` (made with `keep=True`), then its pods deleted at once, its clean-up, and its namespace gone, so
+    that the next run does not pay for deleting this one's pods."""
+    kubeconfigs = run.config.kubeconfigs
+    try:
+        result = await run.run()
+    finally:
+        await delete_pods_now(kubeconfigs, run.namespace)
+        await run.cleanup()
+    if not await namespace_gone(kubeconfigs, run.namespace):
+        log.warning("namespace %s still there after %.0f s: the next run starts beside its deletion",
+                    run.namespace, NAMESPACE_GONE_TIMEOUT_S)
+    return result
 
 
 def compare(comparison: Comparison, settings: Settings, *, on_run: OnRun | None = None,
@@ -148,4 +152,5 @@ async def _gone(api: KubeClusterApi, namespace: str) -> bool:
     return False
 
 
-__all__ = ["Comparison", "compare", "delete_pods_now", "namespace_gone", "run_one", "whole_gpus_per_node"]
+__all__ = ["Comparison", "compare", "delete_pods_now", "namespace_gone", "run_one", "run_then_clean",
+           "whole_gpus_per_node"]
