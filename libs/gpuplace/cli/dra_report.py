@@ -80,6 +80,8 @@ ROWS: tuple[tuple[str, Any], ...] = (
                                           f"{r['pending_whole']} whole-GPU)"),
     ("first claim that failed", lambda r: _first_failure(r["first_failure"])),
     ("GPU memory stranded at the first failure", lambda r: _stranded(r["first_failure"])),
+    ("... for the claims turned away by then only",
+     lambda r: _stranded((r["first_failure"] or {}).get("turned_away"))),
     ("GPU memory stranded at the end", lambda r: _stranded(r["at_end"])),
     ("GPU memory allocated at the end", lambda r: f"{_gib(r['memory_allocated_mib'])} of "
                                                   f"{_gib(r['memory_total_mib'])} ({r['gpu_memory_used_pct']:.1f}%)"),
@@ -130,9 +132,12 @@ def markdown(setup: Setup, runs: dict[str, dict[str, Any]]) -> str:
         "The first failure is the first time the run's pod watch sees PodScheduled=False/Unschedulable on a pod that "
         "is never bound in the run. Stranded memory is the free memory on devices no pending claim could use (a "
         "slice needs that much free on a device, whole GPUs need untouched devices, k of them on one node): at the "
-        "first failure, from the claims bound by then against the pods submitted and not bound then; at the end, "
-        "against the pods still pending. Pending->bound runs from the pod's create call to the watch first showing "
-        "a node, so it includes queueing; binds/s is pods bound over first submit to last bind.",
+        "first failure, from the claims bound by then against the pods submitted and not bound then (in a burst, "
+        "mostly claims still queued, which can use almost any hole), and against only the claims reported "
+        "unschedulable by then (the turned-away demand: the simulator's reading); at the end, against the pods still "
+        "pending. Each cluster's claims count against its own devices only. Pending->bound runs from the pod's create "
+        "call to the watch first showing a node, so it includes queueing; binds/s is pods bound over first submit to "
+        "last bind.",
         "",
     ]
     return "\n".join(lines)

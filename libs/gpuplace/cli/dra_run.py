@@ -10,7 +10,9 @@ their pods, placed by one scheduler; measured from the apiserver alone, so both 
   reason Unschedulable) among the pods that are never bound during the run; a pod reported unschedulable and
   bound later (a transient) is no failure;
 - stranded GPU memory at that moment (sim/stranded.py): the devices' use by the claims whose pods were bound by
-  then, against the pods submitted and not yet bound then; and the same at the end of the run;
+  then, against the pods submitted and not yet bound then, and against only those reported unschedulable by then
+  (`turned_away`); and at the end of the run, against the pods still pending. Per cluster, summed: a claim can
+  only use its own cluster's devices;
 - binds/s and pending-to-bound percentiles, as `PipelineRun` takes them (pod create call to the watch first
   showing a node).
 
@@ -48,7 +50,7 @@ from gpuplace.cli.pipeline_run import (
 from gpuplace.core.model import Node, Pod
 from gpuplace.settings import Settings
 from gpuplace.sim import dra_stream
-from gpuplace.sim.stranded import Ask, DeviceUse, Stranded, stranded
+from gpuplace.sim.stranded import Ask, DeviceUse, Stranded, combined, stranded
 
 DeviceKey = tuple[str, str, str]  # (cluster, node, device)
 CONCURRENCY = 24  # creates in flight, as PipelineRun submits
@@ -213,14 +215,21 @@ class DraRun(PipelineRun):
                     used[device_key] = used.get(device_key, 0) + (capacity.get(device_key, 0) if mib is None else mib)
             return used
 
+        pod_of = {k: by_name[k.split("/", 1)[1]] for k in self.submitted_at}
+
+        def stranded_for(used: dict[DeviceKey, int], waiting: list[str]) -> dict[str, Any]:
+            """Per cluster (a claim can use only its own cluster's devices), summed."""
+            return stranded_figures(combined(
+                stranded(device_use({k: v for k, v in capacity.items() if k[0] == cluster}, used),
+                         [ask_of(pod_of[k]) for k in waiting if k.split("/", 1)[0] == cluster])
+                for cluster in self.clusters))
+
         bound = [k for k in self.submitted_at if k in node_of]
         pending = [k for k in self.submitted_at if k not in node_of]
         misplaced = sum(1 for k in bound if not allocations.get(k)
                         or any(pool != node_of[k] for pool, _, _ in allocations[k]))
         used_end = consumed_by(bound)
         over = sum(1 for key, used in used_end.items() if key not in capacity or used > capacity[key])
-        pod_of = {k: by_name[k.split("/", 1)[1]] for k in self.submitted_at}
-        at_end = stranded(device_use(capacity, used_end), [ask_of(pod_of[k]) for k in pending])
 
         first = first_failure_time(self.first_unschedulable_at, self.bound_at)
         first_failure = None
@@ -228,13 +237,15 @@ class DraRun(PipelineRun):
         if first is not None:
             key, at = first
             bound_by = [k for k in bound if self.bound_at.get(k, math.inf) <= at]
-            waiting = pending_at(at, self.submitted_at, self.bound_at)
-            figures = stranded(device_use(capacity, consumed_by(bound_by)), [ask_of(pod_of[k]) for k in waiting])
+            used_then = consumed_by(bound_by)
+            turned_away = [k for k, seen in self.first_unschedulable_at.items()
+                           if seen <= at and self.bound_at.get(k, math.inf) > at]
             failed = pod_of[key]
             first_failure = {"pod": key, "at_s": round(at - start, 2), "placed_before": len(bound_by),
                              "submitted_before": sum(1 for s in self.submitted_at.values() if s <= at),
                              "claim": {"devices": failed.gpu.count, "memory_mib": failed.gpu.memory_mib},
-                             **stranded_figures(figures)}
+                             **stranded_for(used_then, pending_at(at, self.submitted_at, self.bound_at)),
+                             "turned_away": stranded_for(used_then, turned_away)}
         pct, binds_per_s = self._timing(len(bound))
         total = sum(capacity.values())
         allocated = sum(min(u, capacity.get(k, u)) for k, u in used_end.items())
@@ -253,7 +264,7 @@ class DraRun(PipelineRun):
             pending_whole=sum(1 for k in pending if dra_stream.is_whole(pod_of[k])),
             devices_overcommitted=over, bound_without_allocation=misplaced,
             allocated_not_bound=sum(1 for k in allocations if k not in node_of),
-            first_failure=first_failure, at_end=stranded_figures(at_end), memory_total_mib=total,
+            first_failure=first_failure, at_end=stranded_for(used_end, pending), memory_total_mib=total,
             memory_allocated_mib=allocated, over_ask=round(dra_stream.over_ask(self.stream, fleet).ratio, 3),
         )
 

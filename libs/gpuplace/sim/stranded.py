@@ -89,10 +89,18 @@ def usable(devices: Sequence[DeviceUse], asks: Iterable[Ask]) -> list[bool]:
 
 
 def stranded(devices: Sequence[DeviceUse], asks: Sequence[Ask]) -> Stranded:
+    """Over devices that every ask could reach (one cluster: a claim is placed in its own cluster only)."""
     ok = usable(devices, asks)
     return Stranded(stranded_mib=sum(d.free_mib for d, u in zip(devices, ok, strict=True) if not u),
                     free_mib=sum(d.free_mib for d in devices), capacity_mib=sum(d.capacity_mib for d in devices),
                     pending=len(asks))
 
 
-__all__ = ["Ask", "DeviceUse", "Stranded", "stranded", "usable"]
+def combined(parts: Iterable[Stranded]) -> Stranded:
+    """The figures of several clusters as one fleet's: sums."""
+    parts = list(parts)
+    return Stranded(stranded_mib=sum(p.stranded_mib for p in parts), free_mib=sum(p.free_mib for p in parts),
+                    capacity_mib=sum(p.capacity_mib for p in parts), pending=sum(p.pending for p in parts))
+
+
+__all__ = ["Ask", "DeviceUse", "Stranded", "combined", "stranded", "usable"]

@@ -96,7 +96,9 @@ def side(bound: int, stranded_first: int | None, **extra: Any) -> dict[str, Any]
         "pod": "east-r1/claim-00042", "at_s": 12.5, "placed_before": 30, "submitted_before": 35,
         "claim": {"devices": 8, "memory_mib": None}, "stranded_mib": stranded_first, "free_mib": 100 * 1024,
         "pending": 5, "stranded_pct_of_free": round(100 * stranded_first / (100 * 1024), 2),
-        "stranded_pct_of_capacity": 1.0}
+        "stranded_pct_of_capacity": 1.0,
+        "turned_away": {"stranded_mib": 50 * 1024, "free_mib": 100 * 1024, "pending": 1, "stranded_pct_of_free": 50.0,
+                        "stranded_pct_of_capacity": 3.0}}
     return {"run_id": "r1", "clusters": {}, "pods_submitted": 40, "pods_bound": bound, "pods_unschedulable": 40 - bound,
             "gpus_overcommitted": 0, "bound_twice": 0, "gpus_used": 30, "gpus_total": 32, "gpu_memory_used_pct": 80.0,
             "pending_to_bound_ms": {"p50": 100.0, "p95": 200.0, "p99": 300.0}, "binds_per_s": 12.5, "seconds": 20.0,
@@ -142,6 +144,7 @@ def test_the_report_puts_both_sides_side_by_side_with_the_client_setting() -> No
     assert "| pods placed | **30**/40 (25 slices, 5 whole-GPU) | **34**/40 (29 slices, 5 whole-GPU) |" in text
     assert "claim-00042 (8 whole GPU(s)) at 12.5 s, after 30 placed / 35 submitted" in text
     assert "10.0 GiB (10.0% of 100.0 GiB free; 5 pending)" in text
+    assert "| ... for the claims turned away by then only | 50.0 GiB (50.0% of 100.0 GiB free; 1 pending) |" in text
     assert "| pending->bound p50 / p95 / p99 ms | 100 / 200 / 300 | 100 / 200 / 300 |" in text
     assert "clientConnection.qps 5000, clientConnection.burst 10000" in text
     assert "Issue 13's bar: met" in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplace.sim.stranded import Ask, DeviceUse, stranded, usable
+from gpuplace.sim.stranded import Ask, DeviceUse, combined, stranded, usable
 
 GIB = 1024
 
@@ -52,3 +52,12 @@ def test_asks_are_checked() -> None:
         Ask(0)
     with pytest.raises(ValueError, match="slice"):
         Ask(1, 0)
+
+
+def test_clusters_are_measured_apart_and_summed() -> None:
+    east = [dev("e", "gpu-0", 40, 0)]
+    west = [dev("w", "gpu-0", 40, 0), dev("w", "gpu-1", 40, 0)]
+    # east's pending 1-GPU claim cannot use west's devices, and west's 4-GPU claim fits nowhere
+    figures = combined([stranded(east, [Ask(1)]), stranded(west, [Ask(4)])])
+    assert (figures.stranded_mib, figures.free_mib, figures.pending) == (80 * GIB, 120 * GIB, 2)
+    assert stranded(east + west, [Ask(1), Ask(4)]).stranded_mib == 0  # pooled, it would hide west's
