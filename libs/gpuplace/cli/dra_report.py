@@ -109,10 +109,11 @@ def markdown(setup: Setup, runs: dict[str, dict[str, Any]]) -> str:
         f"`allowMultipleAllocations`); {setup.fleet}. Created fresh for each side and deleted before the next.",
         f"- Claims (both): {setup.stream}; one ResourceClaim per pod, created right before its pod (24 at a time); "
         f"{setup.over_ask:.2f}x what the fleet holds.",
-        f"- kube-scheduler: {setup.kube_scheduler}, one of the bench's own per apiserver (its own schedulerName, "
-        f"leader election off), its DRA plugin allocating. API client: **{setup.kube_scheduler_limits}**.",
-        f"- gpuplace: policy {setup.policy}, its services each in its own process. "
-        f"API client: {setup.gpuplace_limits}.",
+        *([f"- kube-scheduler: {setup.kube_scheduler}, one of the bench's own per apiserver (its own schedulerName, "
+            f"leader election off), its DRA plugin allocating. API client: **{setup.kube_scheduler_limits}**."]
+          if KUBE_SCHEDULER in runs else ["- kube-scheduler: not run."]),
+        *([f"- gpuplace: policy {setup.policy}, its services each in its own process. "
+            f"API client: {setup.gpuplace_limits}."] if GPUPLACE in runs else ["- gpuplace: not run."]),
         "",
         "| | " + " | ".join(sides) + " |",
         "|---|" + "---|" * len(sides),
