@@ -48,6 +48,9 @@ def bench_dra(
                                              "clientConnection.qps"),
     kube_scheduler_burst: int = typer.Option(DEFAULT_BURST, min=1, help="its clientConnection.burst"),
     timeout: float = typer.Option(900.0, min=10, help="seconds each side may take to settle"),
+    deadlines: bool = typer.Option(False, help="perception pods carry their deadline and frame rate: gpuplace then "
+                                   "also refuses GPUs where a pod would miss its deadline (kube-scheduler cannot); "
+                                   "off, both solve the same memory-placement problem"),
 ) -> None:
     """Place the same DRA claim stream with kube-scheduler and with gpuplace; report both side by side."""
     settings, kubeconfigs = local_stack()
@@ -70,8 +73,9 @@ def bench_dra(
         config = RunConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, gpus_per_node=GPUS_PER_NODE, seed=seed,
                            policy=policy, timeout_s=timeout, keep=True, processes=True)
         with stage_bars(console, width=10) as progress:
-            run: DraRun = (DraKubeSchedulerRun(config, settings, progress, binary=found, limits=limits)
-                           if side == KUBE_SCHEDULER else DraRun(config, settings, progress))
+            run: DraRun = (DraKubeSchedulerRun(config, settings, progress, deadlines=deadlines, binary=found,
+                                               limits=limits)
+                           if side == KUBE_SCHEDULER else DraRun(config, settings, progress, deadlines=deadlines))
             result = asyncio.run(run_then_clean(run))
         setup_run = setup_run or run
         runs[side] = result.summary()
@@ -84,12 +88,14 @@ def bench_dra(
     kinds = Counter(p.workload_class if dra_stream.is_whole(p) else "slice" for p in stream)
     setup = dra_report.Setup(
         command=f"gpuplace bench dra --nodes {nodes} --pods {pods} --seed {seed} --schedulers {','.join(sides)} "
-                f"--policy {policy} --kube-scheduler-qps {limits.qps:g} --kube-scheduler-burst {limits.burst}",
+                f"--policy {policy} --kube-scheduler-qps {limits.qps:g} --kube-scheduler-burst {limits.burst}"
+                + (" --deadlines" if deadlines else ""),
         host=f"{platform.node()} ({platform.processor() or platform.machine()})", nodes=nodes, pods=pods,
         clusters=len(kubeconfigs), seed=seed, gpus_per_node=GPUS_PER_NODE,
         fleet=", ".join(f"{count} x {model} ({fleet_memory(fleet, model)} MiB)"
                         for model, count in sorted(models.items())),
-        stream=f"{kinds['slice']} perception memory slices (2-24 GiB of one GPU), "
+        stream=f"{kinds['slice']} perception memory slices (2-24 GiB of one GPU"
+               + ("; with their deadlines and frame rates), " if deadlines else "; no deadlines), ")
                + ", ".join(f"{kinds[f'training-{k}gpu']} x {k} whole GPU(s)" for k, _ in dra_stream.TRAINING),
         over_ask=dra_stream.over_ask(stream, fleet).ratio, policy=policy if GPUPLACE in sides else "not run",
         kube_scheduler=version, kube_scheduler_limits=limits.describe(), gpuplace_limits=gpuplace_client_limits())

@@ -80,14 +80,16 @@ def resource_claim(pod: Pod, namespace: str) -> dict[str, Any]:
             "spec": {"devices": {"requests": [{"name": CLAIM_REQUEST, "exactly": exactly}]}}}
 
 
-def pod_manifest(pod: Pod, namespace: str, *, scheduler: str, node_selector: dict[str, str]) -> dict[str, Any]:
+def pod_manifest(pod: Pod, namespace: str, *, scheduler: str, node_selector: dict[str, str],
+                 deadlines: bool = False) -> dict[str, Any]:
     """The pod, the same for every scheduler but `scheduler`: its claim, CPU and memory, the run's fleet as its
-    nodeSelector (the shared clusters have other nodes, some with other ResourceSlices), and for perception pods the
-    deadline and frame rate gpuplace's latency model reads (annotations kube-scheduler ignores)."""
+    nodeSelector (the shared clusters have other nodes, some with other ResourceSlices), its workload class, and
+    with `deadlines` a perception pod's deadline and frame rate (annotations kube-scheduler ignores; gpuplace then
+    also refuses a GPU where the pod would miss its deadline, so the two no longer solve the same problem)."""
     annotations = {"gpuplace.io/workload": pod.workload_class or "unknown"}
-    if pod.deadline_ms:
+    if deadlines and pod.deadline_ms:
         annotations["gpuplace.io/deadline-ms"] = str(pod.deadline_ms)
-    if pod.frame_rate_hz:
+    if deadlines and pod.frame_rate_hz:
         annotations["gpuplace.io/frame-rate"] = str(pod.frame_rate_hz)
     return {
         "apiVersion": "v1", "kind": "Pod",

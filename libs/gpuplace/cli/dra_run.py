@@ -9,15 +9,17 @@ their pods, placed by one scheduler; measured from the apiserver alone, so both 
 - the first failure: the first time the run's pod watch sees a pod reported unschedulable (PodScheduled=False,
   reason Unschedulable) among the pods that are never bound during the run; a pod reported unschedulable and
   bound later (a transient) is no failure;
-- stranded GPU memory at that moment (sim/stranded.py): the devices' use by the claims whose pods were bound by
-  then, against the pods submitted and not yet bound then, and against only those reported unschedulable by then
-  (`turned_away`); and at the end of the run, against the pods still pending. Per cluster, summed: a claim can
+- stranded GPU memory at that moment (sim/stranded.py): the devices' use by the placements made by then
+  (`placed_by_failure`: bound by then, or placed and ahead of the failed pod in arrival order), against the pods
+  submitted and not placed then, and against only those reported unschedulable by then (`turned_away`); and at
+  the end of the run, against the pods still pending. Per cluster, summed: a claim can
   only use its own cluster's devices;
 - binds/s and pending-to-bound percentiles, as `PipelineRun` takes them (pod create call to the watch first
   showing a node).
 
 `DraRun` itself runs gpuplace's services (as processes by default); `DraKubeSchedulerRun` swaps in the bench's
 kube-scheduler (its DRA plugin allocates the claims). The pods differ in `schedulerName` only.
+With `deadlines`, perception pods carry their deadline and frame rate (gpuplace's latency admission then applies).
 """
 
 from __future__ import annotations
@@ -104,18 +106,29 @@ def first_failure_time(first_unschedulable_at: dict[str, float],
     return key, at
 
 
-def pending_at(at: float, submitted_at: dict[str, float], bound_at: dict[str, float]) -> list[str]:
-    """Pods submitted by `at` and not bound by then."""
-    return [k for k, s in submitted_at.items() if s <= at and bound_at.get(k, math.inf) > at]
+def placed_by_failure(failed: str, at: float, bound: list[str], bound_at: dict[str, float],
+                      order: dict[str, int]) -> set[str]:
+    """The placements the scheduler had made when it turned `failed` away at `at`: the pods bound by then, and the
+    pods placed in the run that arrived before `failed` (`order`: arrival index by pod key). The second part is for a
+    scheduler that decides a batch and then writes binds and feedback concurrently (gpuplace): the report that it
+    turned a pod away may land before the binds of the pods it placed ahead of it. Both schedulers take pods of one
+    priority in arrival order (kube-scheduler's queue, gpuplace's without deadlines), retries aside."""
+    return {k for k in bound if bound_at.get(k, math.inf) <= at or order[k] < order[failed]}
+
+
+def pending_at(at: float, submitted_at: dict[str, float], placed: set[str]) -> list[str]:
+    """Pods submitted by `at` and not among the placements made by then."""
+    return [k for k, s in submitted_at.items() if s <= at and k not in placed]
 
 
 class DraRun(PipelineRun):
     """gpuplace's side (its services, `settings.scheduler_name`); `DraKubeSchedulerRun` is kube-scheduler's."""
 
-    def __init__(self, config: RunConfig, settings: Settings, progress: Progress | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, config: RunConfig, settings: Settings, progress: Progress | None = None, *,
+                 deadlines: bool = False, **kwargs: Any) -> None:
         super().__init__(config, settings, progress=progress, **kwargs)
         self.stream = dra_stream.claims(config.pods, seed=config.seed)
+        self.deadlines = deadlines  # perception pods carry their deadline and frame rate (dra_objects.pod_manifest)
         self.unschedulable: set[str] = set()
         self.first_unschedulable_at: dict[str, float] = {}
 
@@ -167,7 +180,7 @@ class DraRun(PipelineRun):
                 self.submitted_at[f"{cluster}/{pod.name}"] = time.monotonic()
                 await raw_json(await api.core.create_namespaced_pod(
                     self.namespace, dra_objects.pod_manifest(pod, self.namespace, scheduler=scheduler,  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
-                                                             node_selector=selector),
+                                                             node_selector=selector, deadlines=self.deadlines),
                     _preload_content=False))
                 if len(self.submitted_at) % 50 == 0:
                     self.progress("submitted", len(self.submitted_at), len(self.stream))
@@ -191,6 +204,7 @@ class DraRun(PipelineRun):
         capacity: dict[DeviceKey, int] = {(c, n.name, dra_objects.device_name(g.index)): g.memory_mib
                                           for c, fleet in fleets.items() for n in fleet for g in n.gpus}
         by_name = {p.name: p for p in self.stream}
+        index = {p.name: i for i, p in enumerate(self.stream)}
         node_of: dict[str, str] = {}  # pod key -> node, bound pods
         allocations: dict[str, list[tuple[str, str, int | None]]] = {}  # pod key -> (pool, device, MiB)
         for cluster, name in self.clusters.items():
@@ -236,15 +250,16 @@ class DraRun(PipelineRun):
         start = min(self.submitted_at.values()) if self.submitted_at else 0.0
         if first is not None:
             key, at = first
-            bound_by = [k for k in bound if self.bound_at.get(k, math.inf) <= at]
-            used_then = consumed_by(bound_by)
+            order = {k: index[k.split("/", 1)[1]] for k in self.submitted_at}
+            placed_then = placed_by_failure(key, at, bound, self.bound_at, order)
+            used_then = consumed_by(sorted(placed_then))
             turned_away = [k for k, seen in self.first_unschedulable_at.items()
-                           if seen <= at and self.bound_at.get(k, math.inf) > at]
+                           if seen <= at and k not in placed_then]
             failed = pod_of[key]
-            first_failure = {"pod": key, "at_s": round(at - start, 2), "placed_before": len(bound_by),
+            first_failure = {"pod": key, "at_s": round(at - start, 2), "placed_before": len(placed_then),
                              "submitted_before": sum(1 for s in self.submitted_at.values() if s <= at),
                              "claim": {"devices": failed.gpu.count, "memory_mib": failed.gpu.memory_mib},
-                             **stranded_for(used_then, pending_at(at, self.submitted_at, self.bound_at)),
+                             **stranded_for(used_then, pending_at(at, self.submitted_at, placed_then)),
                              "turned_away": stranded_for(used_then, turned_away)}
         pct, binds_per_s = self._timing(len(bound))
         total = sum(capacity.values())
@@ -339,4 +354,5 @@ async def _release_claims(api: KubeClusterApi, namespace: str) -> None:
                            if c["metadata"].get("finalizers")))
 
 
-__all__ = ["DraKubeSchedulerRun", "DraResult", "DraRun", "dra_node_manifest", "first_failure_time", "pending_at"]
+__all__ = ["DraKubeSchedulerRun", "DraResult", "DraRun", "dra_node_manifest", "first_failure_time", "pending_at",
+           "placed_by_failure"]

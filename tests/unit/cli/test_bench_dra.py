@@ -10,7 +10,7 @@ import pytest
 
 from gpuplace.cli import dra_objects
 from gpuplace.cli.dra_report import Setup, markdown, report_json, verdict
-from gpuplace.cli.dra_run import dra_node_manifest, first_failure_time, pending_at
+from gpuplace.cli.dra_run import dra_node_manifest, first_failure_time, pending_at, placed_by_failure
 from gpuplace.cli.pipeline_run import FLEET_LABEL
 from gpuplace.core.model import GpuRequest, Node, Pod
 
@@ -52,7 +52,10 @@ def test_claims_ask_a_memory_slice_or_whole_devices_and_the_pod_names_its_claim(
     assert pod["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "claim-00001-gpu"}]
     assert pod["spec"]["containers"][0]["resources"]["claims"] == [{"name": "gpu"}]
     assert pod["spec"]["nodeSelector"] == {FLEET_LABEL: "r1"}
-    assert pod["metadata"]["annotations"]["gpuplace.io/deadline-ms"] == "33.3"
+    assert pod["metadata"]["annotations"] == {"gpuplace.io/workload": "slam"}  # no deadline unless asked
+    timed = dra_objects.pod_manifest(slice_pod, "ns", scheduler="gpuplace", node_selector={}, deadlines=True)
+    assert timed["metadata"]["annotations"] == {"gpuplace.io/workload": "slam", "gpuplace.io/deadline-ms": "33.3",
+                                                "gpuplace.io/frame-rate": "30.0"}
     other = dra_objects.pod_manifest(slice_pod, "ns", scheduler="bench-kube-scheduler-x",
                                      node_selector={FLEET_LABEL: "r1"})
     other["spec"]["schedulerName"] = "gpuplace"
@@ -88,7 +91,16 @@ def test_the_first_failure_is_the_earliest_report_of_a_pod_never_bound() -> None
     assert first_failure_time(reported, bound) == ("e/b", 2.0)
     assert first_failure_time({"e/a": 1.0}, bound) is None
     submitted = {"e/a": 0.1, "e/b": 0.2, "e/c": 2.5, "e/x": 0.0}
-    assert sorted(pending_at(2.0, submitted, bound)) == ["e/a", "e/b"]  # c not yet submitted, x bound
+    assert sorted(pending_at(2.0, submitted, {"e/x"})) == ["e/a", "e/b"]  # c not yet submitted, x placed
+
+
+def test_placements_at_the_first_failure_include_those_ahead_of_it_bound_later() -> None:
+    order = {"e/x": 0, "e/y": 1, "e/f": 2, "e/z": 3, "e/w": 4}
+    bound = ["e/x", "e/y", "e/z", "e/w"]
+    bound_at = {"e/x": 1.0, "e/y": 5.0, "e/z": 1.5, "e/w": 6.0}  # y bound after f was turned away at 2.0
+    # x bound before; y arrived ahead of f (decided in the same batch, bind landed later); z bound before though
+    # it arrived after; w neither
+    assert placed_by_failure("e/f", 2.0, bound, bound_at, order) == {"e/x", "e/y", "e/z"}
 
 
 def side(bound: int, stranded_first: int | None, **extra: Any) -> dict[str, Any]:
