@@ -39,6 +39,7 @@ _COMMAND_MODULES = (
     "gpuplace.cli.services",
     "gpuplace.cli.demo",
     "gpuplace.cli.bench_pipeline",
+    "gpuplace.cli.bench_dra",
     "gpuplace.cli.bench_placement",
     "gpuplace.cli.bench_explain",
     "gpuplace.cli.bench_robustness",

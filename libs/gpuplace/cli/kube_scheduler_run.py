@@ -90,29 +90,11 @@ class KubeSchedulerRun(PipelineRun):
     def _seen(self, key: str, pod: dict[str, Any]) -> None:
         if (pod.get("spec") or {}).get("nodeName"):
             self.unschedulable.discard(key)
-        elif _unschedulable(pod):
+        elif is_unschedulable(pod):
             self.unschedulable.add(key)
 
     async def _wait_done(self, services: list[asyncio.Task[None]]) -> None:
-        """Until every submitted pod is bound or reported unschedulable and the watch has been quiet for 1 s, or
-        nothing moved for max(settle_s, 30 s) (then the result says what happened)."""
-        deadline = time.monotonic() + self.config.timeout_s
-        last_change, last_seen = time.monotonic(), (-1, -1)
-        while time.monotonic() < deadline:
-            for task in services:
-                if task.done() and not task.cancelled() and task.exception():
-                    raise RuntimeError(f"{task.get_name()} stopped") from task.exception()
-            settled = len(self.submitted_at.keys() & (self.bound_at.keys() | self.unschedulable))
-            seen = (settled, len(self.bound_at))
-            if seen != last_seen:
-                last_seen, last_change = seen, time.monotonic()
-                self.progress("bound", len(self.bound_at), self.config.pods)
-            if settled >= self.config.pods and time.monotonic() - last_change >= 1.0:
-                return
-            if time.monotonic() - last_change >= max(self.config.settle_s, 30.0):
-                return
-            await asyncio.sleep(0.25)
-        raise TimeoutError(f"pods did not settle within {self.config.timeout_s:.0f} s")
+        await wait_settled(self, self.unschedulable, services)
 
     async def _result(self, apis: dict[str, KubeClusterApi], fleets: dict[str, list[Node]],
                       seconds: float) -> RunResult:
@@ -126,7 +108,7 @@ class KubeSchedulerRun(PipelineRun):
                 if node:
                     bound += 1
                     taken[(cluster, node)] += gpu_limit(pod)
-                elif _unschedulable(pod):
+                elif is_unschedulable(pod):
                     unschedulable += 1
         over = sum(1 for key, count in taken.items() if key not in nodes or count > len(nodes[key].gpus))
         memory_total = sum(len(n.gpus) * n.gpu_memory_mib for n in nodes.values())
@@ -165,9 +147,33 @@ def gpu_limit(pod: dict[str, Any]) -> int:
                for c in (pod.get("spec") or {}).get("containers") or [])
 
 
-def _unschedulable(pod: dict[str, Any]) -> bool:
+async def wait_settled(run: PipelineRun, unschedulable: set[str], services: list[asyncio.Task[None]]) -> None:
+    """Until every pod `run` submitted is bound or reported unschedulable (`unschedulable`, kept by the run's pod
+    watch) and the watch has been quiet for 1 s, or nothing moved for max(settle_s, 30 s) (then the result says what
+    happened). Read from the apiserver alone, so it serves any scheduler that reports as kube-scheduler does."""
+    deadline = time.monotonic() + run.config.timeout_s
+    last_change, last_seen = time.monotonic(), (-1, -1)
+    while time.monotonic() < deadline:
+        for task in services:
+            if task.done() and not task.cancelled() and task.exception():
+                raise RuntimeError(f"{task.get_name()} stopped") from task.exception()
+        settled = len(run.submitted_at.keys() & (run.bound_at.keys() | unschedulable))
+        seen = (settled, len(run.bound_at))
+        if seen != last_seen:
+            last_seen, last_change = seen, time.monotonic()
+            run.progress("bound", len(run.bound_at), run.config.pods)
+        if settled >= run.config.pods and time.monotonic() - last_change >= 1.0:
+            return
+        if time.monotonic() - last_change >= max(run.config.settle_s, 30.0):
+            return
+        await asyncio.sleep(0.25)
+    raise TimeoutError(f"pods did not settle within {run.config.timeout_s:.0f} s")
+
+
+def is_unschedulable(pod: dict[str, Any]) -> bool:
+    """PodScheduled=False/Unschedulable: kube-scheduler's (and gpuplace's) word that the pod does not fit now."""
     return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
-__all__ = ["KubeSchedulerRun", "gpu_limit", "whole_gpu_manifest"]
+__all__ = ["KubeSchedulerRun", "gpu_limit", "is_unschedulable", "wait_settled", "whole_gpu_manifest"]

@@ -84,17 +84,21 @@ def run_one(side: str, repeat: int, comparison: Comparison, settings: Settings,
     else:
         raise ValueError(f"unknown side {side!r}")
 
-    async def measured() -> RunResult:
-        try:
-            result = await run.run()
-        finally:
-            await run.cleanup()  # pods first, with no grace
-        if not await namespace_gone(comparison.kubeconfigs, run.namespace):
-            log.warning("namespace %s still there after %.0f s: the next run starts beside its deletion",
-                        run.namespace, NAMESPACE_GONE_TIMEOUT_S)
-        return result
+    return asyncio.run(run_then_clean(run))
 
-    return asyncio.run(measured())
+
+async def run_then_clean(run: PipelineRun) -> RunResult:
+    """`run.run()` (made with `keep=True`), then its clean-up (pods first, with no grace), and its namespace gone,
+    so that the next run does not pay for deleting this one's pods."""
+    kubeconfigs = run.config.kubeconfigs
+    try:
+        result = await run.run()
+    finally:
+        await run.cleanup()
+    if not await namespace_gone(kubeconfigs, run.namespace):
+        log.warning("namespace %s still there after %.0f s: the next run starts beside its deletion",
+                    run.namespace, NAMESPACE_GONE_TIMEOUT_S)
+    return result
 
 
 def compare(comparison: Comparison, settings: Settings, *, on_run: OnRun | None = None,
@@ -133,4 +137,5 @@ async def _gone(api: KubeClusterApi, namespace: str) -> bool:
     return False
 
 
-__all__ = ["Comparison", "compare", "namespace_gone", "run_one", "whole_gpus_per_node"]
+__all__ = ["Comparison", "compare", "namespace_gone", "run_one", "run_then_clean",
+           "whole_gpus_per_node"]
