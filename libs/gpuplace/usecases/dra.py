@@ -3,7 +3,8 @@
 A node's GPUs come from its ResourceSlice (NodeEvent.dra_driver names the driver); a pod's GPUs from its claim
 (PodEvent.dra_claims). Two rules follow from what the node's driver can prepare:
 - a pod gpuplace places through a claim goes only to a node whose GPUs the driver publishes: the node carries the
-  label DRA_NODE_LABEL in gpuplace's state (not in Kubernetes) and the pod requires it;
+  label DRA_NODE_LABEL in gpuplace's state (not in Kubernetes) and the pod requires it; a pod asking for GPUs
+  otherwise (annotations, device plugin resources) goes only to nodes without it;
 - a pod whose claim is allocated already (by kube-scheduler, or by gpuplace before a restart) is charged on exactly
   the GPUs of the allocation, with the memory each consumes, never where gpuplace would guess.
 """
@@ -27,6 +28,16 @@ def require_driver(rules: dict[str, Any], driver: str) -> dict[str, Any]:
     return {**rules, "node_selector": {**(rules.get("node_selector") or {}), DRA_NODE_LABEL: driver}}
 
 
+def avoid_dra_nodes(rules: dict[str, Any]) -> dict[str, Any]:
+    """A GPU pod's stored rules with its node affinity excluding DRA nodes: there no device plugin hands out GPUs
+    (the node's GPUs belong to its DRA driver, which prepares only what claims allocate). Added to each of its
+    required terms (ORed), or as the one term when it has none."""
+    avoid = {"key": DRA_NODE_LABEL, "operator": "DoesNotExist", "values": []}
+    terms = rules.get("required_terms") or [{"match_expressions": [], "match_fields": []}]
+    return {**rules, "required_terms": [{**t, "match_expressions": [*(t.get("match_expressions") or []), avoid]}
+                                        for t in terms]}
+
+
 def claimed_gpus(claims: Sequence[Mapping[str, Any]], node: str, gpu_memory_mib: int
                  ) -> tuple[tuple[int, ...], int, int] | None:
     """(GPU indices, share milli, memory MiB per GPU) that a pod's allocated claims hold on `node`, or None when
@@ -48,4 +59,4 @@ def claimed_gpus(claims: Sequence[Mapping[str, Any]], node: str, gpu_memory_mib:
     return tuple(sorted(indices)), share, memory
 
 
-__all__ = ["DRA_NODE_LABEL", "node_labels", "require_driver", "claimed_gpus"]
+__all__ = ["DRA_NODE_LABEL", "node_labels", "require_driver", "avoid_dra_nodes", "claimed_gpus"]

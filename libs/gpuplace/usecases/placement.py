@@ -953,6 +953,8 @@ def _pod_row(event: PodEvent) -> dict[str, Any]:
     rules = event.model_dump(mode="json", include=_RULE_FIELDS)
     if event.managed and event.dra_claims:  # only where the claim's driver publishes the GPUs (usecases/dra)
         rules = dra.require_driver(rules, event.dra_claims[0].driver)
+    elif event.managed and event.gpu is not None:  # and GPUs of other vocabularies only where it does not
+        rules = dra.avoid_dra_nodes(rules)
     return {
         "cluster": event.cluster, "uid": event.uid, "namespace": event.namespace, "name": event.name,
         "state": "pending", "priority": event.priority, "request": request, "cpu_milli": event.cpu_milli,
