@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 DRIVER = "gpu.nvidia.com"
 GPU_MIB = 16384
 GPUS = 2  # per node
-NODES = 2
+NODES = 3
 KUBE_SHARE, OURS_SHARE, LATE_SHARE = 10000, 6000, 4000  # MiB per claim
 
 
@@ -53,7 +53,8 @@ def resource_slice(node: str) -> dict[str, Any]:
 
 
 def claim_template(name: str, memory_mib: int | None, **extra: Any) -> dict[str, Any]:
-    exactly: dict[str, Any] = {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1, **extra}
+    exactly: dict[str, Any] = {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}
+    exactly.update(extra)
     if memory_mib is not None:
         exactly["capacity"] = {"requests": {"memory": f"{memory_mib}Mi"}}
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
@@ -149,7 +150,7 @@ async def test_gpuplace_and_kube_scheduler_share_dra_gpus(kafka_bootstrap: str, 
                 await raw_json(await api.core.create_node(node_manifest(name, run), _preload_content=False))
                 await raw_json(await api.resource.create_resource_slice(resource_slice(name), _preload_content=False))
             templates = {"kube": claim_template("kube", KUBE_SHARE), "ours": claim_template("ours", OURS_SHARE),
-                         "late": claim_template("late", LATE_SHARE),
+                         "late": claim_template("late", LATE_SHARE), "whole": claim_template("whole", None, count=2),
                          "cel": claim_template("cel", OURS_SHARE, selectors=[
                              {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].index == 0'}}])}
             for body in templates.values():
@@ -168,7 +169,15 @@ async def test_gpuplace_and_kube_scheduler_share_dra_gpus(kafka_bootstrap: str, 
 
             async with gpuplace_running(settings, kubeconfig):
                 await inventory_seen(settings, NODES)
-                # 2. gpuplace: as many 6000 MiB shares as fit in what kube-scheduler left, and one more
+                # 2a. gpuplace: two whole GPUs of one node (kube-scheduler's shares left one node empty at least)
+                await create("whole-0", "whole", "gpuplace")
+                await bound_with_claims(dra, namespace, ["whole-0"])
+                whole = next(c for c in await dra.claims(namespace) if c["metadata"]["name"].startswith("whole-0-"))
+                results = whole["status"]["allocation"]["devices"]["results"]
+                assert sorted(r["device"] for r in results) == ["gpu-0", "gpu-1"]
+                # the whole device (the apiserver writes quantities canonically: 16Gi)
+                assert {quantity.memory_mib(r["consumedCapacity"]["memory"]) for r in results} == {GPU_MIB}
+                # 2b. gpuplace: as many 6000 MiB shares as fit in what kube-scheduler left, and one more
                 free = {(node, f"gpu-{i}"): GPU_MIB for node in nodes for i in range(GPUS)}
                 for device, mib in consumed_by_device(await dra.claims(namespace)).items():
                     free[device] -= mib
