@@ -298,3 +298,8 @@ async def test_a_slice_that_arrives_after_its_node_publishes_the_node_again():
                      slices=timed((0.05, "ADDED", slice_()), (0.1, "DELETED", slice_())), cache=DraCache())
     assert [(e.gpu_count, e.dra_driver) for e in sink.sent] == [  # type: ignore[attr-defined]
         (0, None), (2, "gpu.nvidia.com"), (0, None)]
+
+
+def test_without_dra_watched_a_claim_pod_is_translated_as_before():
+    event = translate.pod_event(pod(template_claim=None), cluster="east", region="local")
+    assert event.gpu is None and event.dra_claims == () and event.request_error is None

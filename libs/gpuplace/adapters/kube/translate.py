@@ -64,7 +64,7 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
     kind: Literal["pending", "bound", "deleted"] = "deleted" if gone else ("bound" if node_name else "pending")
     managed = (spec.get("schedulerName") or "default-scheduler") == scheduler_name
     nominated = (pod.get("status") or {}).get("nominatedNodeName") or None
-    if spec.get("resourceClaims") and not gone:
+    if spec.get("resourceClaims") and not gone and claims is not None:  # None: DRA not watched (as before it)
         fields, nominated = _with_claims(pod, fields, claims, managed=managed and not node_name,
                                          nominated=nominated)
     return PodEvent(
@@ -94,7 +94,7 @@ def claim_names(pod: Json) -> list[str] | None:
     return names
 
 
-def _with_claims(pod: Json, fields: dict[str, Any], claims: ClaimLookup | None, *, managed: bool,
+def _with_claims(pod: Json, fields: dict[str, Any], claims: ClaimLookup, *, managed: bool,
                  nominated: str | None) -> tuple[dict[str, Any], str | None]:
     """A pod's claims folded into its event's fields (dra_claims, gpu, request_error) and its nominated node.
 
@@ -104,7 +104,7 @@ def _with_claims(pod: Json, fields: dict[str, Any], claims: ClaimLookup | None, 
     in between the capacity is taken already)."""
     meta = pod["metadata"]
     names = claim_names(pod)
-    found = [claims(meta["namespace"], n) for n in names] if names is not None and claims is not None else [None]
+    found = [claims(meta["namespace"], n) for n in names] if names is not None else [None]
     if names is None or any(c is None for c in found):
         raise ClaimPending(f"pod {meta['namespace']}/{meta['name']}: ResourceClaim not created yet")
     objects = [c for c in found if c is not None]
