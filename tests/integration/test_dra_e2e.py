@@ -12,6 +12,7 @@ a claim gpuplace cannot allocate is refused with the reason on the pod.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import defaultdict
 from typing import Any
@@ -20,7 +21,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters.kube import quantity
-from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
+from gpuplace.adapters.kube.cluster_api import ClaimConflict, KubeClusterApi, raw_json
 from gpuplace.bootstrap import cluster_api
 from gpuplace.cli.pipeline_run import FLEET_LABEL
 from gpuplace.cli.stack_env import cluster_kubeconfigs
@@ -235,3 +236,51 @@ def _unschedulable(pod: dict[str, Any]) -> str | None:
     return None
 
 
+
+
+async def test_a_claim_is_allocated_once_and_released_after_a_failed_bind(kube: Any, namespace: str) -> None:
+    """KubeClusterApi on the apiserver: the allocation is accepted by its validation; allocating again for the same
+    pod and GPUs (a retry after a crash) writes nothing; for other GPUs it is a conflict, never a second allocation;
+    releasing gives the claim back unallocated. The pod is not bound (no such node), so bind releases the claim."""
+    api = KubeClusterApi(kube)
+    try:
+        await raw_json(await api.resource.create_device_class(device_class(), _preload_content=False))
+    except ApiException as exc:
+        assert exc.status == 409, exc
+    body = claim_template("x", OURS_SHARE)["spec"]
+    created = await raw_json(await api.resource.create_namespaced_resource_claim(
+        namespace, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}, **body},
+        _preload_content=False))
+    ref = {"name": "c", "uid": created["metadata"]["uid"], "driver": DRIVER, "request": "gpu",
+           "memory": f"{OURS_SHARE}Mi"}
+    # a pod that uses the claim and that nothing schedules (the resourceclaim controller drops reservations of
+    # pods that do not exist)
+    pod = {**claim_pod("p", "unused", "none", "nobody"), "spec": {
+        **claim_pod("p", "unused", "none", "nobody")["spec"], "resourceClaims": [{"name": "gpu",
+                                                                                 "resourceClaimName": "c"}]}}
+    uid = (await raw_json(await api.core.create_namespaced_pod(namespace, pod, _preload_content=False)))[
+        "metadata"]["uid"]
+    assignment = {"node": "n-x", "gpus": [{"index": 1, "memory_mib": OURS_SHARE, "share_milli": 366}]}
+    await api.allocate_claim(namespace, "p", uid, "n-x", ref, assignment)
+    first = (await Dra(api).claims(namespace))[0]
+    assert first["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-1"
+    assert first["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": uid}]
+    assert dra_finalizer(first)
+    await api.allocate_claim(namespace, "p", uid, "n-x", ref, assignment)  # idempotent
+    again = (await Dra(api).claims(namespace))[0]
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    with pytest.raises(ClaimConflict):
+        await api.allocate_claim(namespace, "p", uid, "n-x", ref,
+                                 {**assignment, "gpus": [{**assignment["gpus"][0], "index": 0}]})
+    await api.release_claim(namespace, "c", uid)
+    released = (await Dra(api).claims(namespace))[0]
+    assert "allocation" not in released["status"] and not released["status"].get("reservedFor")
+    # a bind that fails (a namesake's uid: 409, the pod not bound to the node) gives the claim back
+    outcome = await api.bind(namespace, "p", "another-uid", "n-x", {**assignment, "claim": {**ref}})
+    assert outcome.value == "conflict"
+    assert "allocation" not in (await Dra(api).claims(namespace))[0]["status"]
+    with contextlib.suppress(ApiException):  # the finalizer would keep the namespace terminating
+        latest = (await Dra(api).claims(namespace))[0]
+        latest["metadata"]["finalizers"] = []
+        await raw_json(await api.resource.replace_namespaced_resource_claim("c", namespace, latest,
+                                                                            _preload_content=False))
