@@ -12,6 +12,7 @@ a claim gpuplace cannot allocate is refused with the reason on the pod.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections import defaultdict
@@ -123,6 +124,54 @@ def check_claims(claims: list[dict[str, Any]], pods: dict[str, dict[str, Any]]) 
     assert len(share_ids) == len(set(share_ids)), "a shareID handed out twice"
 
 
+class AllocationLog:
+    """Every allocation each claim of a namespace was seen with, from a watch: a claim allocated twice (another
+    allocation over the first, or allocated, released and allocated again) shows as two entries."""
+
+    def __init__(self, api: KubeClusterApi, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self.seen: dict[str, list[tuple[tuple[str, str, str], ...]]] = defaultdict(list)  # claim uid -> allocations
+        self.names: dict[str, str] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def _note(self, claim: dict[str, Any]) -> None:
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            return
+        key = tuple(sorted((r["pool"], r["device"], r.get("shareID", "")) for r in allocation["devices"]["results"]))
+        uid = claim["metadata"]["uid"]
+        self.names[uid] = claim["metadata"]["name"]
+        if not self.seen[uid] or self.seen[uid][-1] != key:
+            self.seen[uid].append(key)
+
+    async def _run(self) -> None:
+        selector = {"field_selector": f"metadata.namespace={self.namespace}"}
+        items, version = await self.api.list("resourceclaims", **selector)
+        for item in items:
+            self._note(item)
+        while True:
+            async for event in self.api.watch("resourceclaims", version, timeout_s=60, **selector):
+                obj = event["object"]
+                version = obj["metadata"].get("resourceVersion", version)
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    self._note(obj)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        assert self._task is not None
+        await asyncio.sleep(1.0)  # the last writes reach the watch
+        if self._task.done():
+            self._task.result()  # a watch that failed fails the test
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    def allocated_more_than_once(self) -> dict[str, int]:
+        return {self.names[uid]: len(keys) for uid, keys in self.seen.items() if len(keys) > 1}
+
+
 async def bound_with_claims(dra: Dra, namespace: str, names: list[str], *, timeout_s: float = 120) -> None:
     async def done() -> bool:
         pods = await dra.pods(namespace)
@@ -162,6 +211,8 @@ async def test_gpuplace_and_kube_scheduler_share_dra_gpus(kafka_bootstrap: str, 
                 await raw_json(await api.core.create_namespaced_pod(
                     namespace, claim_pod(name, template, run, scheduler), _preload_content=False))
 
+            log = AllocationLog(api, namespace)
+            log.start()
             # 1. kube-scheduler takes 10000 MiB of two GPUs
             kube_pods = [f"kube-{i}" for i in range(2)]
             for name in kube_pods:
@@ -217,6 +268,9 @@ async def test_gpuplace_and_kube_scheduler_share_dra_gpus(kafka_bootstrap: str, 
                 final_claims, final_pods = await dra.claims(namespace), await dra.pods(namespace)
                 check_claims(final_claims, final_pods)
                 assert victim not in final_pods
+                await log.stop()
+                assert len(log.seen) == fit + 5  # kube-0, kube-1, whole-0, late-0, the fit ours, the waiting one
+                assert not log.allocated_more_than_once(), log.allocated_more_than_once()
                 assert not [c for c in final_claims if c["metadata"]["name"].startswith(f"{victim}-")
                             and (c.get("status") or {}).get("allocation")]
         finally:
