@@ -260,12 +260,8 @@ class FakeStateRepository:
             self.t["nodes"][(cluster, node)]["memory_assigned_mib"] -= memory_mib
         return node
 
-    async def add_decision(self, decision: Mapping[str, Any]) -> None:
-        self.t["decisions"].append({"created_at": self._now(), **decision})
-
     async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:
-        for decision in decisions:
-            await self.add_decision(decision)
+        self.t["decisions"].extend({"created_at": self._now(), **decision} for decision in decisions)
 
     async def decisions_of(self, cluster: str, pod_uid: str) -> list[Row]:
         return [copy.deepcopy(d) for d in self.t["decisions"] if d["cluster"] == cluster and d["pod_uid"] == pod_uid]
@@ -407,6 +403,7 @@ class FakeClusterApi:
 
     bound: dict[tuple[str, str], str] = field(default_factory=dict)
     assignments: dict[tuple[str, str], Json] = field(default_factory=dict)
+    hami_requests: dict[tuple[str, str], Json | None] = field(default_factory=dict)  # what bind was given
     conflicts: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
     refuse_eviction: set[str] = field(default_factory=set)
@@ -431,8 +428,10 @@ class FakeClusterApi:
         known = self.uids.get((namespace, name))
         return uid is not None and known is not None and known != uid
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json) -> BindOutcome:
+    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json,
+                   hami_request: Json | None = None) -> BindOutcome:
         self.bind_calls += 1
+        self.hami_requests[(namespace, name)] = hami_request
         if name in self.gone:
             return BindOutcome.GONE
         if name in self.conflicts or (namespace, name) in self.bound or self._namesake(namespace, name, uid):

@@ -103,6 +103,20 @@ class ClusterApiContract:
         assert again is BindOutcome.CONFLICT
 
     @covers("bind")
+    async def test_a_hami_request_on_a_node_hami_did_not_register_binds_as_any_pod(self,
+                                                                                 cluster: ClusterHarness) -> None:
+        uid = await cluster.create_pod("hami-here")
+        wanted = assignment(cluster.node)
+        request = {"position": 0, "containers": 1, "gpu_count": 1, "memory_mib": 3000, "memory_percent": None,
+                   "cores": 30}
+        outcome = await cluster.api.bind(cluster.namespace, "hami-here", uid, cluster.node, wanted, request)
+        assert outcome is BindOutcome.BOUND
+        pod = await cluster.api.read_pod(cluster.namespace, "hami-here")
+        assert pod is not None and pod["spec"]["nodeName"] == cluster.node
+        assert json.loads(pod["metadata"]["annotations"][ASSIGNMENT]) == wanted
+        assert not [k for k in pod["metadata"]["annotations"] if k.startswith("hami.io/")]
+
+    @covers("bind")
     async def test_binding_a_pod_gone_or_a_namesake_binds_nothing(self, cluster: ClusterHarness) -> None:
         uid = await cluster.create_pod("doomed")
         await cluster.delete_pod("doomed")

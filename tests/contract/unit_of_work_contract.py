@@ -313,13 +313,13 @@ class UnitOfWorkContract:
             others = await uow.state.co_runners(CLUSTER, "n1", 0, exclude_uid="a")
             assert [(r["uid"], r["frame_rate_hz"], r["workload"]) for r in others] == [("b", 12.5, "slam")]
 
-    @covers("add_decision", "latest_decision")
+    @covers("add_decisions", "latest_decision")
     async def test_the_latest_decision_of_some_kinds_for_a_pod(self) -> None:
         uow_factory = await self._seeded()
         for i, (uid, kind) in enumerate([("a", "decided"), ("a", "defrag_planned"), ("b", "defrag_planned"),
                                          ("a", "defrag_aborted"), ("a", "bound")]):
             async with uow_factory() as uow:  # one transaction each, as their writers do
-                await uow.state.add_decision(decision_row(f"d{i}", uid, kind, {"plan": f'{{"n":{i}}}'}))
+                await uow.state.add_decisions([decision_row(f"d{i}", uid, kind, {"plan": f'{{"n":{i}}}'})])
                 await uow.commit()
         plans = ("defrag_planned", "defrag_completed", "defrag_aborted")
         async with uow_factory() as uow:
@@ -339,7 +339,7 @@ class UnitOfWorkContract:
                 ("a", "decided", {"defrag": "place promised as promise-p1-0"}), ("a", "bound", {}),
                 ("b", "decided", {"defrag": "place promised as promise-p1-0x"})]):
             async with uow_factory() as uow:  # one transaction each, as their writers do
-                await uow.state.add_decision(decision_row(f"d{i}", uid, kind, reasons))
+                await uow.state.add_decisions([decision_row(f"d{i}", uid, kind, reasons)])
                 await uow.commit()
         async with uow_factory() as uow:
             history = await uow.state.decisions_of(CLUSTER, "a")
@@ -482,7 +482,7 @@ class UnitOfWorkContract:
         uow_factory = await self._seeded()
         for i, (uid, kind) in enumerate([("a", "bound"), ("a", "bound"), ("b", "decided"), ("b", "bound")]):
             async with uow_factory() as uow:
-                await uow.state.add_decision(decision_row(f"d{i}", uid, kind))
+                await uow.state.add_decisions([decision_row(f"d{i}", uid, kind)])
                 await uow.commit()
         async with uow_factory() as uow:
             assert await uow.state.count_bound_twice(CLUSTER) == 1

@@ -136,8 +136,7 @@ def test_a_service_waiting_for_its_database_says_which_in_json_lines() -> None:
 
 
 def test_a_service_without_its_kubeconfig_says_which_settings(database_url: str) -> None:
-    # KUBECONFIG emptied, not just left unset: a CLI command run in-process earlier in the session (the stack's
-    # settings, cli/stack_run.settings_from_stack) may have put the stack's into this process's environment
+    # KUBECONFIG emptied, not just left unset: the developer's shell may have the stack's env file sourced
     result = gpuplace("service", "placement", GPUPLACE_DATABASE_URL=database_url, KUBECONFIG="")
     assert error_line(result) == ("gpuplace: error: placement needs KUBECONFIG or GPUPLACE_KUBECONFIGS for the "
                                   "clusters it binds in")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate deploy/local/kube/go.mod for a Kubernetes release: bash deploy/local/kube/bump.sh v1.34.4
+# Regenerate deploy/local/kube/go.mod for a Kubernetes release: bash deploy/local/kube/bump.sh v1.37.2
 #
 # k8s.io/kubernetes requires its staging modules (k8s.io/api, k8s.io/apiserver, ...) at v0.0.0 through
 # `replace => ./staging/...` lines that a dependent module does not inherit (kubernetes/kubernetes#79384).

@@ -20,6 +20,8 @@
 ETCD_DIR=$STACK_DIR/etcd
 KCM_CONTROLLERS=deployment-controller,replicaset-controller,disruption-controller,garbage-collector-controller
 KCM_CONTROLLERS+=,namespace-controller,pod-garbage-collector-controller,serviceaccount-controller
+# resourceclaim: creates the claims of ResourceClaimTemplates and drops deleted pods from reservedFor (DRA)
+KCM_CONTROLLERS+=,resourceclaim-controller
 SCHEDULER_QPS=${GPUPLACE_STACK_SCHEDULER_QPS:-50}
 SCHEDULER_BURST=${GPUPLACE_STACK_SCHEDULER_BURST:-100}
 
@@ -43,6 +45,8 @@ wait_etcd() {
   say "etcd: up"
 }
 
+# --endpoint-reconciler-type=none: since v1.37 the apiserver refuses a loopback advertise address with the lease
+# reconciler of the `kubernetes` Service's endpoints ("may not be in the loopback range"); nothing here uses them.
 start_apiserver() {
   local cluster=$1 name=kube-apiserver-$1 port
   port=$(apiserver_port "$cluster")
@@ -58,6 +62,7 @@ start_apiserver() {
     --service-account-issuer="https://127.0.0.1:$port" \
     --service-account-key-file="$PKI_DIR/sa.pub" --service-account-signing-key-file="$PKI_DIR/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
+    --endpoint-reconciler-type=none \
     --authorization-mode=Node,RBAC \
     --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
     --enable-priority-and-fairness=false --profiling=false --allow-privileged=true \

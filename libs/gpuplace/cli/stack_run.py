@@ -27,13 +27,20 @@ ProgressFn = Callable[[str, int, int], None]
 """progress(stage, done, total): what PipelineRun and ChaosRun report as they go."""
 
 
+# Settings argument <- the variables that set it; the stack's env file fills an argument none of them sets.
+_FROM_STACK = {"kafka_bootstrap": ("GPUPLACE_KAFKA_BOOTSTRAP",), "database_url": ("GPUPLACE_DATABASE_URL",),
+               "KUBECONFIG": ("GPUPLACE_KUBECONFIG", "KUBECONFIG")}
+
+
 def settings_from_stack() -> Settings:
-    """Settings where unset variables fall back to what the local stack wrote in its env file."""
-    for key in ("GPUPLACE_KAFKA_BOOTSTRAP", "GPUPLACE_DATABASE_URL", "KUBECONFIG"):
-        value = stack_env.resolve(key)
-        if value and key not in os.environ:
-            os.environ[key] = value
-    return Settings()
+    """Settings where unset variables fall back to what the local stack wrote in its env file.
+
+    The fallbacks go to Settings as arguments, not into os.environ: a process that runs one command in-process
+    and then another (the tests) must not find the stack's KUBECONFIG in its environment afterwards."""
+    stack = stack_env.stack_env()
+    fallback: dict[str, Any] = {arg: stack[keys[-1]] for arg, keys in _FROM_STACK.items()
+                                if stack.get(keys[-1]) and not any(os.environ.get(k) for k in keys)}
+    return Settings(**fallback)
 
 
 def local_stack(hint: str = "run `deploy/local/stack.sh up` first") -> tuple[Settings, dict[str, str]]:

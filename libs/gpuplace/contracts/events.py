@@ -48,6 +48,33 @@ class GpuRequest(BaseModel):
         return self
 
 
+class HamiRequest(BaseModel):
+    """A pod's GPU request as HAMi's scheduler divides it (HAMi vocabulary only): what gpuplace writes into HAMi's
+    `hami.io/vgpu-devices-to-allocate` at bind, so HAMi's device plugin (and HAMi-core in the container) finds it.
+
+    `position` is the carrier container's place in HAMi's annotation (init containers first, then containers,
+    HAMi pkg/device/devices.go Resourcereqs) of `containers` places. Memory is `memory_mib` MiB, or, without it,
+    `memory_percent` of the chosen GPU's registered memory (pkg/device/nvidia/device.go Fit).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    position: int = Field(ge=0, le=INT32_MAX)
+    containers: int = Field(ge=1, le=INT32_MAX)
+    gpu_count: int = Field(ge=1, le=64)
+    memory_mib: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    memory_percent: int | None = Field(default=None, ge=1, le=100)
+    cores: int = Field(default=0, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _one_memory(self) -> HamiRequest:
+        if self.position >= self.containers:
+            raise ValueError(f"position {self.position} is beyond the pod's {self.containers} container(s)")
+        if (self.memory_mib is None) == (self.memory_percent is None):
+            raise ValueError("exactly one of memory_mib and memory_percent")
+        return self
+
+
 class Requirement(BaseModel):
     """One node selector requirement (core/v1 NodeSelectorRequirement): `key operator values`."""
 
@@ -158,6 +185,7 @@ class PodEvent(Envelope):
     tolerations: tuple[Toleration, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     extended: dict[str, Count] = Field(default_factory=dict)  # other countable resources, e.g. MIG profiles
+    hami: HamiRequest | None = None  # the request in HAMi's vocabulary, per HAMi container (bind annotations)
     # DRA: the ResourceClaims the pod uses (gpuplace's pods: exactly one, allocated by gpuplace before binding)
     dra_claims: tuple[DraClaim, ...] = ()
 
@@ -433,9 +461,8 @@ TOPIC_MODELS: dict[str, type[Envelope]] = {
 }
 
 __all__ = [
-    "GpuRequest", "DraDevice", "DraClaim",
-    "Requirement", "SelectorTerm", "PreferredTerm", "Toleration", "HostPort", "PodEvent", "NodeEvent",
-    "GpuTelemetry", "LatencyWindow", "GpuAssignment",
+    "GpuRequest", "HamiRequest", "DraDevice", "DraClaim", "Requirement", "SelectorTerm", "PreferredTerm",
+    "Toleration", "HostPort", "PodEvent", "NodeEvent", "GpuTelemetry", "LatencyWindow", "GpuAssignment",
     "PlacementKind", "PlacementEvent", "Provenance", "DeadLetter", "NodeShape", "NodeAddition", "DrainableNode",
     "ScaleHintEvent", "TOPIC_MODELS", "EventTooLarge", "encode_within",
 ]

@@ -656,11 +656,12 @@ class PlacementService:
             {"index": i, "memory_mib": hold.gpu_memory_mib, "share_milli": hold.share_milli}
             for i in hold.gpu_indices]}
         claims = (row.get("rules") or {}).get("dra_claims") or ()
-        if claims:  # the binder allocates the claim on these GPUs before the Binding (adapters/kube/dra_binder.py)
+        if claims:  # the binder allocates the claim on these GPUs before the Binding (KubeClusterApi.allocate_claim)
             assignment["claim"] = claims[0]
         async with self._bind_slots:
             try:
-                outcome = await api.bind(row["namespace"], row["name"], row["uid"], hold.node, assignment)
+                outcome = await api.bind(row["namespace"], row["name"], row["uid"], hold.node, assignment,
+                                         (row.get("rules") or {}).get("hami"))
                 if outcome is BindOutcome.CONFLICT:  # bound already: by our earlier try, or by someone else?
                     live = await api.read_pod(row["namespace"], row["name"])
                     on_node = live and live.get("spec", {}).get("nodeName")
@@ -964,8 +965,9 @@ def _pod_row(event: PodEvent) -> dict[str, Any]:
     }
 
 
-# PodEvent fields kept in the pods row's `rules` (JSON): the node rules, and the DRA claims the binder allocates
-_RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended",
+# PodEvent fields kept in the pods row's `rules` (JSON): the node rules; `hami` and `dra_claims` ride along (not
+# rules): HAMi's bind annotations and the DRA claim the binder allocates need them (ClusterApi.bind)
+_RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended", "hami",
                 "dra_claims"}
 
 

@@ -170,12 +170,8 @@ class StateRepository(Protocol):
         when it held nothing."""
         ...
 
-    async def add_decision(self, decision: Mapping[str, Any]) -> None:
-        """Record one decision (the columns of `decisions`); read back by latest_decision and count_bound_twice."""
-        ...
-
     async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:
-        """add_decision for many decisions at once."""
+        """Record decisions (the columns of `decisions`); read back by latest_decision and count_bound_twice."""
         ...
 
     async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
@@ -341,9 +337,11 @@ class ClusterApi(PodReader, Protocol):
     Outcomes a caller must act on are values, not exceptions (BindOutcome, EvictOutcome); any other failure
     (the apiserver away, 5xx, 403) raises. Feedback is the exception the other way: it never raises."""
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json) -> BindOutcome:
+    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json,
+                   hami_request: Json | None = None) -> BindOutcome:
         """Bind pod `uid` to `node`, its GPU `assignment` (the gpuplace.io/gpu-assignment annotation) in the
-        same write, so nothing ever sees the pod on the node without its GPUs.
+        same write, so nothing ever sees the pod on the node without its GPUs. `hami_request` (PodEvent.hami, a
+        request in HAMi's vocabulary) adds, on a node HAMi registered, the annotations HAMi's device plugin reads.
 
         Not idempotent, and never to be retried blindly: binding a pod bound already is a CONFLICT, as is
         binding a namesake (the uid is a precondition); a pod that no longer exists is GONE."""

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from gpuplace.contracts.events import HamiRequest
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.placement import PlacementService
 from tests.builders import node_event, pod_event
@@ -41,6 +42,16 @@ async def test_a_pending_pod_is_reserved_then_bound_once(uow_factory, api):
     # best fit of 9420 MiB on two empty 16384 MiB GPUs: the first one
     assert assigned_mib(uow_factory) == {("n1", 0): 9420, ("n1", 1): 0}
     assert api.assignments[("robots", "slam-0")]["gpus"] == [{"index": 0, "memory_mib": 9420, "share_milli": 574}]
+
+
+async def test_a_hami_vocabulary_pod_hands_its_hami_request_to_the_bind_and_other_pods_none(uow_factory, api):
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1"))
+    hami = HamiRequest(position=1, containers=2, gpu_count=1, memory_mib=9420, cores=30)
+    await placement.on_pod(pod_event("hami-0", hami=hami))
+    await placement.on_pod(pod_event("plain-0"))
+    await placement.drain()
+    assert api.hami_requests == {("robots", "hami-0"): hami.model_dump(mode="json"), ("robots", "plain-0"): None}
 
 
 async def test_a_pod_that_fits_nowhere_waits_and_is_placed_when_a_node_arrives(uow_factory, api):

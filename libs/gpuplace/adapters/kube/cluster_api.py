@@ -33,7 +33,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters import dependencies
-from gpuplace.adapters.kube import dra
+from gpuplace.adapters.kube import dra, hami
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.usecases.ports import BindOutcome, EvictOutcome, Json
 
@@ -159,18 +159,29 @@ class KubeClusterApi:
                 return None
             raise
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json) -> BindOutcome:
+    async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json,
+                   hami_request: Json | None = None) -> BindOutcome:
         """Bind the pod to `node` with its GPU assignment, in one call.
 
         The apiserver copies a Binding's annotations onto the pod in the same write that sets its node
         (k8s.io/kubernetes v1.34 pkg/registry/core/pod/storage/storage.go, BindingREST.setPodNodeAndMetadata), so
         the device plugin never sees the pod bound without its GPUs, and gpuplace needs no `patch pods`. The uid
-        precondition binds the pod we decided for, not a namesake."""
+        precondition binds the pod we decided for, not a namesake.
+
+        A pod asking in HAMi's vocabulary (`hami_request`, its PodEvent.hami) bound to a node HAMi's device plugin
+        registered also gets HAMi's scheduler annotations (adapters/kube/hami.py), read from the node as it is now;
+        on a node without the registration it is bound as any pod, and the log says HAMi's device plugin, if
+        there is one, will not serve it.
+
+        A pod with a DRA claim (`assignment["claim"]`, its PodEvent.dra_claims) has the claim allocated on these
+        GPUs and reserved for it first (allocate_claim); a bind that does not bind it gives the claim back."""
         claim = assignment.get("claim")
         if claim is not None:
             assignment = {k: v for k, v in assignment.items() if k != "claim"}
             await self.allocate_claim(namespace, name, uid, node, claim, assignment)
         annotations = {ASSIGNMENT: json.dumps(assignment, separators=(",", ":"))}
+        if hami_request is not None:
+            annotations.update(await self._hami_annotations(namespace, name, node, assignment, hami_request))
         binding = client.V1Binding(
             metadata=client.V1ObjectMeta(name=name, uid=uid, annotations=annotations),
             target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
@@ -289,6 +300,23 @@ class KubeClusterApi:
                     raise
                 return None
         return self._device_classes[dra.DEVICE_CLASS]
+
+    async def _hami_annotations(self, namespace: str, name: str, node: str, assignment: Json,
+                                request: Json) -> dict[str, str]:
+        """HAMi's scheduler annotations for the GPUs in `assignment`, or none when `node` has no HAMi registration.
+        A registration that does not decode, or no longer has a chosen GPU, raises: the bind fails, the
+        reservation is released and the pod is placed again (on what the node registers then)."""
+        # a list by name, not a get: gpuplace's ClusterRole has nodes list/watch only (deploy/k8s/rbac.yaml)
+        items = (await self.list("nodes", field_selector=f"metadata.name={node}"))[0]
+        annotations = ((items[0].get("metadata") or {}).get("annotations") or {}) if items else {}
+        devices = hami.registered_devices(annotations)
+        if devices is None:
+            log.warning("%s/%s asks for GPUs in HAMi's vocabulary but node %s has no %s: bound without HAMi's "
+                        "annotations, so HAMi's device plugin (if it runs there) will not find it", namespace, name,
+                        node, hami.REGISTER)
+            return {}
+        indices = [g["index"] for g in assignment.get("gpus") or ()]
+        return hami.bind_annotations(request, devices, indices, node, int(time.time()))
 
     async def evict(self, namespace: str, name: str, uid: str | None = None) -> EvictOutcome:
         """Evict through pods/eviction so PodDisruptionBudgets hold."""

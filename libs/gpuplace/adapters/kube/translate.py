@@ -13,10 +13,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
-from gpuplace.adapters.kube import dra, quantity
+from gpuplace.adapters.kube import dra, hami, quantity
 from gpuplace.adapters.kube.pod_rules import rule_fields
 from gpuplace.adapters.kube.topology_labels import gpu_topology, warn_once
-from gpuplace.adapters.kube.vocabulary import MIG_PREFIX, RequestError, parse_pod_request
+from gpuplace.adapters.kube.vocabulary import MIG_PREFIX, RequestError, hami_request, parse_pod_request
 from gpuplace.contracts.events import QUANTITY_MAX, NodeEvent, PodEvent
 
 GPU_PRODUCT = "nvidia.com/gpu.product"
@@ -49,9 +49,11 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
     containers = spec.get("containers") or []
     fields: dict[str, Any] = {}
     try:
-        request = parse_pod_request(annotations, [_limits_then_requests(c) for c in containers])
+        limits = [_limits_then_requests(c) for c in containers]
+        request = parse_pod_request(annotations, limits)
         fields.update(gpu=request.gpu, deadline_ms=request.deadline_ms, frame_rate_hz=request.frame_rate_hz,
-                      workload=request.workload, service_ms=request.service_ms, extended=request.extended)
+                      workload=request.workload, service_ms=request.service_ms, extended=request.extended,
+                      hami=hami_request(limits, len(spec.get("initContainers") or ())))
     except RequestError as exc:
         fields["request_error"] = str(exc)
     cpu_milli = _pod_request(spec, "cpu", quantity.milli)
@@ -143,6 +145,10 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False,
                inventory: dra.SliceInventory | None = None) -> NodeEvent:
     """One node -> its GPU inventory from GPU Feature Discovery labels and allocatable `nvidia.com/gpu`.
 
+    A node HAMi's device plugin registered (hami.io/node-nvidia-register, adapters/kube/hami.py) is read as HAMi
+    reads it instead: its allocatable `nvidia.com/gpu` counts shares (GPUs x deviceSplitCount), so the GPUs are
+    the registered HAMi-core devices, each with the smallest registered memory; the model is the GFD label, else
+    the registered type. A registration that does not decode is a `ValueError` (the event is not sent).
     Allocatable `pods` becomes `max_pods` (None when the node does not say) and allocatable
     `nvidia.com/mig-<profile>` counts (the device plugin's mixed strategy) become `extended`. The GPU topology
     labels (topology_labels.py) become `gpu_numa` and `gpu_nvlink`; a bad one is left out, with a warning logged.
@@ -151,13 +157,18 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False,
     labels = meta.get("labels") or {}
     allocatable = status.get("allocatable") or status.get("capacity") or {}
     gpus = quantity.count(str(allocatable.get(NVIDIA_GPU, labels.get(GPU_COUNT, "0"))))
+    model, gpu_memory = labels.get(GPU_PRODUCT), quantity.count(labels.get(GPU_MEMORY, "0"))
+    registered = hami.registered_devices(meta.get("annotations") or {})
+    if registered is not None:
+        gpus = len(registered)
+        gpu_memory = min((d.memory_mib for d in registered), default=0)
+        model = model or (registered[0].type if registered else None)
     topology = gpu_topology(labels, gpus)
     for problem in topology.problems:
         warn_once(meta["name"], problem)
-    model, memory = labels.get(GPU_PRODUCT), quantity.count(labels.get(GPU_MEMORY, "0"))
     driver = None
     if inventory is not None:  # the DRA driver's ResourceSlice describes the GPUs (adapters/kube/dra.py)
-        model, gpus, memory, driver = inventory.model, inventory.count, inventory.memory_mib, dra.DRIVER
+        model, gpus, gpu_memory, driver = inventory.model, inventory.count, inventory.memory_mib, dra.DRIVER
         topology = replace(topology, numa=topology.numa if len(topology.numa) == gpus else (),
                            nvlink=topology.nvlink if len(topology.nvlink) == gpus else ())
     return NodeEvent(
@@ -165,7 +176,7 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False,
         name=meta["name"],
         cpu_milli=quantity.milli(str(allocatable.get("cpu", "0"))),
         memory_mib=quantity.memory_mib(str(allocatable.get("memory", "0")), bare_unit_mib=False),
-        gpu_model=model, gpu_count=gpus, gpu_memory_mib=memory, dra_driver=driver,
+        gpu_model=model, gpu_count=gpus, gpu_memory_mib=gpu_memory, dra_driver=driver,
         ready=_ready(status), unschedulable=bool(spec.get("unschedulable")),
         labels=dict(labels),
         taints=tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in spec.get("taints") or []),

@@ -49,7 +49,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from gpuplace.adapters.kube import quantity
-from gpuplace.contracts.events import GpuRequest
+from gpuplace.contracts.events import GpuRequest, HamiRequest
 
 GPUPLACE_MEMORY = "gpuplace.io/gpu-memory"
 GPUPLACE_COUNT = "gpuplace.io/gpu-count"
@@ -231,12 +231,22 @@ def _go_uint(key: str, text: str, most: int) -> int:
 
 
 def _hami(containers: list[dict[str, str]], models: tuple[str, ...]) -> GpuRequest:
+    gpus, memory, percent, cores = _hami_numbers(containers)[1:]
+    if memory is not None:  # Fit: a positive Memreq wins; MemPercentagereq applies only when Memreq == 0
+        return _request("HAMi", gpus, memory, cores * 10 or None, models)
+    # no gpumem: Totalmem * percent / 100, and percent is 100 without one (defaultMemory 0)
+    return _request("HAMi", gpus, None, max(percent or 100, cores) * 10, models)
+
+
+def _hami_numbers(containers: list[dict[str, str]]) -> tuple[int, int, int | None, int | None, int]:
+    """The carrier container's index, then GPUs, gpumem MiB, gpumem-percentage and gpucores as HAMi's scheduler
+    sees them once its webhook has run (defaults filled in)."""
     # HAMi pkg/device/nvidia/device.go: MutateAdmission (webhook) then GenerateResourceRequests and Fit (scheduler)
-    carriers = [c for c in containers if any(k in c for k in (NVIDIA_GPU, *_HAMI_KEYS))]
+    carriers = [i for i, c in enumerate(containers) if any(k in c for k in (NVIDIA_GPU, *_HAMI_KEYS))]
     if len(carriers) > 1:
         raise RequestError("HAMi GPU resources on more than one container: HAMi gives each its own GPUs, "
                            "gpuplace places one GPU set per pod")
-    ctr = carriers[0]
+    ctr = containers[carriers[0]]
     # mutateContainerResource: a HAMi key without nvidia.com/gpu gets defaultGPUNum (1)
     gpus = _count(NVIDIA_GPU, ctr[NVIDIA_GPU], 1, MAX_GPUS) if NVIDIA_GPU in ctr else 1
     # GenerateResourceRequests: MiB, above MaxInt32 rejected; 0 would mean "unset", refused here
@@ -247,11 +257,22 @@ def _hami(containers: list[dict[str, str]], models: tuple[str, ...]) -> GpuReque
     if cores is None:  # defaultExclusiveCoreIfNeeded: 100 when the GPU's memory is all taken, else defaultCores 0
         exclusive = percent == 100 if percent is not None else memory is None
         cores = 100 if exclusive else 0
-    if memory is not None:  # Fit: a positive Memreq wins; MemPercentagereq applies only when Memreq == 0
-        return _request("HAMi", gpus, memory, cores * 10 or None, models)
-    # no gpumem: Totalmem * percent / 100, and percent is 100 without one (defaultMemory 0)
-    memory_percent = percent if percent is not None else 100
-    return _request("HAMi", gpus, None, max(memory_percent, cores) * 10, models)
+    return carriers[0], gpus, memory, percent, cores
+
+
+def hami_request(container_limits: Sequence[Mapping[str, str]], init_containers: int) -> HamiRequest | None:
+    """A HAMi-vocabulary pod's request per HAMi container (None for any other pod), for HAMi's bind annotations.
+
+    Call it on a pod `parse_pod_request` accepted: the carrier container's place counts the pod's init containers
+    first (HAMi pkg/device/devices.go Resourcereqs), and memory is gpumem MiB or else a percentage, 100 without
+    one (pkg/device/nvidia/device.go GenerateResourceRequests with defaultMemory 0, then Fit)."""
+    containers = [{k: str(v) for k, v in c.items()} for c in container_limits]
+    if not any(k in c for c in containers for k in _HAMI_KEYS):
+        return None
+    index, gpus, memory, percent, cores = _hami_numbers(containers)
+    return HamiRequest(position=init_containers + index, containers=init_containers + len(containers),
+                       gpu_count=gpus, memory_mib=memory, memory_percent=None if memory else percent or 100,
+                       cores=cores)
 
 
 def _hami_int(container: Mapping[str, str], key: str, least: int, most: int) -> int | None:
@@ -315,5 +336,6 @@ def _positive(annotations: Mapping[str, str], key: str) -> float | None:
     return value
 
 
-__all__ = ["PodRequest", "RequestError", "parse_pod_request", "ASSIGNMENT", "GPUPLACE_TOPOLOGY", "DEADLINE",
-           "FRAME_RATE", "WORKLOAD", "SERVICE_MS", "MIG_PREFIX", "MAX_GPUS", "MAX_MEMORY_MIB", "MAX_EXTENDED"]
+__all__ = ["PodRequest", "RequestError", "parse_pod_request", "hami_request", "ASSIGNMENT", "GPUPLACE_TOPOLOGY",
+           "DEADLINE", "FRAME_RATE", "WORKLOAD", "SERVICE_MS", "MIG_PREFIX", "MAX_GPUS", "MAX_MEMORY_MIB",
+           "MAX_EXTENDED"]

@@ -367,9 +367,6 @@ class StateRepository:
         return node
 
     # -- decisions and outbox ------------------------------------------------------------------------
-    async def add_decision(self, decision: Mapping[str, Any]) -> None:
-        await self._conn.execute(insert(decisions).values(**decision))
-
     async def add_decisions(self, decisions_: Sequence[Mapping[str, Any]]) -> None:
         if decisions_:
             await self._conn.execute(insert(decisions), [dict(d) for d in decisions_])

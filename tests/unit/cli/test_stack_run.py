@@ -1,0 +1,38 @@
+"""`settings_from_stack`: the local stack's env file fills only what the environment leaves unset, and the
+process environment is left as it was (an in-process command must not leak the stack's KUBECONFIG)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuplace.cli.stack_run import settings_from_stack
+
+
+@pytest.fixture
+def stack_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "env").write_text("export GPUPLACE_KAFKA_BOOTSTRAP=127.0.0.1:39092\n"
+                                  "export GPUPLACE_DATABASE_URL='postgresql+asyncpg://u:p@127.0.0.1:1/db'\n"
+                                  "export KUBECONFIG=/stack/east.kubeconfig\n")
+    monkeypatch.setenv("GPUPLACE_STACK_DIR", str(tmp_path))
+    for key in ("GPUPLACE_KAFKA_BOOTSTRAP", "GPUPLACE_DATABASE_URL", "KUBECONFIG", "GPUPLACE_KUBECONFIG"):
+        monkeypatch.delenv(key, raising=False)
+    return tmp_path
+
+
+def test_unset_settings_come_from_the_stack_and_the_environment_is_untouched(stack_dir: Path) -> None:
+    before = dict(os.environ)
+    settings = settings_from_stack()
+    assert settings.kafka_bootstrap == "127.0.0.1:39092"
+    assert settings.database_url.get_secret_value() == "postgresql+asyncpg://u:p@127.0.0.1:1/db"
+    assert settings.kubeconfig == "/stack/east.kubeconfig"
+    assert dict(os.environ) == before
+
+
+def test_the_environment_wins_over_the_stack(stack_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUPLACE_KUBECONFIG", "/mine.kubeconfig")
+    monkeypatch.setenv("GPUPLACE_KAFKA_BOOTSTRAP", "kafka:9092")
+    settings = settings_from_stack()
+    assert (settings.kubeconfig, settings.kafka_bootstrap) == ("/mine.kubeconfig", "kafka:9092")
