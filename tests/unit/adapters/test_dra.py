@@ -303,3 +303,23 @@ async def test_a_slice_that_arrives_after_its_node_publishes_the_node_again():
 def test_without_dra_watched_a_claim_pod_is_translated_as_before():
     event = translate.pod_event(pod(template_claim=None), cluster="east", region="local")
     assert event.gpu is None and event.dra_claims == () and event.request_error is None
+
+
+async def test_a_cancelled_pump_stops_its_watches():
+    stopped = asyncio.Event()
+
+    async def endless() -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        try:
+            while True:
+                await asyncio.sleep(0.01)
+                if False:  # an async generator that never yields
+                    yield "ADDED", {}
+        finally:
+            stopped.set()
+
+    task = asyncio.create_task(pump_pods(endless(), Sink(), topic="pods", cluster="east", region="local",
+                                         claims=endless(), cache=DraCache()))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await asyncio.wait_for(stopped.wait(), 1.0)

@@ -8,8 +8,9 @@ A re-list (start-up, or after 410 Gone) publishes every object again; consumers 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from gpuplace.adapters.kube import dra, translate
@@ -129,7 +130,7 @@ class DraCache:
         return inventory
 
 
-async def _merged(*sources: tuple[str, Stream | None]) -> AsyncIterator[tuple[str, str, dict[str, Any]]]:
+async def _merged(*sources: tuple[str, Stream | None]) -> AsyncGenerator[tuple[str, str, dict[str, Any]], None]:
     """(source, kind, object) from several list-and-watch streams as they come, until they all end; a failing
     stream fails it."""
     queue: asyncio.Queue[tuple[str, str, dict[str, Any]] | BaseException | None] = asyncio.Queue(maxsize=1024)
@@ -214,14 +215,16 @@ async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: st
         if changes.changed(event):
             await publish(topic, event)
 
-    async for source, kind, obj in _merged(("pod", stream), ("claim", claims)):
-        if source == "pod":
-            await handle(kind, obj)
-            continue
-        claim = cache.saw_claim(kind, obj)
-        for pod in sorted(users.get(claim, ())):
-            if pod in pods:
-                await handle(*pods[pod])
+    # closed when the pump ends or is cancelled (a term of leadership over): its watches stop with it
+    async with contextlib.aclosing(_merged(("pod", stream), ("claim", claims))) as events:
+        async for source, kind, obj in events:
+            if source == "pod":
+                await handle(kind, obj)
+                continue
+            claim = cache.saw_claim(kind, obj)
+            for pod in sorted(users.get(claim, ())):
+                if pod in pods:
+                    await handle(*pods[pod])
 
 
 async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str,
@@ -253,13 +256,14 @@ async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: s
             if gate.pod_changes.changed(held):
                 await publish(pods_topic, held)
 
-    async for source, kind, obj in _merged(("node", stream), ("slice", slices)):
-        if source == "node":
-            await handle(kind, obj)
-            continue
-        node = cache.saw_slice(kind, obj)
-        if node is not None and node in nodes:
-            await handle(*nodes[node])
+    async with contextlib.aclosing(_merged(("node", stream), ("slice", slices))) as events:
+        async for source, kind, obj in events:
+            if source == "node":
+                await handle(kind, obj)
+                continue
+            node = cache.saw_slice(kind, obj)
+            if node is not None and node in nodes:
+                await handle(*nodes[node])
 
 
 async def run_until(stop: asyncio.Event, *pumps: Awaitable[None]) -> None:
