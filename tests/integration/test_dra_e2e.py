@@ -176,7 +176,19 @@ async def bound_with_claims(dra: Dra, namespace: str, names: list[str], *, timeo
     async def done() -> bool:
         pods = await dra.pods(namespace)
         return all((pods.get(n) or {}).get("spec", {}).get("nodeName") for n in names)
-    await eventually(done, timeout_s=timeout_s, what=f"pods {names} bound")
+    await waited(dra, namespace, done, timeout_s=timeout_s, what=f"pods {names} bound")
+
+
+async def waited(dra: Dra, namespace: str, probe: Any, *, timeout_s: float, what: str) -> Any:
+    """`eventually`, failing with where every pod and claim of the namespace stands (a slow stack or a bug?)."""
+    try:
+        return await eventually(probe, timeout_s=timeout_s, what=what)
+    except AssertionError as exc:
+        pods = {n: p["spec"].get("nodeName") or _unschedulable(p) or "pending" for n, p in
+                (await dra.pods(namespace)).items()}
+        claims = {c["metadata"]["name"]: [(r["pool"], r["device"]) for r in ((c.get("status") or {}).get(
+            "allocation") or {}).get("devices", {}).get("results", [])] for c in await dra.claims(namespace)}
+        raise AssertionError(f"{exc}; pods: {pods}; claims: {claims}") from exc
 
 
 async def test_gpuplace_and_kube_scheduler_share_dra_gpus(kafka_bootstrap: str, database_url: str) -> None:
@@ -245,7 +257,8 @@ async def test_gpuplace_and_kube_scheduler_share_dra_gpus(kafka_bootstrap: str, 
                     waiting = [n for n in ours if _unschedulable(pods[n])]
                     return pods if len(bound) == fit and len(waiting) == 1 and _unschedulable(pods["refused"]) \
                         else None
-                pods = await eventually(settled, timeout_s=180, what=f"{fit} gpuplace pods bound, 1 waiting")
+                pods = await waited(dra, namespace, settled, timeout_s=180,
+                                    what=f"{fit} gpuplace pods bound, 1 waiting")
                 assert "CEL selectors" in (_unschedulable(pods["refused"]) or "")
                 claims = await dra.claims(namespace)
                 check_claims(claims, pods)
