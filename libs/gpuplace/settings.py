@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     cluster: str = Field(default="east", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     region: str = "local"
     scheduler_name: str = "gpuplace"
+    # DRA (resource.k8s.io/v1): GPUs from gpu.nvidia.com ResourceSlices, pods with ResourceClaims (adapters/kube/dra)
+    dra_enabled: bool = True
     policy: str = "gpuplace"
     # admission keeps every pod's predicted p95 <= deadline x (1 - margin) on its GPU
     latency_margin: float = Field(default=0.1, ge=0.0, lt=1.0)

@@ -28,9 +28,10 @@ from gpuplace.adapters.kafka import (
     publish_json,
     start_broker,
 )
+from gpuplace.adapters.kube import dra
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.leader_election import ElectionTiming, KubeLeases, LeaseElector, LeaseUnusable, lease_name
-from gpuplace.adapters.kube.watcher import NodeGate, Publish, pump_nodes, pump_pods, run_until
+from gpuplace.adapters.kube.watcher import DraCache, NodeGate, Publish, pump_nodes, pump_pods, run_until
 from gpuplace.bootstrap import cluster_api
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope
@@ -93,12 +94,18 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
             gate = NodeGate()
             acks = Acknowledgements()  # a send that fails ends the watch: the next one lists everything again
             publish = publisher(acks)
+            cache = DraCache()
+            claims = list_and_watch(api, "resourceclaims", stop=stop) if settings.dra_enabled else None
+            slices = list_and_watch(api, "resourceslices", stop=stop, field_selector=f"spec.driver={dra.DRIVER}") \
+                if settings.dra_enabled else None
             await run_until(
                 stop, acks.failed(),
                 pump_pods(list_and_watch(api, "pods", stop=stop), publish, topic=topics.PODS,
-                          scheduler_name=settings.scheduler_name, namespace=settings.namespace, gate=gate, **common),
+                          scheduler_name=settings.scheduler_name, namespace=settings.namespace, gate=gate,
+                          claims=claims, cache=cache, **common),
                 pump_nodes(list_and_watch(api, "nodes", stop=stop, **node_selector), publish,
-                           topic=topics.NODES, gate=gate, pods_topic=topics.PODS, **common),
+                           topic=topics.NODES, gate=gate, pods_topic=topics.PODS, slices=slices, cache=cache,
+                           **common),
             )
 
         with telemetry.health.running(NAME, kafka=functools.partial(check_broker, broker)):  # a standby is ready

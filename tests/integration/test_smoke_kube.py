@@ -227,6 +227,7 @@ async def test_eviction_a_disruption_budget_forbids_is_refused_with_429(
     assert refused.value.status == 429, refused.value.body
 
 
+CLUSTER_WIDE = ("nodes", "resourceslices", "deviceclasses")
 # What gpuplace's account may and may not do: (verb, resource, subresource, group, allowed).
 RBAC_TABLE = [
     ("watch", "pods", "", "", True),
@@ -248,6 +249,17 @@ RBAC_TABLE = [
     ("patch", "nodes", "", "", False),
     ("get", "secrets", "", "", False),
     ("delete", "poddisruptionbudgets", "", "policy", False),
+    # DRA: read slices and claims, allocate a claim (finalizer, then status) as kube-scheduler does
+    ("watch", "resourceclaims", "", "resource.k8s.io", True),
+    ("update", "resourceclaims", "", "resource.k8s.io", True),
+    ("update", "resourceclaims", "status", "resource.k8s.io", True),
+    ("patch", "resourceclaims", "status", "resource.k8s.io", False),
+    ("create", "resourceclaims", "", "resource.k8s.io", False),
+    ("delete", "resourceclaims", "", "resource.k8s.io", False),
+    ("watch", "resourceslices", "", "resource.k8s.io", True),
+    ("update", "resourceslices", "", "resource.k8s.io", False),
+    ("get", "deviceclasses", "", "resource.k8s.io", True),
+    ("update", "deviceclasses", "", "resource.k8s.io", False),
 ]
 # Leader election (the Role, in the lease namespace only): (verb, in the lease namespace?, allowed).
 LEASE_TABLE = [
@@ -306,7 +318,7 @@ async def test_rbac_grants_gpuplace_what_it_uses_and_no_more(kube: client.ApiCli
                         "user": user,
                         "groups": groups,
                         "resourceAttributes": {
-                            "namespace": where if where is not None else "" if resource == "nodes" else namespace,
+                            "namespace": where if where is not None else "" if resource in CLUSTER_WIDE else namespace,
                             "verb": verb,
                             "group": group,
                             "resource": resource,

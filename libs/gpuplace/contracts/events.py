@@ -124,6 +124,34 @@ class HostPort(BaseModel):
     host_ip: str = ""
 
 
+class DraDevice(BaseModel):
+    """One GPU a ResourceClaim's allocation holds: its index (device `gpu-<index>`) and the memory it consumes
+    there (consumedCapacity.memory in MiB, rounded up; None: the whole GPU)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int = Field(ge=0, le=63)
+    memory_mib: int | None = Field(default=None, ge=0, le=INT32_MAX)
+
+
+class DraClaim(BaseModel):
+    """A ResourceClaim (resource.k8s.io/v1) a pod uses, as far as placement and the binder need it.
+
+    For a pod gpuplace places: the claim to allocate (`request`, the name of its one device request; `memory`,
+    the requested capacity exactly as written, copied into the allocation's consumedCapacity). For any pod whose
+    claim is allocated already: the node and the GPUs it holds (`node`, `devices`), charged exactly there."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=_K8S_NAME, max_length=253)
+    uid: str = Field(min_length=1)
+    driver: str = ""
+    request: str = ""
+    memory: str | None = None
+    node: str | None = None
+    devices: tuple[DraDevice, ...] = ()
+
+
 class PodEvent(Envelope):
     """gpuplace.pods.v1: a pod that asks gpuplace to schedule it, its binding, or its end.
 
@@ -158,6 +186,8 @@ class PodEvent(Envelope):
     host_ports: tuple[HostPort, ...] = ()
     extended: dict[str, Count] = Field(default_factory=dict)  # other countable resources, e.g. MIG profiles
     hami: HamiRequest | None = None  # the request in HAMi's vocabulary, per HAMi container (bind annotations)
+    # DRA: the ResourceClaims the pod uses (gpuplace's pods: exactly one, allocated by gpuplace before binding)
+    dra_claims: tuple[DraClaim, ...] = ()
 
     def entity(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -182,6 +212,8 @@ class NodeEvent(Envelope):
     # Per GPU index: its NUMA node and its NVLink domain (equal numbers: NVLink-connected); empty: not described.
     gpu_numa: tuple[TopologyId, ...] = ()
     gpu_nvlink: tuple[TopologyId, ...] = ()
+    # "gpu.nvidia.com" when the GPUs above come from the node's ResourceSlice (DRA), not from labels
+    dra_driver: str | None = None
 
     @model_validator(mode="after")
     def _one_per_gpu(self) -> NodeEvent:
@@ -429,8 +461,8 @@ TOPIC_MODELS: dict[str, type[Envelope]] = {
 }
 
 __all__ = [
-    "GpuRequest", "HamiRequest", "Requirement", "SelectorTerm", "PreferredTerm", "Toleration", "HostPort",
-    "PodEvent", "NodeEvent", "GpuTelemetry", "LatencyWindow", "GpuAssignment",
+    "GpuRequest", "HamiRequest", "DraDevice", "DraClaim", "Requirement", "SelectorTerm", "PreferredTerm",
+    "Toleration", "HostPort", "PodEvent", "NodeEvent", "GpuTelemetry", "LatencyWindow", "GpuAssignment",
     "PlacementKind", "PlacementEvent", "Provenance", "DeadLetter", "NodeShape", "NodeAddition", "DrainableNode",
     "ScaleHintEvent", "TOPIC_MODELS", "EventTooLarge", "encode_within",
 ]

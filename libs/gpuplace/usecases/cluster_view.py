@@ -28,6 +28,7 @@ from gpuplace.core.node_rules import (
     Toleration,
 )
 from gpuplace.core.snapshot import ClusterSnapshot, kind_of
+from gpuplace.usecases import dra
 from gpuplace.usecases.ports import Row
 
 
@@ -142,6 +143,20 @@ class ClusterView:
             return (int(fits[np.argmin(free[fits])]),), share, memory
         emptiest = np.argsort(-free, kind="stable")[: min(demand.gpu_count, int(snapshot.gpu_count[row]))]
         return tuple(sorted(int(i) for i in emptiest)), share, memory
+
+    def gpus_for_claimed_pod(self, node: str, claims: Sequence[Mapping[str, Any]]
+                             ) -> tuple[tuple[int, ...], int, int] | None:
+        """GPU indices, share and memory per GPU that a pod's allocated DRA claims hold on `node` (exactly: the
+        allocation names the devices); None when none of its claims is allocated there (usecases/dra)."""
+        snapshot = self.snapshot
+        if snapshot is None or not claims or not self.has_node(node):
+            return None
+        row = snapshot.index_of(node)
+        found = dra.claimed_gpus(claims, node, int(snapshot.gpu_memory_mib[row]))
+        if found is None:
+            return None
+        indices = tuple(i for i in found[0] if i < int(snapshot.gpu_count[row]))
+        return (indices, found[1], found[2]) if indices else None
 
     def allows_any(self, rules: PodRules, rows: Sequence[int]) -> bool:
         """Whether a pod with `rules` may use one of the nodes at `rows`, by their labels, taints and cordon."""

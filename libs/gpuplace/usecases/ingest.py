@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry, LatencyWindow, NodeEvent, PlacementEvent
-from gpuplace.usecases import latency_learning
+from gpuplace.usecases import dra, latency_learning
 from gpuplace.usecases.ports import NO_METRICS, Metrics, Row, UnitOfWork, UnitOfWorkFactory
 
 
@@ -24,7 +24,8 @@ async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consu
                 "cluster": event.cluster, "name": event.name, "region": event.region,
                 "cpu_milli": event.cpu_milli, "memory_mib": event.memory_mib, "gpu_model": event.gpu_model,
                 "gpu_count": event.gpu_count, "gpu_memory_mib": event.gpu_memory_mib, "ready": event.ready,
-                "unschedulable": event.unschedulable, "labels": event.labels, "taints": list(event.taints),
+                "unschedulable": event.unschedulable, "taints": list(event.taints),
+                "labels": dra.node_labels(event.labels, event.dra_driver),
                 "max_pods": event.max_pods, "extended": event.extended,
                 "gpu_numa": list(event.gpu_numa), "gpu_nvlink": list(event.gpu_nvlink),
             })

@@ -44,7 +44,7 @@ from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
 from gpuplace.core.workload import typical_workload
-from gpuplace.usecases import feedback, latency_learning, provenance
+from gpuplace.usecases import dra, feedback, latency_learning, provenance
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
@@ -666,6 +666,9 @@ class PlacementService:
         assignment = {"node": hold.node, "gpus": [
             {"index": i, "memory_mib": hold.gpu_memory_mib, "share_milli": hold.share_milli}
             for i in hold.gpu_indices]}
+        claims = (row.get("rules") or {}).get("dra_claims") or ()
+        if claims:  # the binder allocates the claim on these GPUs before the Binding (KubeClusterApi.allocate_claim)
+            assignment["claim"] = claims[0]
         async with self._bind_slots:
             try:
                 outcome = await api.bind(row["namespace"], row["name"], row["uid"], hold.node, assignment,
@@ -852,7 +855,8 @@ class PlacementService:
                               ) -> Hold:
         """Inside `uow`: charge a pod bound without gpuplace on the node its row names (see gpus_for_bound_pod)."""
         pod = core_pod(row)
-        gpu_indices, share, memory = view.gpus_for_bound_pod(row["node"], pod)
+        claimed = view.gpus_for_claimed_pod(row["node"], (row.get("rules") or {}).get("dra_claims") or ())
+        gpu_indices, share, memory = claimed or view.gpus_for_bound_pod(row["node"], pod)
         refused = await uow.state.charge_bound(
             cluster=row["cluster"], pod_uid=row["uid"], node=row["node"],
             grants=[GpuGrant(i, memory, share) for i in gpu_indices], cpu_milli=row["cpu_milli"],
@@ -958,17 +962,24 @@ def pod_row(event: PodEvent) -> dict[str, Any]:
 
 def _pod_row(event: PodEvent) -> dict[str, Any]:
     request = event.gpu.model_dump(mode="json") if event.gpu else None
+    rules = event.model_dump(mode="json", include=_RULE_FIELDS)
+    if event.managed and event.dra_claims:  # only where the claim's driver publishes the GPUs (usecases/dra)
+        rules = dra.require_driver(rules, event.dra_claims[0].driver)
+    elif event.managed and event.gpu is not None:  # and GPUs of other vocabularies only where it does not
+        rules = dra.avoid_dra_nodes(rules)
     return {
         "cluster": event.cluster, "uid": event.uid, "namespace": event.namespace, "name": event.name,
         "state": "pending", "priority": event.priority, "request": request, "cpu_milli": event.cpu_milli,
         "memory_mib": event.memory_mib, "deadline_ms": event.deadline_ms, "frame_rate_hz": event.frame_rate_hz,
         "workload": event.workload, "service_ms": event.service_ms, "owner": event.owner, "managed": event.managed,
-        "rules": event.model_dump(mode="json", include=_RULE_FIELDS),
+        "rules": rules,
     }
 
 
-# `hami` rides along (not a rule): HAMi's bind annotations need it (ClusterApi.bind)
-_RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended", "hami"}
+# PodEvent fields kept in the pods row's `rules` (JSON): the node rules; `hami` and `dra_claims` ride along (not
+# rules): HAMi's bind annotations and the DRA claim the binder allocates need them (ClusterApi.bind)
+_RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended", "hami",
+                "dra_claims"}
 
 
 def _event_of(row: Row, kind: str, **changes: Any) -> PodEvent:

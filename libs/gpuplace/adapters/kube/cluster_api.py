@@ -33,7 +33,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters import dependencies
-from gpuplace.adapters.kube import hami
+from gpuplace.adapters.kube import dra, hami
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.usecases.ports import BindOutcome, EvictOutcome, Json
 
@@ -61,6 +61,10 @@ EVICT_ERRORS = {
     429: EvictOutcome.REFUSED,  # a PodDisruptionBudget
     404: EvictOutcome.GONE, 409: EvictOutcome.GONE,  # 409: the uid precondition failed (a namesake)
 }
+
+
+class ClaimConflict(RuntimeError):
+    """A pod's ResourceClaim cannot be allocated as decided (allocated elsewhere, gone): decide the pod again."""
 
 
 async def connect(kubeconfig: str) -> client.ApiClient:
@@ -109,12 +113,19 @@ class KubeClusterApi:
         self.core = client.CoreV1Api(api_client)
         self.policy = client.PolicyV1Api(api_client)
         self.events = client.EventsV1Api(api_client)
+        self.resource = client.ResourceV1Api(api_client)
+        self._device_classes: dict[str, Json] = {}
         self.reporting_instance = f"{REPORTING_CONTROLLER}-{socket.gethostname()}"[:128]  # client-go NewRecorder
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
 
     def _lister(self, kind: str) -> Callable[..., Awaitable[Any]]:
-        """The raw list call of `kind`: "pods" (all namespaces) or "nodes"; a watch is the same call."""
-        return self.core.list_pod_for_all_namespaces if kind == "pods" else self.core.list_node
+        """The raw list call of `kind`: "pods" (all namespaces), "nodes", "resourceclaims" (all namespaces) or
+        "resourceslices"; a watch is the same call."""
+        listers: dict[str, Callable[..., Awaitable[Any]]] = {
+            "pods": self.core.list_pod_for_all_namespaces, "nodes": self.core.list_node,
+            "resourceclaims": self.resource.list_resource_claim_for_all_namespaces,
+            "resourceslices": self.resource.list_resource_slice}
+        return listers[kind]
 
     async def list(self, kind: str, **selectors: str) -> tuple[list[Json], str]:
         """All pods or nodes, with the list's resourceVersion to start a watch from."""
@@ -160,7 +171,14 @@ class KubeClusterApi:
         A pod asking in HAMi's vocabulary (`hami_request`, its PodEvent.hami) bound to a node HAMi's device plugin
         registered also gets HAMi's scheduler annotations (adapters/kube/hami.py), read from the node as it is now;
         on a node without the registration it is bound as any pod, and the log says HAMi's device plugin, if
-        there is one, will not serve it."""
+        there is one, will not serve it.
+
+        A pod with a DRA claim (`assignment["claim"]`, its PodEvent.dra_claims) has the claim allocated on these
+        GPUs and reserved for it first (allocate_claim); a bind that does not bind it gives the claim back."""
+        claim = assignment.get("claim")
+        if claim is not None:
+            assignment = {k: v for k, v in assignment.items() if k != "claim"}
+            await self.allocate_claim(namespace, name, uid, node, claim, assignment)
         annotations = {ASSIGNMENT: json.dumps(assignment, separators=(",", ":"))}
         if hami_request is not None:
             annotations.update(await self._hami_annotations(namespace, name, node, assignment, hami_request))
@@ -168,8 +186,120 @@ class KubeClusterApi:
             metadata=client.V1ObjectMeta(name=name, uid=uid, annotations=annotations),
             target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
-        return await _outcome(self.core.create_namespaced_pod_binding(name, namespace, binding, _preload_content=False),
-                              BindOutcome.BOUND, BIND_ERRORS)
+        outcome: BindOutcome | None = None
+        try:
+            outcome = await _outcome(self.core.create_namespaced_pod_binding(name, namespace, binding,
+                                                                             _preload_content=False),
+                                     BindOutcome.BOUND, BIND_ERRORS)
+        finally:
+            if claim is not None and outcome is not BindOutcome.BOUND and not await self._bound_to(
+                    namespace, name, uid, node):
+                await self.release_claim(namespace, claim["name"], uid)
+        assert outcome is not None
+        return outcome
+
+    async def _bound_to(self, namespace: str, name: str, uid: str, node: str) -> bool:
+        """Whether the pod is bound to `node` (a 409 or a lost answer may hide our own successful bind)."""
+        try:
+            live = await self.read_pod(namespace, name)
+        except Exception:  # noqa: BLE001 - unknown: keep the claim; the resourceclaim controller cleans up
+            return True
+        return live is not None and live["metadata"].get("uid") == uid and \
+            (live.get("spec") or {}).get("nodeName") == node
+
+    # -- DRA: the claim's allocation, written before the Binding (adapters/kube/dra.py) ----------------------
+    async def allocate_claim(self, namespace: str, pod: str, pod_uid: str, node: str, claim: Json,
+                             assignment: Json) -> None:
+        """Allocate the pod's ResourceClaim on `node`'s GPUs of `assignment` and reserve it for the pod, as
+        kube-scheduler's DRA plugin does before binding (dynamicresources.go bindClaim): the finalizer in an
+        update, then allocation and reservedFor in one status update, each with the claim's resourceVersion as
+        precondition, so a claim is never allocated twice. A claim allocated already on these GPUs and reserved
+        for this pod (a retry after a crash) is accepted as it is; allocated otherwise, deleted, or replaced
+        (another uid) raises ClaimConflict: the pod's reservation is released and it is decided again."""
+        indices = [int(g["index"]) for g in assignment["gpus"]]
+        # per GPU: the memory charged, which for a whole-GPU claim is the GPU's whole capacity (what it consumes)
+        memory = max((int(g["memory_mib"]) for g in assignment["gpus"]), default=0)
+        for _attempt in range(5):
+            current = await self._read_claim(namespace, claim["name"])
+            if current is None or current["metadata"].get("uid") != claim["uid"]:
+                raise ClaimConflict(f"ResourceClaim {namespace}/{claim['name']} is gone or replaced")
+            if current["metadata"].get("deletionTimestamp"):
+                raise ClaimConflict(f"ResourceClaim {namespace}/{claim['name']} is being deleted")
+            status = current.get("status") or {}
+            reserved = dra.reserved_for(current)
+            if status.get("allocation"):
+                if not dra.same_devices(current, node, indices):
+                    raise ClaimConflict(f"ResourceClaim {namespace}/{claim['name']} got allocated elsewhere")
+                if pod_uid in reserved:
+                    return
+            try:
+                if dra.FINALIZER not in (current["metadata"].get("finalizers") or []):
+                    current = {**current, "metadata": {**current["metadata"], "finalizers": [
+                        *(current["metadata"].get("finalizers") or []), dra.FINALIZER]}}
+                    current = await self._claim_call("PUT", namespace, claim["name"], current)
+                status = dict(current.get("status") or {})
+                if not status.get("allocation"):
+                    whole = await self._device_class()
+                    status["allocation"] = dra.allocation(current, node, indices, memory, whole)
+                status["reservedFor"] = [*(status.get("reservedFor") or []), dra.pod_reference(pod, pod_uid)]
+                await self._claim_call("PUT", namespace, claim["name"], {**current, "status": status}, "/status")
+                return
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        raise ClaimConflict(f"ResourceClaim {namespace}/{claim['name']} kept changing under five updates")
+
+    async def release_claim(self, namespace: str, name: str, pod_uid: str) -> None:
+        """Undo allocate_claim after a failed bind, as kube-scheduler's Unreserve does: drop the pod from
+        reservedFor and, when nobody else holds the claim, its allocation. Never raises (logged): the
+        resourceclaim controller releases a claim whose pod is gone anyway."""
+        try:
+            for _attempt in range(5):
+                current = await self._read_claim(namespace, name)
+                if current is None or pod_uid not in dra.reserved_for(current):
+                    return
+                status = dict(current.get("status") or {})
+                status["reservedFor"] = [r for r in status.get("reservedFor") or () if r.get("uid") != pod_uid]
+                if not status["reservedFor"]:
+                    status.pop("allocation", None)
+                    status.pop("reservedFor")
+                try:
+                    await self._claim_call("PUT", namespace, name, {**current, "status": status}, "/status")
+                    return
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+        except Exception as exc:  # noqa: BLE001 - the controller deallocates it once the pod is gone
+            log.warning("releasing ResourceClaim %s/%s failed: %s", namespace, name, exc)
+
+    async def _read_claim(self, namespace: str, name: str) -> Json | None:
+        try:
+            return await _json(await self.resource.read_namespaced_resource_claim(name, namespace,
+                                                                                  _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def _claim_call(self, method: str, namespace: str, name: str, body: Json, sub: str = "") -> Json:
+        """A PUT of a claim (or of its /status): the body's metadata.resourceVersion is the precondition."""
+        assert method == "PUT"
+        replace = self.resource.replace_namespaced_resource_claim_status if sub == "/status" else \
+            self.resource.replace_namespaced_resource_claim
+        raw: Any = body  # the client serialises a dict as it is; its stubs want a V1ResourceClaim
+        return await _json(await replace(name, namespace, raw, _preload_content=False))
+
+    async def _device_class(self) -> Json | None:
+        """The gpu.nvidia.com DeviceClass (its config goes into each allocation), read once; None if absent."""
+        if dra.DEVICE_CLASS not in self._device_classes:
+            try:
+                self._device_classes[dra.DEVICE_CLASS] = await _json(await self.resource.read_device_class(
+                    dra.DEVICE_CLASS, _preload_content=False))
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                return None
+        return self._device_classes[dra.DEVICE_CLASS]
 
     async def _hami_annotations(self, namespace: str, name: str, node: str, assignment: Json,
                                 request: Json) -> dict[str, str]:
@@ -331,6 +461,7 @@ def _truncate(text: str, limit_bytes: int) -> str:
     return raw[:limit_bytes - 4].decode(errors="ignore") + " ..."
 
 
-__all__ = ["KubeClusterApi", "BIND_ERRORS", "EVICT_ERRORS", "connect", "raw_json", "pod_scheduled_condition"]
+__all__ = ["KubeClusterApi", "ClaimConflict",
+           "BIND_ERRORS", "EVICT_ERRORS", "connect", "raw_json", "pod_scheduled_condition"]
 
 raw_json = _json

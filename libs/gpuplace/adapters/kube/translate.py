@@ -7,11 +7,13 @@ the placement service reports it on the placements topic instead of it waiting s
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
-from gpuplace.adapters.kube import hami, quantity
+from gpuplace.adapters.kube import dra, hami, quantity
 from gpuplace.adapters.kube.pod_rules import rule_fields
 from gpuplace.adapters.kube.topology_labels import gpu_topology, warn_once
 from gpuplace.adapters.kube.vocabulary import MIG_PREFIX, RequestError, hami_request, parse_pod_request
@@ -25,16 +27,23 @@ PODS = "pods"  # allocatable pod slots (kubelet --max-pods)
 MAX_NODE_COUNT = 2**31 - 1  # int32 columns downstream
 
 Json = Mapping[str, Any]
+ClaimLookup = Callable[[str, str], "Json | None"]  # (namespace, name) -> the ResourceClaim, None if not seen yet
+
+
+class ClaimPending(LookupError):
+    """A pod's ResourceClaim is not created (or not seen) yet: the pod is published once it is."""
 
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
-              scheduler_name: str = "gpuplace") -> PodEvent:
+              scheduler_name: str = "gpuplace", claims: ClaimLookup | None = None) -> PodEvent:
     """One pod -> `pending`, `bound` or `deleted`, with its parsed GPU request or the parse error.
 
-    A pod of another scheduler is `managed=False`; a pod that finished is `deleted` (it holds nothing)."""
+    A pod of another scheduler is `managed=False`; a pod that finished is `deleted` (it holds nothing).
+    A pod with ResourceClaims (spec.resourceClaims) has them read through `claims` (_with_claims); one whose claim
+    does not exist yet raises ClaimPending."""
     meta, spec = pod.get("metadata", {}), pod.get("spec", {})
     annotations = meta.get("annotations") or {}
     containers = spec.get("containers") or []
@@ -55,19 +64,85 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
     node_name = spec.get("nodeName")
     gone = deleted or meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
     kind: Literal["pending", "bound", "deleted"] = "deleted" if gone else ("bound" if node_name else "pending")
+    managed = (spec.get("schedulerName") or "default-scheduler") == scheduler_name
+    nominated = (pod.get("status") or {}).get("nominatedNodeName") or None
+    if spec.get("resourceClaims") and not gone and claims is not None:  # None: DRA not watched (as before it)
+        fields, nominated = _with_claims(pod, fields, claims, managed=managed and not node_name,
+                                         nominated=nominated)
     return PodEvent(
         cluster=cluster, region=region, kind=kind,
         namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
         priority=int(spec.get("priority") or 0),
         cpu_milli=min(cpu_milli, QUANTITY_MAX), memory_mib=min(memory_mib, QUANTITY_MAX),
         node_name=node_name, owner=_owner(meta), created_at=_time(meta.get("creationTimestamp")),
-        managed=(spec.get("schedulerName") or "default-scheduler") == scheduler_name, **rule_fields(spec),
-        nominated_node_name=(pod.get("status") or {}).get("nominatedNodeName") or None,
+        managed=managed, **rule_fields(spec), nominated_node_name=nominated,
         **fields,
     )
 
 
-def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False) -> NodeEvent:
+def claim_names(pod: Json) -> list[str] | None:
+    """The names of the ResourceClaims a pod uses: resourceClaimName, or for a template the claim the
+    resourceclaim controller created (pod.status.resourceClaimStatuses); None while one is not created yet. A
+    template status without a claim name means no claim is needed (the controller's "nil" entry)."""
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
+    names = []
+    for ref in (pod.get("spec") or {}).get("resourceClaims") or ():
+        if ref.get("resourceClaimName"):
+            names.append(str(ref["resourceClaimName"]))
+        elif ref.get("name") not in statuses:
+            return None
+        elif statuses[ref["name"]].get("resourceClaimName"):
+            names.append(str(statuses[ref["name"]]["resourceClaimName"]))
+    return names
+
+
+def _with_claims(pod: Json, fields: dict[str, Any], claims: ClaimLookup, *, managed: bool,
+                 nominated: str | None) -> tuple[dict[str, Any], str | None]:
+    """A pod's claims folded into its event's fields (dra_claims, gpu, request_error) and its nominated node.
+
+    A pod gpuplace places (pending, `managed`) must use one claim it understands (adapters/kube/dra.claim_request),
+    not allocated for anyone else, and no other GPU request. Any other pod is charged on the GPUs its allocated
+    claims hold: where they are allocated, before the pod is bound (kube-scheduler allocates a claim, then binds;
+    in between the capacity is taken already)."""
+    meta = pod["metadata"]
+    names = claim_names(pod)
+    found = [claims(meta["namespace"], n) for n in names] if names is not None else [None]
+    if names is None or any(c is None for c in found):
+        raise ClaimPending(f"pod {meta['namespace']}/{meta['name']}: ResourceClaim not created yet")
+    objects = [c for c in found if c is not None]
+    fields = dict(fields)
+    if not managed:
+        holding = [a for a in (dra.allocated(c) for c in objects) if a is not None]
+        fields["dra_claims"] = tuple(holding)
+        if "gpu" not in fields or fields.get("gpu") is None:
+            fields.pop("request_error", None)
+            with contextlib.suppress(RequestError):
+                fields["gpu"] = dra.claim_request(objects[0])[0] if len(objects) == 1 else None
+        return fields, nominated or (holding[0].node if holding else None)
+    if "request_error" in fields:
+        return fields, nominated
+    try:
+        if fields.get("gpu") is not None:
+            raise RequestError("GPUs asked both through a ResourceClaim and through resources or annotations")
+        if len(objects) != 1:
+            raise RequestError(f"{len(objects)} ResourceClaims; gpuplace allocates pods with one")
+        claim = objects[0]
+        gpu, ref = dra.claim_request(claim)
+        held = dra.allocated(claim)
+        if (claim.get("status") or {}).get("allocation"):
+            if held is None or meta["uid"] not in dra.reserved_for(claim):
+                raise RequestError(f"ResourceClaim {ref.name} is allocated already (for other pods); gpuplace "
+                                   "places a pod with a claim it allocates itself")
+            ref = ref.model_copy(update={"node": held.node, "devices": held.devices})
+    except RequestError as exc:
+        fields["request_error"] = str(exc)
+        return fields, nominated
+    fields.update(gpu=gpu, dra_claims=(ref,))
+    return fields, nominated
+
+
+def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False,
+               inventory: dra.SliceInventory | None = None) -> NodeEvent:
     """One node -> its GPU inventory from GPU Feature Discovery labels and allocatable `nvidia.com/gpu`.
 
     A node HAMi's device plugin registered (hami.io/node-nvidia-register, adapters/kube/hami.py) is read as HAMi
@@ -91,12 +166,17 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False) 
     topology = gpu_topology(labels, gpus)
     for problem in topology.problems:
         warn_once(meta["name"], problem)
+    driver = None
+    if inventory is not None:  # the DRA driver's ResourceSlice describes the GPUs (adapters/kube/dra.py)
+        model, gpus, gpu_memory, driver = inventory.model, inventory.count, inventory.memory_mib, dra.DRIVER
+        topology = replace(topology, numa=topology.numa if len(topology.numa) == gpus else (),
+                           nvlink=topology.nvlink if len(topology.nvlink) == gpus else ())
     return NodeEvent(
         cluster=cluster, region=region, kind="deleted" if deleted else "upsert",
         name=meta["name"],
         cpu_milli=quantity.milli(str(allocatable.get("cpu", "0"))),
         memory_mib=quantity.memory_mib(str(allocatable.get("memory", "0")), bare_unit_mib=False),
-        gpu_model=model, gpu_count=gpus, gpu_memory_mib=gpu_memory,
+        gpu_model=model, gpu_count=gpus, gpu_memory_mib=gpu_memory, dra_driver=driver,
         ready=_ready(status), unschedulable=bool(spec.get("unschedulable")),
         labels=dict(labels),
         taints=tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in spec.get("taints") or []),
@@ -156,4 +236,5 @@ def _time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
 
-__all__ = ["pod_event", "node_event", "GPU_PRODUCT", "GPU_MEMORY", "GPU_COUNT", "NVIDIA_GPU"]
+__all__ = ["pod_event", "node_event", "claim_names", "ClaimPending", "ClaimLookup",
+           "GPU_PRODUCT", "GPU_MEMORY", "GPU_COUNT", "NVIDIA_GPU"]

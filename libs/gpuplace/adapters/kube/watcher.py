@@ -8,11 +8,12 @@ A re-list (start-up, or after 410 Gone) publishes every object again; consumers 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from gpuplace.adapters.kube import translate
+from gpuplace.adapters.kube import dra, translate
 from gpuplace.contracts.envelope import Envelope
 from gpuplace.contracts.events import PodEvent
 
@@ -79,49 +80,190 @@ class NodeGate:
         return list(self._held.pop(name, {}).values())
 
 
+class DraCache:
+    """What the watcher has seen of DRA: ResourceClaims by namespace/name, gpu.nvidia.com ResourceSlices by name.
+
+    Pods are translated with their claims and nodes with their slices (translate.py): a claim or slice that
+    changes re-translates the pods or node that use it. A refused slice is logged once per node and reason."""
+
+    def __init__(self) -> None:
+        self.claims: dict[tuple[str, str], dict[str, Any]] = {}
+        self.slices: dict[str, dict[str, Any]] = {}
+        self._refused: dict[str, str] = {}
+
+    def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.claims.get((namespace, name))
+
+    def saw_claim(self, kind: str, obj: dict[str, Any]) -> tuple[str, str]:
+        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+        if kind == "DELETED":
+            self.claims.pop(key, None)
+        else:
+            self.claims[key] = obj
+        return key
+
+    def saw_slice(self, kind: str, obj: dict[str, Any]) -> str | None:
+        """Record a slice; returns its node (None for a slice of another driver or of no node)."""
+        spec = obj.get("spec") or {}
+        if spec.get("driver") != dra.DRIVER:
+            return None
+        if kind == "DELETED":
+            self.slices.pop(obj["metadata"]["name"], None)
+        else:
+            self.slices[obj["metadata"]["name"]] = obj
+        return spec.get("nodeName") or (spec.get("pool") or {}).get("name")
+
+    def inventory(self, node: str) -> dra.SliceInventory | None:
+        mine = [s for s in self.slices.values() if (s.get("spec") or {}).get("nodeName") == node or
+                ((s.get("spec") or {}).get("pool") or {}).get("name") == node]
+        if not mine:
+            return None
+        try:
+            inventory = dra.slice_inventory(node, mine)
+        except (dra.SliceError, KeyError, TypeError, ValueError) as exc:
+            if self._refused.get(node) != str(exc):
+                self._refused[node] = str(exc)
+                log.error("node %s: its %s ResourceSlices are not used, the node has no DRA GPUs: %s",
+                          node, dra.DRIVER, exc)
+            return None
+        self._refused.pop(node, None)
+        return inventory
+
+
+async def _merged(*sources: tuple[str, Stream | None]) -> AsyncGenerator[tuple[str, str, dict[str, Any]], None]:
+    """(source, kind, object) from several list-and-watch streams as they come, until they all end; a failing
+    stream fails it."""
+    queue: asyncio.Queue[tuple[str, str, dict[str, Any]] | BaseException | None] = asyncio.Queue(maxsize=1024)
+
+    async def drain(tag: str, stream: Stream) -> None:
+        try:
+            async for kind, obj in stream:
+                await queue.put((tag, kind, obj))
+            await queue.put(None)
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer, which raises it
+            await queue.put(exc)
+
+    tasks = [asyncio.ensure_future(drain(tag, stream)) for tag, stream in sources if stream is not None]
+    running = len(tasks)
+    try:
+        while running:
+            item = await queue.get()
+            if item is None:
+                running -= 1
+                continue
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str,
                     scheduler_name: str = "gpuplace", namespace: str | None = None,
-                    gate: NodeGate | None = None) -> None:
+                    gate: NodeGate | None = None, claims: Stream | None = None,
+                    cache: DraCache | None = None) -> None:
     """gpuplace's pods (of `namespace`, when set) to place, and every other pod bound to (or nominated for) a node
-    of this watcher's, to charge: the whole node counts (DESIGN §3). Other pending pods are none of its business."""
+    of this watcher's, to charge: the whole node counts (DESIGN §3). Other pending pods are none of its business.
+
+    With `claims` (ResourceClaims, DRA), a pod with spec.resourceClaims is published once its claims exist, with
+    them (translate.pod_event); a claim that changes publishes its pods again. A pod gone whose allocated claim
+    is still reserved for it is published deleted only once the resourceclaim controller released the claim:
+    until then the claim's devices are taken, and gpuplace must not give them to another pod."""
     gate = gate or NodeGate()
+    cache = cache or DraCache()
     changes = gate.pod_changes
-    async for kind, obj in stream:
+    pods: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}  # pods with claims: last kind and object
+    users: dict[tuple[str, str], set[tuple[str, str]]] = {}  # claim -> pods using it
+
+    async def handle(kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        names = translate.claim_names(obj) if (obj.get("spec") or {}).get("resourceClaims") else None
+        if (obj.get("spec") or {}).get("resourceClaims"):
+            pods[key] = (kind, obj)
+            for name in names or ():
+                users.setdefault((key[0], name), set()).add(key)
         try:
             event = translate.pod_event(obj, cluster=cluster, region=region, deleted=kind == "DELETED",
-                                        scheduler_name=scheduler_name)
+                                        scheduler_name=scheduler_name,
+                                        claims=cache.claim if claims is not None else None)
+        except translate.ClaimPending as exc:
+            log.debug("%s; published when it is", exc)
+            return
         except (KeyError, ValueError) as exc:  # an object the API should never send; log, do not stall
-            log.error("cannot translate pod %s: %s", obj.get("metadata", {}).get("name"), exc)
-            continue
+            log.error("cannot translate pod %s: %s", meta.get("name"), exc)
+            return
+        if event.kind == "deleted" and key in pods:
+            if any(meta.get("uid") in dra.reserved_for(c) for c in
+                   (cache.claim(key[0], n) for n in names or ()) if c is not None and
+                   (c.get("status") or {}).get("allocation")):
+                return  # still holds its claim's devices: published when the claim is released
+            pods.pop(key, None)
+            for name in names or ():
+                users.get((key[0], name), set()).discard(key)
         if event.managed and namespace and event.namespace != namespace:
             event = event.model_copy(update={"managed": False})  # another gpuplace's pod: charged, not placed
         if not event.managed:
             if event.kind == "deleted":
                 gate.forget(event)
                 if not changes.published(event):
-                    continue
+                    return
             elif not (event.node_name or event.nominated_node_name) or not gate.admit(event):
-                continue
+                return
         if changes.changed(event):
             await publish(topic, event)
 
+    # closed when the pump ends or is cancelled (a term of leadership over): its watches stop with it
+    async with contextlib.aclosing(_merged(("pod", stream), ("claim", claims))) as events:
+        async for source, kind, obj in events:
+            if source == "pod":
+                await handle(kind, obj)
+                continue
+            claim = cache.saw_claim(kind, obj)
+            for pod in sorted(users.get(claim, ())):
+                if pod in pods:
+                    await handle(*pods[pod])
+
 
 async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str,
-                     gate: NodeGate | None = None, pods_topic: str = "") -> None:
-    """Nodes; a node first seen releases the other schedulers' pods held for it (NodeGate) to `pods_topic`."""
+                     gate: NodeGate | None = None, pods_topic: str = "", slices: Stream | None = None,
+                     cache: DraCache | None = None) -> None:
+    """Nodes; a node first seen releases the other schedulers' pods held for it (NodeGate) to `pods_topic`.
+    With `slices` (gpu.nvidia.com ResourceSlices), a node's GPUs are those its slice publishes (dra.py), and a
+    slice that changes publishes its node again."""
     changes = ChangeFilter()
     gate = gate or NodeGate()
-    async for kind, obj in stream:
+    cache = cache or DraCache()
+    nodes: dict[str, tuple[str, dict[str, Any]]] = {}
+
+    async def handle(kind: str, obj: dict[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if kind == "DELETED":
+            nodes.pop(name, None)
+        else:
+            nodes[name] = (kind, obj)
         try:
-            event = translate.node_event(obj, cluster=cluster, region=region, deleted=kind == "DELETED")
+            event = translate.node_event(obj, cluster=cluster, region=region, deleted=kind == "DELETED",
+                                         inventory=cache.inventory(name) if slices is not None else None)
         except (KeyError, ValueError) as exc:
-            log.error("cannot translate node %s: %s", obj.get("metadata", {}).get("name"), exc)
-            continue
+            log.error("cannot translate node %s: %s", name, exc)
+            return
         if changes.changed(event):
             await publish(topic, event)
         for held in gate.node_seen(event.name, deleted=event.kind == "deleted"):
             if gate.pod_changes.changed(held):
                 await publish(pods_topic, held)
+
+    async with contextlib.aclosing(_merged(("node", stream), ("slice", slices))) as events:
+        async for source, kind, obj in events:
+            if source == "node":
+                await handle(kind, obj)
+                continue
+            node = cache.saw_slice(kind, obj)
+            if node is not None and node in nodes:
+                await handle(*nodes[node])
 
 
 async def run_until(stop: asyncio.Event, *pumps: Awaitable[None]) -> None:
@@ -141,4 +283,4 @@ async def run_until(stop: asyncio.Event, *pumps: Awaitable[None]) -> None:
         await asyncio.gather(*tasks, stopper, return_exceptions=True)
 
 
-__all__ = ["ChangeFilter", "NodeGate", "pump_pods", "pump_nodes", "run_until"]
+__all__ = ["ChangeFilter", "NodeGate", "DraCache", "pump_pods", "pump_nodes", "run_until"]
