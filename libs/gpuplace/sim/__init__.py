@@ -9,6 +9,6 @@ checks both), so the services ship no evaluation code and the evaluation drives 
 """
 
 __all__ = [
-    "arrivals", "autoscaler", "defrag_simulator", "fleet", "kpi", "latency_evaluation", "robotics_fleet",
-    "robustness", "scale_scenario", "scenarios", "simulator",
+    "arrivals", "autoscaler", "defrag_simulator", "dra_stream", "fleet", "kpi", "latency_evaluation",
+    "robotics_fleet", "robustness", "scale_scenario", "scenarios", "simulator", "stranded",
 ]

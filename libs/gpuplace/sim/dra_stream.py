@@ -88,4 +88,5 @@ def over_ask(stream: Sequence[Pod], fleet: Sequence[Node]) -> OverAsk:
                    fleet_memory_mib=sum(g.memory_mib for n in fleet for g in n.gpus))
 
 
-__all__ = ["OverAsk", "SLICE_STEP_MIB", "TRAINING", "claims", "is_whole", "over_ask"]
+__all__ = ["OverAsk", "SLICE_STEP_MIB", "STREAM_SEED_SALT", "TRAINING", "TRAINING_CPU_PER_GPU", "TRAINING_MEMORY_PER_GPU_MIB",
+           "claims", "is_whole", "over_ask"]
