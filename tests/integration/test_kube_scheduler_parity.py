@@ -1,5 +1,5 @@
 """gpuplace agrees with kube-scheduler on every rule it does not improve on: a differential test on the real
-stack, kube-scheduler v1.34.4 running beside gpuplace.
+stack, kube-scheduler (v1.37.2, the stack's: deploy/local/kube/go.mod) running beside gpuplace.
 
 300 random pod specs (nodeSelector, required and preferred node affinity, tolerations, host ports, CPU and
 memory), each with a twin pair of random nodes (the same labels, taints, cordon and capacity; only the
