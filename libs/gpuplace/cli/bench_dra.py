@@ -48,6 +48,8 @@ def bench_dra(
                                              "clientConnection.qps"),
     kube_scheduler_burst: int = typer.Option(DEFAULT_BURST, min=1, help="its clientConnection.burst"),
     timeout: float = typer.Option(900.0, min=10, help="seconds each side may take to settle"),
+    training_scale: float = typer.Option(1.0, min=0, help="multiplies the training jobs' share of the stream (34% of "
+                                          "claims at 1): 0.7 asks about 90% of what 200 nodes hold"),
     deadlines: bool = typer.Option(False, help="perception pods carry their deadline and frame rate: gpuplace then "
                                    "also refuses GPUs where a pod would miss its deadline (kube-scheduler cannot); "
                                    "off, both solve the same memory-placement problem"),
@@ -73,9 +75,10 @@ def bench_dra(
         config = RunConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, gpus_per_node=GPUS_PER_NODE, seed=seed,
                            policy=policy, timeout_s=timeout, keep=True, processes=True)
         with stage_bars(console, width=10) as progress:
-            run: DraRun = (DraKubeSchedulerRun(config, settings, progress, deadlines=deadlines, binary=found,
-                                               limits=limits)
-                           if side == KUBE_SCHEDULER else DraRun(config, settings, progress, deadlines=deadlines))
+            run: DraRun = (DraKubeSchedulerRun(config, settings, progress, deadlines=deadlines,
+                                               training_scale=training_scale, binary=found, limits=limits)
+                           if side == KUBE_SCHEDULER else
+                           DraRun(config, settings, progress, deadlines=deadlines, training_scale=training_scale))
             result = asyncio.run(run_then_clean(run))
         setup_run = setup_run or run
         runs[side] = result.summary()
@@ -84,11 +87,12 @@ def bench_dra(
     assert setup_run is not None
     fleet = [n for f in setup_run._fleets().values() for n in f]
     models = Counter(n.gpu_model for n in fleet)
-    stream = dra_stream.claims(pods, seed=seed)
+    stream = dra_stream.claims(pods, seed=seed, training_scale=training_scale)
     kinds = Counter(p.workload_class if dra_stream.is_whole(p) else "slice" for p in stream)
     setup = dra_report.Setup(
         command=f"gpuplace bench dra --nodes {nodes} --pods {pods} --seed {seed} --schedulers {','.join(sides)} "
                 f"--policy {policy} --kube-scheduler-qps {limits.qps:g} --kube-scheduler-burst {limits.burst}"
+                + (f" --training-scale {training_scale:g}" if training_scale != 1 else "")
                 + (" --deadlines" if deadlines else ""),
         host=f"{platform.node()} ({platform.processor() or platform.machine()})", nodes=nodes, pods=pods,
         clusters=len(kubeconfigs), seed=seed, gpus_per_node=GPUS_PER_NODE,

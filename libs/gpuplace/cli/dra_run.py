@@ -125,9 +125,9 @@ class DraRun(PipelineRun):
     """gpuplace's side (its services, `settings.scheduler_name`); `DraKubeSchedulerRun` is kube-scheduler's."""
 
     def __init__(self, config: RunConfig, settings: Settings, progress: Progress | None = None, *,
-                 deadlines: bool = False, **kwargs: Any) -> None:
+                 deadlines: bool = False, training_scale: float = 1.0, **kwargs: Any) -> None:
         super().__init__(config, settings, progress=progress, **kwargs)
-        self.stream = dra_stream.claims(config.pods, seed=config.seed)
+        self.stream = dra_stream.claims(config.pods, seed=config.seed, training_scale=training_scale)
         self.deadlines = deadlines  # perception pods carry their deadline and frame rate (dra_objects.pod_manifest)
         self.unschedulable: set[str] = set()
         self.first_unschedulable_at: dict[str, float] = {}

@@ -57,14 +57,19 @@ def is_whole(pod: Pod) -> bool:
     return pod.gpu.memory_mib is None
 
 
-def claims(n: int, *, seed: int = 0, prefix: str = "claim") -> list[Pod]:
+def claims(n: int, *, seed: int = 0, prefix: str = "claim", training_scale: float = 1.0) -> list[Pod]:
     """`n` pods in arrival order, each asking one claim's worth of GPU: a memory slice of one GPU
-    (`gpu.memory_mib`) or `gpu.count` whole GPUs (`gpu.share_milli` 1000, no memory)."""
+    (`gpu.memory_mib`) or `gpu.count` whole GPUs (`gpu.share_milli` 1000, no memory). `training_scale` multiplies
+    TRAINING's shares (the slices take the rest): 0.7 makes 2,000 claims ask about 90% of what 200 nodes hold,
+    so a claim that fails fails for fragmentation rather than for want of GPUs."""
     if n < 0:
         raise ValueError(f"a stream of {n} claims")
+    training = [s * training_scale for _, s in TRAINING]
+    if not 0 <= sum(training) <= 1:
+        raise ValueError(f"training_scale {training_scale} gives training jobs {sum(training):.0%} of the claims")
     rng = np.random.default_rng([seed, STREAM_SEED_SALT])
     counts = np.array([0] + [k for k, _ in TRAINING])
-    shares = np.array([1.0 - sum(s for _, s in TRAINING)] + [s for _, s in TRAINING])
+    shares = np.array([1.0 - sum(training), *training])
     kinds = counts[rng.choice(len(counts), size=n, p=shares)]
     perception = iter(robotics_fleet.pods(int((kinds == 0).sum()), seed=seed, memory_step_mib=SLICE_STEP_MIB))
     stream = []
@@ -88,5 +93,5 @@ def over_ask(stream: Sequence[Pod], fleet: Sequence[Node]) -> OverAsk:
                    fleet_memory_mib=sum(g.memory_mib for n in fleet for g in n.gpus))
 
 
-__all__ = ["OverAsk", "SLICE_STEP_MIB", "STREAM_SEED_SALT", "TRAINING", "TRAINING_CPU_PER_GPU", "TRAINING_MEMORY_PER_GPU_MIB",
-           "claims", "is_whole", "over_ask"]
+__all__ = ["OverAsk", "SLICE_STEP_MIB", "STREAM_SEED_SALT", "TRAINING", "TRAINING_CPU_PER_GPU",
+           "TRAINING_MEMORY_PER_GPU_MIB", "claims", "is_whole", "over_ask"]

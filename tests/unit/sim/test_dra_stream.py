@@ -3,6 +3,8 @@ and large enough at the bench's default size to over-ask the fleet."""
 
 from __future__ import annotations
 
+import pytest
+
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.sim import dra_stream, robotics_fleet
 
@@ -37,3 +39,11 @@ def test_2000_claims_over_ask_200_nodes_of_the_robotics_fleet() -> None:
     ask = dra_stream.over_ask(dra_stream.claims(2000, seed=7), fleet)
     assert ask.fleet_gpus == 1600
     assert ask.ratio > 1.1
+
+
+def test_training_scale_shrinks_the_training_share_and_refuses_more_than_every_claim():
+    full, scaled = dra_stream.claims(2000, seed=7), dra_stream.claims(2000, seed=7, training_scale=0.7)
+    whole = [sum(dra_stream.is_whole(p) for p in s) for s in (full, scaled)]
+    assert whole[1] < whole[0] * 0.8
+    with pytest.raises(ValueError, match="training jobs"):
+        dra_stream.claims(10, training_scale=3.0)
