@@ -1,16 +1,18 @@
 """`gpuplace bench dra` on the real stack, small: 4 nodes x 8 GPUs as ResourceSlices, 50 claims (1.25x the fleet).
 
-kube-scheduler's side only: gpuplace's DRA placement is not there yet (its side of this test is to be added when it
-is; see the bench's README entry). The run must place some claims and leave the rest pending, its figures must add
-up, and what the apiserver holds must agree with them: every bound pod's claim allocated on its node, no device
-consuming more memory than its slice offers (read from the cluster, not from the run's own arithmetic). Afterwards
-nothing of the run is left: no namespace, node, slice, nor the bench's kube-scheduler.
+Each side (kube-scheduler with its DRA allocator; gpuplace's services as processes, on the shared Kafka and
+PostgreSQL with the run's own topic suffix) must place some claims and leave the rest pending, its figures must add
+up, and what the apiserver holds must agree with them: every bound pod's claim allocated on its node and reserved
+for it, no device consuming more memory than its slice offers (read from the cluster, not from the run's own
+arithmetic). Afterwards nothing of the run is left: no namespace, node, slice, topic, nor the bench's kube-scheduler
+or gpuplace's service processes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +21,16 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from typer.testing import CliRunner
 
+from gpuplace.adapters.kafka import list_topics
 from gpuplace.adapters.kube import quantity
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.bootstrap import cluster_api
 from gpuplace.cli import app as cli
 from gpuplace.cli import dra_objects
-from gpuplace.cli.dra_run import DraKubeSchedulerRun, DraResult
+from gpuplace.cli.dra_run import DraKubeSchedulerRun, DraResult, DraRun
 from gpuplace.cli.kube_scheduler_process import ClientLimits, find_binary
 from gpuplace.cli.pipeline_comparison import run_then_clean
+from gpuplace.cli.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
 from gpuplace.cli.pipeline_run import FLEET_LABEL, RunConfig, RunResult
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.cli.stack_run import settings_from_stack
@@ -47,17 +51,51 @@ async def _cluster_state(api: KubeClusterApi, namespace: str, run_id: str) -> tu
     return pods["items"], claims["items"], slices["items"]
 
 
-class _Looking(DraKubeSchedulerRun):
-    """The run, keeping what the cluster holds when the result is taken (before the clean-up)."""
+class _Looking(DraRun):
+    """The run (gpuplace's side), keeping what the cluster holds when the result is taken (before the clean-up)."""
 
     seen: dict[str, tuple[list[Any], list[Any], list[Any]]]
+    running: list[int]  # the run's scheduler processes then: the check that none is left must be able to fail
 
     async def _result(self, apis: dict[str, KubeClusterApi], fleets: dict[str, list[Node]],
                       seconds: float) -> RunResult:
         result = await super()._result(apis, fleets, seconds)
         self.seen = {cluster: await _cluster_state(apis[name], self.namespace, self.config.run_id)
                      for cluster, name in self.clusters.items()}
+        self.running = _our_kube_schedulers() + _our_services(self.config.run_id)
         return result
+
+
+class _LookingKubeScheduler(_Looking, DraKubeSchedulerRun):
+    """kube-scheduler's side, looked at the same way."""
+
+
+def _side_run(side: str, config: RunConfig) -> _Looking:
+    if side == KUBE_SCHEDULER:
+        return _LookingKubeScheduler(config, settings_from_stack(), binary=find_binary(), limits=ClientLimits())
+    assert side == GPUPLACE
+    return _Looking(config, settings_from_stack())
+
+
+def _our_services(run_id: str) -> list[int]:
+    """gpuplace service processes of the run still alive: children of this test process whose GPUPLACE_INSTANCE_ID
+    names the run (PipelineRun.service_processes)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        if fields.get("PPid", "").strip() != str(os.getpid()) or fields.get("State", "").startswith("Z"):
+            continue
+        instance = next((v for v in environ if v.startswith(b"GPUPLACE_INSTANCE_ID=")), b"")
+        if instance.endswith(f"-{run_id}".encode()):
+            found.append(int(entry))
+    return found
 
 
 async def _left(kubeconfig: str, namespace: str, run_id: str) -> list[str]:
@@ -78,12 +116,13 @@ async def _left(kubeconfig: str, namespace: str, run_id: str) -> list[str]:
     return found
 
 
-async def test_kube_schedulers_dra_run_places_what_fits_and_its_figures_match_the_cluster(
-        kube_clusters: dict[str, client.ApiClient]) -> None:
+@pytest.mark.parametrize("side", SIDES)
+async def test_dra_run_places_what_fits_and_its_figures_match_the_cluster(
+        side: str, kube_clusters: dict[str, client.ApiClient], kafka_bootstrap: str) -> None:
     kubeconfigs = cluster_kubeconfigs()
     config = RunConfig(kubeconfigs=kubeconfigs, nodes=NODES, pods=PODS, seed=7, keep=True, processes=True,
                        timeout_s=300)
-    run = _Looking(config, settings_from_stack(), binary=find_binary(), limits=ClientLimits())
+    run = _side_run(side, config)
     result = await run_then_clean(run)
     assert isinstance(result, DraResult)
 
@@ -130,7 +169,10 @@ async def test_kube_schedulers_dra_run_places_what_fits_and_its_figures_match_th
         assert not over, f"devices over-committed: {over}"
     assert bound == result.pods_bound
 
+    assert run.running, "the run's scheduler processes were not found while it ran"
     assert _our_kube_schedulers() == [], "the run left its kube-scheduler running"
+    assert _our_services(config.run_id) == [], "the run left gpuplace's service processes running"
+    assert not {t for t in await list_topics(kafka_bootstrap) if t.endswith(run.suffix)}, "the run left its topics"
     for cluster, apiserver in run.clusters.items():
         left = await _left(kubeconfigs[apiserver], run.namespace, config.run_id)
         assert not left, f"{cluster}: the run left {left}"
