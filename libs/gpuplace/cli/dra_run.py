@@ -205,20 +205,7 @@ class DraRun(PipelineRun):
                                           for c, fleet in fleets.items() for n in fleet for g in n.gpus}
         by_name = {p.name: p for p in self.stream}
         index = {p.name: i for i, p in enumerate(self.stream)}
-        node_of: dict[str, str] = {}  # pod key -> node, bound pods
-        allocations: dict[str, list[tuple[str, str, int | None]]] = {}  # pod key -> (pool, device, MiB)
-        for cluster, name in self.clusters.items():
-            api = apis[name]
-            pods = await raw_json(await api.core.list_namespaced_pod(self.namespace, _preload_content=False))
-            for pod in pods.get("items") or []:
-                if node := (pod.get("spec") or {}).get("nodeName"):
-                    node_of[f"{cluster}/{pod['metadata']['name']}"] = node
-            claims = await raw_json(await client.ResourceV1Api(api.api_client).list_namespaced_resource_claim(
-                self.namespace, _preload_content=False))
-            for claim in claims.get("items") or []:
-                pod_name = claim["metadata"]["name"].removesuffix(f"-{dra_objects.CLAIM_REQUEST}")
-                if found := dra_objects.allocated_devices(claim):
-                    allocations[f"{cluster}/{pod_name}"] = found
+        node_of, allocations = await self._bindings_and_allocations(apis)
 
         def consumed_by(keys: list[str]) -> dict[DeviceKey, int]:
             used: dict[DeviceKey, int] = {}
@@ -282,6 +269,39 @@ class DraRun(PipelineRun):
             first_failure=first_failure, at_end=stranded_for(used_end, pending), memory_total_mib=total,
             memory_allocated_mib=allocated, over_ask=round(dra_stream.over_ask(self.stream, fleet).ratio, 3),
         )
+
+    async def _bindings_and_allocations(self, apis: dict[str, KubeClusterApi], *, tries: int = 10
+                                        ) -> tuple[dict[str, str], dict[str, list[tuple[str, str, int | None]]]]:
+        """Pod key -> node of the bound pods, and pod key -> (pool, device, MiB) of the allocated claims.
+
+        The scheduler still runs while this reads (a pod failed earlier may be placed at any time), and a claim is
+        allocated before its pod is bound: pods and claims, listed one after the other, can catch a pod between
+        the two. So the read is repeated, a second apart, until every allocated claim's pod is bound and every
+        bound pod's claim allocated, `tries` times at most; what persists is a real mismatch, and is reported."""
+        for _ in range(tries - 1):
+            node_of, allocations = await self._read_bindings_and_allocations(apis)
+            if node_of.keys() == allocations.keys():
+                return node_of, allocations
+            await asyncio.sleep(1.0)
+        return await self._read_bindings_and_allocations(apis)
+
+    async def _read_bindings_and_allocations(self, apis: dict[str, KubeClusterApi]
+                                             ) -> tuple[dict[str, str], dict[str, list[tuple[str, str, int | None]]]]:
+        node_of: dict[str, str] = {}
+        allocations: dict[str, list[tuple[str, str, int | None]]] = {}
+        for cluster, name in self.clusters.items():
+            api = apis[name]
+            pods = await raw_json(await api.core.list_namespaced_pod(self.namespace, _preload_content=False))
+            for pod in pods.get("items") or []:
+                if node := (pod.get("spec") or {}).get("nodeName"):
+                    node_of[f"{cluster}/{pod['metadata']['name']}"] = node
+            claims = await raw_json(await client.ResourceV1Api(api.api_client).list_namespaced_resource_claim(
+                self.namespace, _preload_content=False))
+            for claim in claims.get("items") or []:
+                pod_name = claim["metadata"]["name"].removesuffix(f"-{dra_objects.CLAIM_REQUEST}")
+                if found := dra_objects.allocated_devices(claim):
+                    allocations[f"{cluster}/{pod_name}"] = found
+        return node_of, allocations
 
     # -- clean-up -------------------------------------------------------------------------------------------
     async def cleanup(self, apis: dict[str, KubeClusterApi] | None = None,
