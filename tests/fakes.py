@@ -404,6 +404,7 @@ class FakeClusterApi:
     bound: dict[tuple[str, str], str] = field(default_factory=dict)
     assignments: dict[tuple[str, str], Json] = field(default_factory=dict)
     hami_requests: dict[tuple[str, str], Json | None] = field(default_factory=dict)  # what bind was given
+    claims: dict[tuple[str, str], Json | None] = field(default_factory=dict)  # the DRA claim bind was given
     conflicts: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
     refuse_eviction: set[str] = field(default_factory=set)
@@ -429,9 +430,10 @@ class FakeClusterApi:
         return uid is not None and known is not None and known != uid
 
     async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json,
-                   hami_request: Json | None = None) -> BindOutcome:
+                   hami_request: Json | None = None, claim: Json | None = None) -> BindOutcome:
         self.bind_calls += 1
         self.hami_requests[(namespace, name)] = hami_request
+        self.claims[(namespace, name)] = claim
         if name in self.gone:
             return BindOutcome.GONE
         if name in self.conflicts or (namespace, name) in self.bound or self._namesake(namespace, name, uid):

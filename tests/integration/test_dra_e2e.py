@@ -343,7 +343,7 @@ async def test_a_claim_is_allocated_once_and_released_after_a_failed_bind(kube: 
     released = (await Dra(api).claims(namespace))[0]
     assert "allocation" not in released["status"] and not released["status"].get("reservedFor")
     # a bind that fails (a namesake's uid: 409, the pod not bound to the node) gives the claim back
-    outcome = await api.bind(namespace, "p", "another-uid", "n-x", {**assignment, "claim": {**ref}})
+    outcome = await api.bind(namespace, "p", "another-uid", "n-x", assignment, claim=ref)
     assert outcome.value == "conflict"
     assert "allocation" not in (await Dra(api).claims(namespace))[0]["status"]
     with contextlib.suppress(ApiException):  # the finalizer would keep the namespace terminating

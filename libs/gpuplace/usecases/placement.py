@@ -666,13 +666,12 @@ class PlacementService:
         assignment = {"node": hold.node, "gpus": [
             {"index": i, "memory_mib": hold.gpu_memory_mib, "share_milli": hold.share_milli}
             for i in hold.gpu_indices]}
-        claims = (row.get("rules") or {}).get("dra_claims") or ()
-        if claims:  # the binder allocates the claim on these GPUs before the Binding (KubeClusterApi.allocate_claim)
-            assignment["claim"] = claims[0]
+        rules = row.get("rules") or {}
+        claim = (rules.get("dra_claims") or [None])[0]  # allocated on these GPUs before the Binding
         async with self._bind_slots:
             try:
                 outcome = await api.bind(row["namespace"], row["name"], row["uid"], hold.node, assignment,
-                                         (row.get("rules") or {}).get("hami"))
+                                         rules.get("hami"), claim)
                 if outcome is BindOutcome.CONFLICT:  # bound already: by our earlier try, or by someone else?
                     live = await api.read_pod(row["namespace"], row["name"])
                     on_node = live and live.get("spec", {}).get("nodeName")

@@ -338,10 +338,12 @@ class ClusterApi(PodReader, Protocol):
     (the apiserver away, 5xx, 403) raises. Feedback is the exception the other way: it never raises."""
 
     async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json,
-                   hami_request: Json | None = None) -> BindOutcome:
+                   hami_request: Json | None = None, claim: Json | None = None) -> BindOutcome:
         """Bind pod `uid` to `node`, its GPU `assignment` (the gpuplace.io/gpu-assignment annotation) in the
         same write, so nothing ever sees the pod on the node without its GPUs. `hami_request` (PodEvent.hami, a
         request in HAMi's vocabulary) adds, on a node HAMi registered, the annotations HAMi's device plugin reads.
+        `claim` (one of PodEvent.dra_claims) is allocated on the assignment's GPUs and reserved for the pod first;
+        a bind that does not bind the pod gives it back.
 
         Not idempotent, and never to be retried blindly: binding a pod bound already is a CONFLICT, as is
         binding a namesake (the uid is a precondition); a pod that no longer exists is GONE."""

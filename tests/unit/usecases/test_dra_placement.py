@@ -17,8 +17,8 @@ async def test_a_claim_pod_goes_to_a_dra_node_and_its_claim_to_the_binder(uow_fa
     await placement.on_pod(pod_event("slam", dra_claims=(CLAIM,)))
     await placement.drain()
     assert api.bound == {("robots", "slam"): "dra"}
-    assignment = api.assignments[("robots", "slam")]
-    assert assignment["claim"]["name"] == "slam-gpu-x1" and assignment["claim"]["memory"] == "9420Mi"
+    assignment, claim = api.assignments[("robots", "slam")], api.claims[("robots", "slam")]
+    assert claim is not None and claim["name"] == "slam-gpu-x1" and claim["memory"] == "9420Mi"
     assert [g["memory_mib"] for g in assignment["gpus"]] == [9420]
 
 

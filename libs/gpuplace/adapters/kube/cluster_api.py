@@ -96,6 +96,16 @@ async def _json(response: Any) -> Json:
     return json.loads(body)
 
 
+async def _found(call: Awaitable[Any]) -> Json | None:
+    """A read's JSON body, None when the object is not there (404)."""
+    try:
+        return await _json(await call)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 async def _outcome(response: Awaitable[Any], done: Outcome, errors: Mapping[int, Outcome]) -> Outcome:
     """`done` once the raw call succeeded, else what its error status means in `errors`; other errors raise."""
     try:
@@ -114,7 +124,7 @@ class KubeClusterApi:
         self.policy = client.PolicyV1Api(api_client)
         self.events = client.EventsV1Api(api_client)
         self.resource = client.ResourceV1Api(api_client)
-        self._device_classes: dict[str, Json] = {}
+        self._device_class_read: Json | None = None  # the gpu.nvidia.com DeviceClass, once read
         self.reporting_instance = f"{REPORTING_CONTROLLER}-{socket.gethostname()}"[:128]  # client-go NewRecorder
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
 
@@ -152,15 +162,10 @@ class KubeClusterApi:
             response.release()
 
     async def read_pod(self, namespace: str, name: str) -> Json | None:
-        try:
-            return await _json(await self.core.read_namespaced_pod(name, namespace, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return await _found(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
 
     async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json,
-                   hami_request: Json | None = None) -> BindOutcome:
+                   hami_request: Json | None = None, claim: Json | None = None) -> BindOutcome:
         """Bind the pod to `node` with its GPU assignment, in one call.
 
         The apiserver copies a Binding's annotations onto the pod in the same write that sets its node
@@ -173,11 +178,9 @@ class KubeClusterApi:
         on a node without the registration it is bound as any pod, and the log says HAMi's device plugin, if
         there is one, will not serve it.
 
-        A pod with a DRA claim (`assignment["claim"]`, its PodEvent.dra_claims) has the claim allocated on these
-        GPUs and reserved for it first (allocate_claim); a bind that does not bind it gives the claim back."""
-        claim = assignment.get("claim")
+        A pod with a DRA `claim` (one of its PodEvent.dra_claims) has the claim allocated on these GPUs and
+        reserved for it first (allocate_claim); a bind that does not bind it gives the claim back."""
         if claim is not None:
-            assignment = {k: v for k, v in assignment.items() if k != "claim"}
             await self.allocate_claim(namespace, name, uid, node, claim, assignment)
         annotations = {ASSIGNMENT: json.dumps(assignment, separators=(",", ":"))}
         if hami_request is not None:
@@ -236,13 +239,13 @@ class KubeClusterApi:
                 if dra.FINALIZER not in (current["metadata"].get("finalizers") or []):
                     current = {**current, "metadata": {**current["metadata"], "finalizers": [
                         *(current["metadata"].get("finalizers") or []), dra.FINALIZER]}}
-                    current = await self._claim_call("PUT", namespace, claim["name"], current)
+                    current = await self._replace_claim(namespace, claim["name"], current)
                 status = dict(current.get("status") or {})
                 if not status.get("allocation"):
                     whole = await self._device_class()
                     status["allocation"] = dra.allocation(current, node, indices, memory, whole)
                 status["reservedFor"] = [*(status.get("reservedFor") or []), dra.pod_reference(pod, pod_uid)]
-                await self._claim_call("PUT", namespace, claim["name"], {**current, "status": status}, "/status")
+                await self._replace_claim(namespace, claim["name"], {**current, "status": status}, status=True)
                 return
             except ApiException as exc:
                 if exc.status != 409:
@@ -264,7 +267,7 @@ class KubeClusterApi:
                     status.pop("allocation", None)
                     status.pop("reservedFor")
                 try:
-                    await self._claim_call("PUT", namespace, name, {**current, "status": status}, "/status")
+                    await self._replace_claim(namespace, name, {**current, "status": status}, status=True)
                     return
                 except ApiException as exc:
                     if exc.status != 409:
@@ -273,33 +276,23 @@ class KubeClusterApi:
             log.warning("releasing ResourceClaim %s/%s failed: %s", namespace, name, exc)
 
     async def _read_claim(self, namespace: str, name: str) -> Json | None:
-        try:
-            return await _json(await self.resource.read_namespaced_resource_claim(name, namespace,
-                                                                                  _preload_content=False))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return await _found(self.resource.read_namespaced_resource_claim(name, namespace, _preload_content=False))
 
-    async def _claim_call(self, method: str, namespace: str, name: str, body: Json, sub: str = "") -> Json:
-        """A PUT of a claim (or of its /status): the body's metadata.resourceVersion is the precondition."""
-        assert method == "PUT"
-        replace = self.resource.replace_namespaced_resource_claim_status if sub == "/status" else \
+    async def _replace_claim(self, namespace: str, name: str, body: Json, *, status: bool = False) -> Json:
+        """A PUT of a claim (or, with `status`, of its /status): the body's metadata.resourceVersion is the
+        precondition."""
+        replace = self.resource.replace_namespaced_resource_claim_status if status else \
             self.resource.replace_namespaced_resource_claim
         raw: Any = body  # the client serialises a dict as it is; its stubs want a V1ResourceClaim
         return await _json(await replace(name, namespace, raw, _preload_content=False))
 
     async def _device_class(self) -> Json | None:
-        """The gpu.nvidia.com DeviceClass (its config goes into each allocation), read once; None if absent."""
-        if dra.DEVICE_CLASS not in self._device_classes:
-            try:
-                self._device_classes[dra.DEVICE_CLASS] = await _json(await self.resource.read_device_class(
-                    dra.DEVICE_CLASS, _preload_content=False))
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                return None
-        return self._device_classes[dra.DEVICE_CLASS]
+        """The gpu.nvidia.com DeviceClass (its config goes into each allocation), read once; None if absent (and
+        read again next time)."""
+        if self._device_class_read is None:
+            self._device_class_read = await _found(self.resource.read_device_class(dra.DEVICE_CLASS,
+                                                                                   _preload_content=False))
+        return self._device_class_read
 
     async def _hami_annotations(self, namespace: str, name: str, node: str, assignment: Json,
                                 request: Json) -> dict[str, str]:
