@@ -18,14 +18,12 @@ import uuid
 from typing import Any
 
 from gpuplace.adapters.kube import quantity
+from gpuplace.adapters.kube.dra import DEVICE_CLASS, DRIVER, MEMORY
 from gpuplace.core.model import Node, Pod
 from gpuplace.sim.dra_stream import is_whole
 
-DRIVER = "gpu.nvidia.com"
-DEVICE_CLASS = "gpu.nvidia.com"
 API_VERSION = "resource.k8s.io/v1"
 CLAIM_REQUEST = "gpu"  # the request's name in every claim, and the pod's name for its claim
-MEMORY = "memory"
 # GPU Feature Discovery's product label (robotics_fleet's GPU names) -> the driver's productName attribute (NVML's
 # name; GFD writes it with '-' for ' ').
 PRODUCT_NAMES = {"Tesla-V100-SXM2-16GB": "Tesla V100-SXM2-16GB", "NVIDIA-A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB",
@@ -120,5 +118,5 @@ def allocated_devices(claim: dict[str, Any]) -> list[tuple[str, str, int | None]
     return found
 
 
-__all__ = ["CLAIM_REQUEST", "DEVICE_CLASS", "DRIVER", "allocated_devices", "claim_name", "device_class",
+__all__ = ["CLAIM_REQUEST", "allocated_devices", "claim_name", "device_class",
            "device_name", "pod_manifest", "resource_claim", "resource_slice", "slice_name"]

@@ -306,8 +306,8 @@ class DraRun(PipelineRun):
     # -- clean-up -------------------------------------------------------------------------------------------
     async def cleanup(self, apis: dict[str, KubeClusterApi] | None = None,
                       fleets: dict[str, list[Node]] | None = None) -> None:
-        """The run's pods deleted at once, its claims let go, then `PipelineRun.cleanup` (namespace, nodes, topics)
-        and the slices (owned by the nodes, so the garbage collector would take them too; not waited for).
+        """`PipelineRun.cleanup` (pods at once, namespace, nodes, topics), then the run's claims let go and the
+        slices deleted (owned by the nodes, so the garbage collector would take them too; not waited for).
 
         The claims' finalizer (resource.kubernetes.io/delete-protection, set when allocated) is kube-controller-
         manager's to drop once their pods are gone, at its client's 20 QPS: thousands of claims would keep the
@@ -315,13 +315,9 @@ class DraRun(PipelineRun):
         if apis is None:
             async with _apis(self.config.kubeconfigs) as opened:
                 return await self.cleanup(opened, fleets)
-        for name in self.clusters.values():
-            api = apis[name]
-            await _ignore_404(_json(api.core.delete_collection_namespaced_pod(
-                self.namespace, grace_period_seconds=0, _preload_content=False)))
-            await _release_claims(api, self.namespace)
         await super().cleanup(apis, fleets)
         for name in self.clusters.values():
+            await _release_claims(apis[name], self.namespace)
             await _ignore_404(_json(client.ResourceV1Api(apis[name].api_client).delete_collection_resource_slice(
                 label_selector=f"{FLEET_LABEL}={self.config.run_id}", _preload_content=False)))
 
