@@ -180,8 +180,9 @@ async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: st
     async def handle(kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
-        names = translate.claim_names(obj) if (obj.get("spec") or {}).get("resourceClaims") else None
-        if (obj.get("spec") or {}).get("resourceClaims"):
+        uses_claims = bool((obj.get("spec") or {}).get("resourceClaims"))
+        names = translate.claim_names(obj) if uses_claims else None
+        if uses_claims:
             pods[key] = (kind, obj)
             for name in names or ():
                 users.setdefault((key[0], name), set()).add(key)
@@ -236,13 +237,13 @@ async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: s
     changes = ChangeFilter()
     gate = gate or NodeGate()
     cache = cache or DraCache()
-    nodes: dict[str, tuple[str, dict[str, Any]]] = {}
+    nodes: dict[str, tuple[str, dict[str, Any]]] = {}  # with slices: each node as last seen, to re-translate
 
     async def handle(kind: str, obj: dict[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")
         if kind == "DELETED":
             nodes.pop(name, None)
-        else:
+        elif slices is not None:
             nodes[name] = (kind, obj)
         try:
             event = translate.node_event(obj, cluster=cluster, region=region, deleted=kind == "DELETED",
