@@ -96,8 +96,8 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
             publish = publisher(acks)
             cache = DraCache()
             claims = list_and_watch(api, "resourceclaims", stop=stop) if settings.dra_enabled else None
-            slices = list_and_watch(api, "resourceslices", stop=stop, field_selector=f"spec.driver={dra.DRIVER}") \
-                if settings.dra_enabled else None
+            slices = list_and_watch(api, "resourceslices", stop=stop, synced_marker=True,
+                                    field_selector=f"spec.driver={dra.DRIVER}") if settings.dra_enabled else None
             await run_until(
                 stop, acks.failed(),
                 pump_pods(list_and_watch(api, "pods", stop=stop), publish, topic=topics.PODS,

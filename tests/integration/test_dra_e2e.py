@@ -183,7 +183,7 @@ async def waited(dra: Dra, namespace: str, probe: Any, *, timeout_s: float, what
     """`eventually`, failing with where every pod and claim of the namespace stands (a slow stack or a bug?)."""
     try:
         return await eventually(probe, timeout_s=timeout_s, what=what)
-    except AssertionError as exc:
+    except (AssertionError, pytest.fail.Exception) as exc:  # eventually fails through pytest.fail
         pods = {n: p["spec"].get("nodeName") or _unschedulable(p) or "pending" for n, p in
                 (await dra.pods(namespace)).items()}
         claims = {c["metadata"]["name"]: [(r["pool"], r["device"]) for r in ((c.get("status") or {}).get(

@@ -271,9 +271,11 @@ async def timed(*items: tuple[float, str, dict[str, Any]]) -> AsyncIterator[tupl
 class Sink:
     def __init__(self) -> None:
         self.sent: list[Envelope] = []
+        self.topics: list[tuple[str, Envelope]] = []
 
     async def __call__(self, topic: str, event: Envelope) -> None:
         self.sent.append(event)
+        self.topics.append((topic, event))
 
 
 async def test_a_pod_is_published_when_its_claim_appears_and_its_deletion_when_the_claim_is_released():
@@ -291,13 +293,29 @@ async def test_a_pod_is_published_when_its_claim_appears_and_its_deletion_when_t
     assert kinds == [("pending", False), ("pending", True), ("bound", True), ("deleted", False)]
 
 
+NODE_OBJECT = {"metadata": {"name": NODE, "labels": {}}, "spec": {}, "status": {"allocatable": {"cpu": "8"}}}
+
+
 async def test_a_slice_that_arrives_after_its_node_publishes_the_node_again():
     sink = Sink()
-    node = {"metadata": {"name": NODE, "labels": {}}, "spec": {}, "status": {"allocatable": {"cpu": "8"}}}
-    await pump_nodes(timed((0.0, "ADDED", node)), sink, topic="nodes", cluster="east", region="local",
-                     slices=timed((0.05, "ADDED", slice_()), (0.1, "DELETED", slice_())), cache=DraCache())
+    await pump_nodes(timed((0.0, "ADDED", NODE_OBJECT)), sink, topic="nodes", cluster="east", region="local",
+                     slices=timed((0.0, "SYNCED", {}), (0.05, "ADDED", slice_()), (0.1, "DELETED", slice_())),
+                     cache=DraCache())
     assert [(e.gpu_count, e.dra_driver) for e in sink.sent] == [  # type: ignore[attr-defined]
         (0, None), (2, "gpu.nvidia.com"), (0, None)]
+
+
+async def test_nodes_wait_for_the_slices_list_so_pods_of_other_schedulers_are_charged_on_gpus():
+    """At start-up the node list may come before the slice list: the node is published once the slices are
+    listed, with its GPUs, and only then the pod bound there by kube-scheduler that the gate held for it (a node
+    published without GPUs first got such pods charged on none, and gpuplace gave their GPUs away)."""
+    sink, gate = Sink(), NodeGate()
+    held = translate.pod_event(pod(node=NODE, scheduler=None), cluster="east", region="local")
+    assert not gate.admit(held)  # listed before its node
+    await pump_nodes(timed((0.0, "SYNC", NODE_OBJECT)), sink, topic="nodes", cluster="east", region="local",
+                     gate=gate, pods_topic="pods",
+                     slices=timed((0.05, "SYNC", slice_()), (0.06, "SYNCED", {})), cache=DraCache())
+    assert [(t, getattr(e, "gpu_count", None)) for t, e in sink.topics] == [("nodes", 2), ("pods", None)]
 
 
 def test_without_dra_watched_a_claim_pod_is_translated_as_before():

@@ -46,3 +46,17 @@ async def test_relist_after_410_and_resume_after_a_timeout():
             stop.set()
     assert seen == [("SYNC", "a"), ("ADDED", "b"), ("SYNC", "a"), ("SYNC", "b"), ("DELETED", "a")]
     assert api.watched_from == ["10", "12", "30"]  # resumed from the bookmark, then from the new list
+
+
+async def test_a_synced_marker_follows_each_whole_list():
+    api = ScriptedApi(lists=[([], "5"), ([_obj("a", "7")], "7")],
+                      watches=[[ApiException(status=410, reason="too old")],
+                               [{"type": "ADDED", "object": _obj("b", "8")}]])
+    stop = asyncio.Event()
+    seen = []
+    async for kind, obj in list_and_watch(api, "resourceslices", stop=stop, synced_marker=True):
+        seen.append((kind, obj.get("metadata", {}).get("name")))
+        if kind == "ADDED":
+            stop.set()
+    # an empty list is synced too: a consumer waiting for it must not wait for an object that never comes
+    assert seen == [("SYNCED", None), ("SYNC", "a"), ("SYNCED", None), ("ADDED", "b")]

@@ -1,7 +1,9 @@
 """List-then-watch with re-list on 410 Gone, bookmarks and backoff (client-go's reflector, in small).
 
 Yields ("SYNC", obj) for every object of a (re-)list and ("ADDED"|"MODIFIED"|"DELETED", obj) from the
-watch. A watch whose resourceVersion was compacted away (410, every 5 minutes on a default etcd) is
+watch; with `synced_marker`, ("SYNCED", {}) after each list (client-go's HasSynced: a consumer that joins two
+kinds, nodes with their ResourceSlices, waits for the whole list of one before it trusts what it lacks).
+A watch whose resourceVersion was compacted away (410, every 5 minutes on a default etcd) is
 answered with a fresh list, so a consumer sees every object again and nothing is lost in between.
 """
 
@@ -21,7 +23,8 @@ log = logging.getLogger(__name__)
 
 
 async def list_and_watch(api: KubeClusterApi, kind: str, *, stop: asyncio.Event, watch_timeout_s: int = 300,
-                         max_backoff_s: float = 30.0, **selectors: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+                         max_backoff_s: float = 30.0, synced_marker: bool = False,
+                         **selectors: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     backoff_s = 0.5
     resource_version: str | None = None
     while not stop.is_set():
@@ -30,6 +33,8 @@ async def list_and_watch(api: KubeClusterApi, kind: str, *, stop: asyncio.Event,
                 items, resource_version = await api.list(kind, **selectors)
                 for obj in items:
                     yield "SYNC", obj
+                if synced_marker:
+                    yield "SYNCED", {}
             async for event in api.watch(kind, resource_version, timeout_s=watch_timeout_s, **selectors):
                 obj = event["object"]
                 resource_version = obj.get("metadata", {}).get("resourceVersion", resource_version)

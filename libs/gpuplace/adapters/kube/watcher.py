@@ -232,8 +232,8 @@ async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: s
                      gate: NodeGate | None = None, pods_topic: str = "", slices: Stream | None = None,
                      cache: DraCache | None = None) -> None:
     """Nodes; a node first seen releases the other schedulers' pods held for it (NodeGate) to `pods_topic`.
-    With `slices` (gpu.nvidia.com ResourceSlices), a node's GPUs are those its slice publishes (dra.py), and a
-    slice that changes publishes its node again."""
+    With `slices` (gpu.nvidia.com ResourceSlices, listed with a "SYNCED" marker), a node's GPUs are those its
+    slice publishes (dra.py), and a slice that changes publishes its node again."""
     changes = ChangeFilter()
     gate = gate or NodeGate()
     cache = cache or DraCache()
@@ -257,10 +257,21 @@ async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: s
             if gate.pod_changes.changed(held):
                 await publish(pods_topic, held)
 
+    # Nodes wait for the first whole list of slices (its "SYNCED" marker): a node published before its slice
+    # is seen has no GPUs, and the other schedulers' pods it releases would be charged on none.
+    waiting: list[tuple[str, dict[str, Any]]] | None = [] if slices is not None else None
     async with contextlib.aclosing(_merged(("node", stream), ("slice", slices))) as events:
         async for source, kind, obj in events:
             if source == "node":
-                await handle(kind, obj)
+                if waiting is None:
+                    await handle(kind, obj)
+                else:
+                    waiting.append((kind, obj))
+                continue
+            if kind == "SYNCED":
+                for held in waiting or ():
+                    await handle(*held)
+                waiting = None
                 continue
             node = cache.saw_slice(kind, obj)
             if node is not None and node in nodes:
