@@ -21,7 +21,7 @@ from rich.console import Console
 
 from gpuplace.cli import bench, dra_report
 from gpuplace.cli.bench_pipeline import gpuplace_client_limits
-from gpuplace.cli.dra_run import DraKubeSchedulerRun, DraRun
+from gpuplace.cli.dra_run import DEFAULT_WAVE, DraKubeSchedulerRun, DraRun
 from gpuplace.cli.kube_scheduler_process import DEFAULT_BURST, DEFAULT_QPS, ClientLimits, binary_version, find_binary
 from gpuplace.cli.pipeline_comparison import run_then_clean
 from gpuplace.cli.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
@@ -33,6 +33,7 @@ from gpuplace.sim import dra_stream
 DEFAULT_OUT = Path("bench/results/dra.md")
 GPUS_PER_NODE = 8
 DEFAULT_SEED = 7
+DEFAULT_TRAINING_SCALE = 1.0
 
 
 def bench_dra(
@@ -48,8 +49,12 @@ def bench_dra(
                                              "clientConnection.qps"),
     kube_scheduler_burst: int = typer.Option(DEFAULT_BURST, min=1, help="its clientConnection.burst"),
     timeout: float = typer.Option(900.0, min=10, help="seconds each side may take to settle"),
-    training_scale: float = typer.Option(1.0, min=0, help="multiplies the training jobs' share of the stream (34% of "
-                                          "claims at 1): 0.7 asks about 90% of what 200 nodes hold"),
+    training_scale: float = typer.Option(DEFAULT_TRAINING_SCALE, min=0, help="multiplies the training jobs' share of "
+                                         "the stream (34% of claims at 1): 0.7 asks about 90% of what 200 nodes hold"),
+    wave: int = typer.Option(DEFAULT_WAVE, min=0, help="claims per wave: each wave is submitted once the one before "
+                             "has settled (bound or unschedulable), as claims arrive over time; 0 submits the whole "
+                             "stream at once (a burst: binds/s and queueing, but the claims still queued count as "
+                             "pending when the first one fails)"),
     deadlines: bool = typer.Option(False, help="perception pods carry their deadline and frame rate: gpuplace then "
                                    "also refuses GPUs where a pod would miss its deadline (kube-scheduler cannot); "
                                    "off, both solve the same memory-placement problem"),
@@ -76,9 +81,11 @@ def bench_dra(
                            policy=policy, timeout_s=timeout, keep=True, processes=True)
         with stage_bars(console, width=10) as progress:
             run: DraRun = (DraKubeSchedulerRun(config, settings, progress, deadlines=deadlines,
-                                               training_scale=training_scale, binary=found, limits=limits)
+                                               training_scale=training_scale, wave=wave, binary=found,
+                                               limits=limits)
                            if side == KUBE_SCHEDULER else
-                           DraRun(config, settings, progress, deadlines=deadlines, training_scale=training_scale))
+                           DraRun(config, settings, progress, deadlines=deadlines, training_scale=training_scale,
+                                  wave=wave))
             result = asyncio.run(run_then_clean(run))
         setup_run = setup_run or run
         runs[side] = result.summary()
@@ -92,7 +99,8 @@ def bench_dra(
     setup = dra_report.Setup(
         command=f"gpuplace bench dra --nodes {nodes} --pods {pods} --seed {seed} --schedulers {','.join(sides)} "
                 f"--policy {policy} --kube-scheduler-qps {limits.qps:g} --kube-scheduler-burst {limits.burst}"
-                + (f" --training-scale {training_scale:g}" if training_scale != 1 else "")
+                + (f" --training-scale {training_scale:g}" if training_scale != DEFAULT_TRAINING_SCALE else "")
+                + (f" --wave {wave}" if wave != DEFAULT_WAVE else "")
                 + (" --deadlines" if deadlines else ""),
         host=f"{platform.node()} ({platform.processor() or platform.machine()})", nodes=nodes, pods=pods,
         clusters=len(kubeconfigs), seed=seed, gpus_per_node=GPUS_PER_NODE,
@@ -101,6 +109,7 @@ def bench_dra(
         stream=f"{kinds['slice']} perception memory slices (2-24 GiB of one GPU"
                + ("; with their deadlines and frame rates), " if deadlines else "; no deadlines), ")
                + ", ".join(f"{kinds[f'training-{k}gpu']} x {k} whole GPU(s)" for k, _ in dra_stream.TRAINING),
+        arrival=f"in waves of {wave}, each once the one before settled" if wave else "all at once (a burst)",
         over_ask=dra_stream.over_ask(stream, fleet).ratio, policy=policy if GPUPLACE in sides else "not run",
         kube_scheduler=version, kube_scheduler_limits=limits.describe(), gpuplace_limits=gpuplace_client_limits())
     report = dra_report.report_json(setup, runs)

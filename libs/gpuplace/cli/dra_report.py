@@ -27,6 +27,7 @@ class Setup:
     gpus_per_node: int
     fleet: str  # the GPU models and how many nodes of each
     stream: str  # what the claims are
+    arrival: str  # how they are submitted
     over_ask: float
     policy: str
     kube_scheduler: str  # version and binary
@@ -107,8 +108,8 @@ def markdown(setup: Setup, runs: dict[str, dict[str, Any]]) -> str:
         f"- Fleet (both): {setup.nodes} KWOK nodes over {setup.clusters} apiservers, one ResourceSlice each "
         f"(driver gpu.nvidia.com, {setup.gpus_per_node} devices with their memory as consumable capacity, "
         f"`allowMultipleAllocations`); {setup.fleet}. Created fresh for each side and deleted before the next.",
-        f"- Claims (both): {setup.stream}; one ResourceClaim per pod, created right before its pod (24 at a time); "
-        f"{setup.over_ask:.2f}x what the fleet holds.",
+        f"- Claims (both): {setup.stream}; one ResourceClaim per pod, created right before its pod (24 at a time), "
+        f"{setup.arrival}; {setup.over_ask:.2f}x what the fleet holds.",
         *([f"- kube-scheduler: {setup.kube_scheduler}, one of the bench's own per apiserver (its own schedulerName, "
             f"leader election off), its DRA plugin allocating. API client: **{setup.kube_scheduler_limits}**."]
           if KUBE_SCHEDULER in runs else ["- kube-scheduler: not run."]),
@@ -135,12 +136,13 @@ def markdown(setup: Setup, runs: dict[str, dict[str, Any]]) -> str:
         "slice needs that much free on a device, whole GPUs need untouched devices, k of them on one node): at the "
         "first failure, from the placements made by then (pods bound by then, and pods placed that arrived ahead of "
         "the failed one: a scheduler deciding in batches reports a failure before the binds of its batch land) "
-        "against the pods submitted and not placed then (in a burst, "
-        "mostly claims still queued, which can use almost any hole), and against only the claims reported "
-        "unschedulable by then (the turned-away demand: the simulator's reading); at the end, against the pods still "
-        "pending. Each cluster's claims count against its own devices only. Pending->bound runs from the pod's create "
-        "call to the watch first showing a node, so it includes queueing; binds/s is pods bound over first submit to "
-        "last bind.",
+        "against the pods submitted and not placed then (in waves, the claims turned away and those of the wave in "
+        "flight; in a burst, mostly claims still queued, which can use almost any hole), and against only the claims "
+        "reported unschedulable by then (the turned-away demand: the simulator's reading); at the end, against the "
+        "pods still pending. Each cluster's claims count against its own devices only. Pending->bound runs from the "
+        "pod's create call to the watch first showing a node, so it includes queueing; binds/s is pods bound over "
+        "first submit to last bind (in waves, paced by the waves: `bench pipeline --against kube-scheduler` measures "
+        "speed).",
         "",
     ]
     return "\n".join(lines)

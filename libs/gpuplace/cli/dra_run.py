@@ -17,6 +17,10 @@ their pods, placed by one scheduler; measured from the apiserver alone, so both 
 - binds/s and pending-to-bound percentiles, as `PipelineRun` takes them (pod create call to the watch first
   showing a node).
 
+The stream arrives in waves by default (`wave`, `_submit`): each wave once the one before settled, so the pods
+pending at the first failure are the claims turned away, as in the trace simulator, rather than a queue of claims
+no scheduler has looked at yet; `wave=0` submits it all at once.
+
 `DraRun` itself runs gpuplace's services (as processes by default); `DraKubeSchedulerRun` swaps in the bench's
 kube-scheduler (its DRA plugin allocates the claims). The pods differ in `schedulerName` only.
 With `deadlines`, perception pods carry their deadline and frame rate (gpuplace's latency admission then applies).
@@ -56,6 +60,8 @@ from gpuplace.sim.stranded import Ask, DeviceUse, Stranded, combined, stranded
 
 DeviceKey = tuple[str, str, str]  # (cluster, node, device)
 CONCURRENCY = 24  # creates in flight, as PipelineRun submits
+DEFAULT_WAVE = 24  # claims per wave (_submit)
+WAVE_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -125,8 +131,10 @@ class DraRun(PipelineRun):
     """gpuplace's side (its services, `settings.scheduler_name`); `DraKubeSchedulerRun` is kube-scheduler's."""
 
     def __init__(self, config: RunConfig, settings: Settings, progress: Progress | None = None, *,
-                 deadlines: bool = False, training_scale: float = 1.0, **kwargs: Any) -> None:
+                 deadlines: bool = False, training_scale: float = 1.0, wave: int = DEFAULT_WAVE,
+                 **kwargs: Any) -> None:
         super().__init__(config, settings, progress=progress, **kwargs)
+        self.wave = wave  # 0: the whole stream at once; else claims per wave (_submit)
         self.stream = dra_stream.claims(config.pods, seed=config.seed, training_scale=training_scale)
         self.deadlines = deadlines  # perception pods carry their deadline and frame rate (dra_objects.pod_manifest)
         self.unschedulable: set[str] = set()
@@ -164,6 +172,10 @@ class DraRun(PipelineRun):
 
     # -- the stream -----------------------------------------------------------------------------------------
     async def _submit(self, apis: dict[str, KubeClusterApi]) -> None:
+        """The stream in arrival order: all at once (`wave` 0, a burst), or in waves of `wave` claims, each
+        submitted once the one before has settled (every pod bound or reported unschedulable), so the pods pending
+        when a claim is turned away are the turned-away ones and that wave's, not a queue of claims not yet
+        decided."""
         names = list(self.clusters)
         slots = asyncio.Semaphore(CONCURRENCY)
         selector = {FLEET_LABEL: self.config.run_id}
@@ -185,8 +197,23 @@ class DraRun(PipelineRun):
                 if len(self.submitted_at) % 50 == 0:
                     self.progress("submitted", len(self.submitted_at), len(self.stream))
 
-        await asyncio.gather(*(create(i, pod) for i, pod in enumerate(self.stream)))
+        arrivals = list(enumerate(self.stream))
+        size = self.wave or len(arrivals)
+        for start in range(0, len(arrivals), size):
+            wave = arrivals[start:start + size]
+            await asyncio.gather(*(create(i, pod) for i, pod in wave))
+            if self.wave:
+                await self._wave_settled([f"{names[i % len(names)]}/{pod.name}" for i, pod in wave])
         self.progress("submitted", len(self.stream), len(self.stream))
+
+    async def _wave_settled(self, keys: list[str]) -> None:
+        """Until each of `keys` is bound or reported unschedulable, WAVE_TIMEOUT_S at most (then the next wave goes:
+        the result shows what never settled)."""
+        deadline = time.monotonic() + WAVE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if all(k in self.bound_at or k in self.first_unschedulable_at for k in keys):
+                return
+            await asyncio.sleep(0.05)
 
     def _seen(self, key: str, pod: dict[str, Any]) -> None:
         if (pod.get("spec") or {}).get("nodeName"):
@@ -370,5 +397,5 @@ async def _release_claims(api: KubeClusterApi, namespace: str) -> None:
                            if c["metadata"].get("finalizers")))
 
 
-__all__ = ["DraKubeSchedulerRun", "DraResult", "DraRun", "dra_node_manifest", "first_failure_time", "pending_at",
-           "placed_by_failure"]
+__all__ = ["DEFAULT_WAVE", "DraKubeSchedulerRun", "DraResult", "DraRun", "WAVE_TIMEOUT_S", "dra_node_manifest",
+           "first_failure_time", "pending_at", "placed_by_failure"]

@@ -123,7 +123,8 @@ def side(bound: int, stranded_first: int | None, **extra: Any) -> dict[str, Any]
 
 
 SETUP = Setup(command="gpuplace bench dra --nodes 4 --pods 40", host="vm", nodes=4, pods=40, clusters=2, seed=7,
-              gpus_per_node=8, fleet="2 x NVIDIA-A100-SXM4-40GB (40960 MiB)", stream="30 slices", over_ask=1.2,
+              gpus_per_node=8, fleet="2 x NVIDIA-A100-SXM4-40GB (40960 MiB)", stream="30 slices",
+              arrival="in waves of 24, each once the one before settled", over_ask=1.2,
               policy="gpuplace", kube_scheduler="Kubernetes v1.37.2 (/bin/kube-scheduler)",
               kube_scheduler_limits="KubeSchedulerConfiguration clientConnection.qps 5000, clientConnection.burst "
                                     "10000", gpuplace_limits="no rate limit")
