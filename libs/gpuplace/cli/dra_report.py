@@ -136,13 +136,13 @@ def markdown(setup: Setup, runs: dict[str, dict[str, Any]]) -> str:
         "slice needs that much free on a device, whole GPUs need untouched devices, k of them on one node): at the "
         "first failure, from the placements made by then (pods bound by then, and pods placed that arrived ahead of "
         "the failed one: a scheduler deciding in batches reports a failure before the binds of its batch land) "
-        "against the pods submitted and not placed then (in waves, the claims turned away and those of the wave in "
-        "flight; in a burst, mostly claims still queued, which can use almost any hole), and against only the claims "
-        "reported unschedulable by then (the turned-away demand: the simulator's reading); at the end, against the "
-        "pods still pending. Each cluster's claims count against its own devices only. Pending->bound runs from the "
-        "pod's create call to the watch first showing a node, so it includes queueing; binds/s is pods bound over "
-        "first submit to last bind (in waves, paced by the waves: `bench pipeline --against kube-scheduler` measures "
-        "speed).",
+        "against the pods submitted and not placed then (in waves, taken once the failed claim's wave settled: the "
+        "claims turned away; in a burst, mostly claims still queued, which can use almost any hole), and against "
+        "only the claims reported unschedulable by then (the turned-away demand: the simulator's reading); at the "
+        "end, against the pods still pending. Each cluster's claims count against its own devices only. "
+        "Pending->bound runs from the pod's create call to the watch first showing a node, so it includes queueing; "
+        "binds/s is pods bound over first submit to last bind (in waves, paced by the waves: `bench pipeline "
+        "--against kube-scheduler` measures speed).",
         "",
     ]
     return "\n".join(lines)

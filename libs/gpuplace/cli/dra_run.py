@@ -9,17 +9,17 @@ their pods, placed by one scheduler; measured from the apiserver alone, so both 
 - the first failure: the first time the run's pod watch sees a pod reported unschedulable (PodScheduled=False,
   reason Unschedulable) among the pods that are never bound during the run; a pod reported unschedulable and
   bound later (a transient) is no failure;
-- stranded GPU memory at that moment (sim/stranded.py): the devices' use by the placements made by then
-  (`placed_by_failure`: bound by then, or placed and ahead of the failed pod in arrival order), against the pods
-  submitted and not placed then, and against only those reported unschedulable by then (`turned_away`); and at
-  the end of the run, against the pods still pending. Per cluster, summed: a claim can
+- stranded GPU memory at that moment (in waves, once its wave settled; sim/stranded.py): the devices' use by the
+  placements made by then (`placed_by_failure`: bound by then, or placed and ahead of the failed pod in arrival
+  order), against the pods submitted and not placed then, and against only those reported unschedulable by then
+  (`turned_away`); and at the end of the run, against the pods still pending. Per cluster, summed: a claim can
   only use its own cluster's devices;
 - binds/s and pending-to-bound percentiles, as `PipelineRun` takes them (pod create call to the watch first
   showing a node).
 
-The stream arrives in waves by default (`wave`, `_submit`): each wave once the one before settled, so the pods
-pending at the first failure are the claims turned away, as in the trace simulator, rather than a queue of claims
-no scheduler has looked at yet; `wave=0` submits it all at once.
+The stream arrives in waves by default (`wave`, `_submit`): each wave once the one before settled, and the first
+failure is measured when its wave has settled, so the pods pending then are the claims turned away, as in the trace
+simulator, rather than a queue of claims no scheduler has looked at yet; `wave=0` submits it all at once.
 
 `DraRun` itself runs gpuplace's services (as processes by default); `DraKubeSchedulerRun` swaps in the bench's
 kube-scheduler (its DRA plugin allocates the claims). The pods differ in `schedulerName` only.
@@ -139,6 +139,7 @@ class DraRun(PipelineRun):
         self.deadlines = deadlines  # perception pods carry their deadline and frame rate (dra_objects.pod_manifest)
         self.unschedulable: set[str] = set()
         self.first_unschedulable_at: dict[str, float] = {}
+        self.wave_settled_at: dict[str, float] = {}  # pod key -> when its wave settled (in waves)
 
     def pods_scheduler(self) -> str:
         """The schedulerName the run's pods name (the only thing that differs between the sides)."""
@@ -212,8 +213,10 @@ class DraRun(PipelineRun):
         deadline = time.monotonic() + WAVE_TIMEOUT_S
         while time.monotonic() < deadline:
             if all(k in self.bound_at or k in self.first_unschedulable_at for k in keys):
-                return
+                break
             await asyncio.sleep(0.05)
+        settled = time.monotonic()
+        self.wave_settled_at.update((k, settled) for k in keys)
 
     def _seen(self, key: str, pod: dict[str, Any]) -> None:
         if (pod.get("spec") or {}).get("nodeName"):
@@ -264,6 +267,7 @@ class DraRun(PipelineRun):
         start = min(self.submitted_at.values()) if self.submitted_at else 0.0
         if first is not None:
             key, at = first
+            at = max(at, self.wave_settled_at.get(key, at))  # in waves: once its wave settled (_submit)
             order = {k: index[k.split("/", 1)[1]] for k in self.submitted_at}
             placed_then = placed_by_failure(key, at, bound, self.bound_at, order)
             used_then = consumed_by(sorted(placed_then))
