@@ -60,6 +60,8 @@ def _gib(mib: float) -> str:
 def _stranded(figures: dict[str, Any] | None) -> str:
     if not figures:
         return "no claim failed"
+    if not figures["pending"]:  # every claim placed: free memory, not stranded
+        return f"no claim pending ({_gib(figures['free_mib'])} free)"
     return (f"{_gib(figures['stranded_mib'])} ({figures['stranded_pct_of_free']:.1f}% of {_gib(figures['free_mib'])} "
             f"free; {figures['pending']} pending)")
 

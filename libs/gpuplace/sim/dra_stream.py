@@ -9,9 +9,10 @@ seed alone, so the same seed gives the same stream for both schedulers the bench
 Every pod has priority 0: with priorities kube-scheduler preempts lower-priority pods to seat a waiting one, and the
 bench would then count pods that were placed and deleted again.
 
-Sized so that 2,000 claims over-ask 200 nodes x 8 GPUs of `robotics_fleet.fleet` (about 0.82 whole GPUs per claim
-from training alone, plus the slices): the fleet runs out and a first claim fails, which is the moment the bench
-measures stranded memory at. `over_ask` says by how much a stream over-asks a fleet.
+At `training_scale` 1, 2,000 claims over-ask 200 nodes x 8 GPUs of `robotics_fleet.fleet` 1.23x (about 0.82 whole
+GPUs per claim from training alone, plus the slices); at 0.7, the default of `gpuplace bench dra`, they ask about
+91% of it: the fleet could hold them all, and a claim that fails fails for how the GPUs were shared out. `over_ask`
+says by how much a stream over-asks a fleet.
 """
 
 from __future__ import annotations

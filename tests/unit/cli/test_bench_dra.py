@@ -161,5 +161,9 @@ def test_the_report_puts_both_sides_side_by_side_with_the_client_setting() -> No
     assert "| pending->bound p50 / p95 / p99 ms | 100 / 200 / 300 | 100 / 200 / 300 |" in text
     assert "clientConnection.qps 5000, clientConnection.burst 10000" in text
     assert "Issue 13's bar: met" in text
-    assert "no claim failed" in markdown(SETUP, {"kube-scheduler": side(40, None)})
+    everything = side(40, None)
+    everything["at_end"] = {**everything["at_end"], "pending": 0}
+    text = markdown(SETUP, {"kube-scheduler": everything})
+    assert "no claim failed" in text  # free memory with nothing waiting for it is not stranded
+    assert "| GPU memory stranded at the end | no claim pending (4.0 GiB free) |" in text
 
