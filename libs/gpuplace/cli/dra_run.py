@@ -174,9 +174,7 @@ class DraRun(PipelineRun):
     # -- the stream -----------------------------------------------------------------------------------------
     async def _submit(self, apis: dict[str, KubeClusterApi]) -> None:
         """The stream in arrival order: all at once (`wave` 0, a burst), or in waves of `wave` claims, each
-        submitted once the one before has settled (every pod bound or reported unschedulable), so the pods pending
-        when a claim is turned away are the turned-away ones and that wave's, not a queue of claims not yet
-        decided."""
+        submitted once the one before has settled (every pod bound or reported unschedulable; `wave_settled_at`)."""
         names = list(self.clusters)
         slots = asyncio.Semaphore(CONCURRENCY)
         selector = {FLEET_LABEL: self.config.run_id}
