@@ -341,3 +341,13 @@ async def test_a_cancelled_pump_stops_its_watches():
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     await asyncio.wait_for(stopped.wait(), 1.0)
+
+
+def test_the_cache_finds_a_nodes_slices_by_node_and_forgets_deleted_ones():
+    cache = DraCache()
+    assert cache.saw_slice("ADDED", slice_()) == NODE
+    assert cache.saw_slice("ADDED", slice_("n2", [device(0)])) == "n2"
+    assert cache.saw_slice("ADDED", {"metadata": {"name": "other"}, "spec": {"driver": "x", "nodeName": NODE}}) is None
+    assert [cache.inventory(n).count for n in (NODE, "n2")] == [2, 1]  # type: ignore[union-attr]
+    cache.saw_slice("DELETED", slice_())
+    assert cache.inventory(NODE) is None and cache.inventory("n2") is not None

@@ -84,11 +84,13 @@ class DraCache:
     """What the watcher has seen of DRA: ResourceClaims by namespace/name, gpu.nvidia.com ResourceSlices by name.
 
     Pods are translated with their claims and nodes with their slices (translate.py): a claim or slice that
-    changes re-translates the pods or node that use it. A refused slice is logged once per node and reason."""
+    changes re-translates the pods or node that use it. A node's inventory reads its own slices only (a re-list
+    would otherwise cost nodes x slices). A refused slice is logged once per node and reason."""
 
     def __init__(self) -> None:
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
         self.slices: dict[str, dict[str, Any]] = {}
+        self._by_node: dict[str, dict[str, dict[str, Any]]] = {}  # node -> its slices by name (inventory)
         self._refused: dict[str, str] = {}
 
     def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -104,18 +106,20 @@ class DraCache:
 
     def saw_slice(self, kind: str, obj: dict[str, Any]) -> str | None:
         """Record a slice; returns its node (None for a slice of another driver or of no node)."""
-        spec = obj.get("spec") or {}
-        if spec.get("driver") != dra.DRIVER:
+        if (obj.get("spec") or {}).get("driver") != dra.DRIVER:
             return None
-        if kind == "DELETED":
-            self.slices.pop(obj["metadata"]["name"], None)
-        else:
-            self.slices[obj["metadata"]["name"]] = obj
-        return spec.get("nodeName") or (spec.get("pool") or {}).get("name")
+        name = obj["metadata"]["name"]
+        before = self.slices.pop(name, None)
+        if before is not None:
+            self._by_node.get(_slice_node(before), {}).pop(name, None)
+        node = _slice_node(obj)
+        if kind != "DELETED":
+            self.slices[name] = obj
+            self._by_node.setdefault(node, {})[name] = obj
+        return node or None
 
     def inventory(self, node: str) -> dra.SliceInventory | None:
-        mine = [s for s in self.slices.values() if (s.get("spec") or {}).get("nodeName") == node or
-                ((s.get("spec") or {}).get("pool") or {}).get("name") == node]
+        mine = list(self._by_node.get(node, {}).values())
         if not mine:
             return None
         try:
@@ -128,6 +132,13 @@ class DraCache:
             return None
         self._refused.pop(node, None)
         return inventory
+
+
+def _slice_node(obj: dict[str, Any]) -> str:
+    """The node a slice publishes devices of: spec.nodeName, else its pool's name (the NVIDIA driver names the
+    pool after the node)."""
+    spec = obj.get("spec") or {}
+    return str(spec.get("nodeName") or (spec.get("pool") or {}).get("name") or "")
 
 
 async def _merged(*sources: tuple[str, Stream | None]) -> AsyncGenerator[tuple[str, str, dict[str, Any]], None]:
