@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from gpuplace.cli.pipeline_run import FLEET_LABEL, RunConfig, RunResult
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.cli.stack_run import settings_from_stack
 from gpuplace.core.model import Node
-from tests.integration.test_bench_vs_kube_scheduler import _our_kube_schedulers
+from tests.integration.child_processes import our_kube_schedulers, our_services
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -63,7 +62,7 @@ class _Looking(DraRun):
         result = await super()._result(apis, fleets, seconds)
         self.seen = {cluster: await _cluster_state(apis[name], self.namespace, self.config.run_id)
                      for cluster, name in self.clusters.items()}
-        self.running = _our_kube_schedulers() + _our_services(self.config.run_id)
+        self.running = our_kube_schedulers() + our_services(self.config.run_id)
         return result
 
 
@@ -76,27 +75,6 @@ def _side_run(side: str, config: RunConfig) -> _Looking:
         return _LookingKubeScheduler(config, settings_from_stack(), binary=find_binary(), limits=ClientLimits())
     assert side == GPUPLACE
     return _Looking(config, settings_from_stack())
-
-
-def _our_services(run_id: str) -> list[int]:
-    """gpuplace service processes of the run still alive: children of this test process whose GPUPLACE_INSTANCE_ID
-    names the run (PipelineRun.service_processes)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        if fields.get("PPid", "").strip() != str(os.getpid()) or fields.get("State", "").startswith("Z"):
-            continue
-        instance = next((v for v in environ if v.startswith(b"GPUPLACE_INSTANCE_ID=")), b"")
-        if instance.endswith(f"-{run_id}".encode()):
-            found.append(int(entry))
-    return found
 
 
 async def _left(kubeconfig: str, namespace: str, run_id: str) -> list[str]:
@@ -173,8 +151,8 @@ async def test_dra_run_places_what_fits_and_its_figures_match_the_cluster(
     assert bound == result.pods_bound
 
     assert run.running, "the run's scheduler processes were not found while it ran"
-    assert _our_kube_schedulers() == [], "the run left its kube-scheduler running"
-    assert _our_services(config.run_id) == [], "the run left gpuplace's service processes running"
+    assert our_kube_schedulers() == [], "the run left its kube-scheduler running"
+    assert our_services(config.run_id) == [], "the run left gpuplace's service processes running"
     assert not {t for t in await list_topics(kafka_bootstrap) if t.endswith(run.suffix)}, "the run left its topics"
     for cluster, apiserver in run.clusters.items():
         left = await _left(kubeconfigs[apiserver], run.namespace, config.run_id)

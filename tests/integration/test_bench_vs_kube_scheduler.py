@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -18,28 +17,13 @@ from typer.testing import CliRunner
 
 from gpuplace.cli import app as cli
 from gpuplace.cli.stack_env import cluster_kubeconfigs, stack_dir
+from tests.integration.child_processes import our_kube_schedulers
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 
 def _stack_schedulers() -> dict[str, str]:
     return {p.stem: p.read_text().strip() for p in (stack_dir() / "pids").glob("kube-scheduler-*.pid")}
-
-
-def _our_kube_schedulers() -> list[int]:
-    """kube-scheduler processes whose parent is this test process."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        if fields.get("Name", "").strip() == "kube-scheduler" and fields.get("PPid", "").strip() == str(os.getpid()):
-            found.append(int(entry))
-    return found
 
 
 async def test_small_comparison_binds_every_pod_on_both_sides_and_reports_both(
@@ -73,5 +57,5 @@ async def test_small_comparison_binds_every_pod_on_both_sides_and_reports_both(
     assert "clientConnection.qps 5000, clientConnection.burst 10000" in text
     assert "Kubernetes v1." in text
 
-    assert _our_kube_schedulers() == [], "the bench left its kube-scheduler running"
+    assert our_kube_schedulers() == [], "the bench left its kube-scheduler running"
     assert _stack_schedulers() == before, "the stack's kube-schedulers were restarted"
