@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from gpuplace.contracts.events import PodEvent
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.placement import PlacementService
 from tests.builders import node_event, pod_event
@@ -35,6 +36,18 @@ def kinds(uow_factory: FakeUnitOfWorkFactory) -> dict[str, list[str]]:
 
 def gpu_memory(uow_factory: FakeUnitOfWorkFactory) -> dict[tuple[str, int], int]:
     return {(g["node"], g["index"]): g["memory_assigned_mib"] for g in uow_factory.db.gpus.values()}
+
+
+async def placed_with_news(placement: PlacementService, api: FakeClusterApi, count: int
+                           ) -> tuple[list[PodEvent], list[PodEvent], dict[str, str]]:
+    """`count` 4000 MiB pods placed and bound on a fresh 2-GPU node n1: the pending events, the watcher's `bound`
+    news of them, and the node each was bound to, by pod name."""
+    await placement.on_node(node_event("n1", gpus=2))
+    pending = [pod_event(f"p{i}", memory_mib=4000) for i in range(count)]
+    await placement.on_pods(pending)
+    await placement.drain()
+    nodes = {name: node for (_, name), node in api.bound.items()}
+    return pending, [pod_event(e.name, uid=e.uid, kind="bound", node_name=nodes[e.name]) for e in pending], nodes
 
 
 async def test_a_burst_is_decided_in_one_transaction_each_pod_seeing_the_ones_before_it():
@@ -107,12 +120,7 @@ async def test_a_redelivered_batch_binds_nothing_twice(uow_factory, api):
 
 async def test_the_watchers_news_of_pods_this_worker_bound_is_acknowledged_without_reading_them(uow_factory, api):
     placement = service(uow_factory, api)
-    await placement.on_node(node_event("n1", gpus=2))
-    burst = [pod_event(f"p{i}", memory_mib=4000) for i in range(3)]
-    await placement.on_pods(burst)
-    await placement.drain()
-    nodes = {name: node for (_, name), node in api.bound.items()}
-    bound = [pod_event(e.name, uid=e.uid, kind="bound", node_name=nodes[e.name]) for e in burst]
+    burst, bound, nodes = await placed_with_news(placement, api, 3)
     await placement.on_pods(bound)
     assert all(("placement", e.event_id) in uow_factory.db.processed for e in bound)  # claimed
     assert all(k == ["decided", "bound"] for k in kinds(uow_factory).values())  # and nothing else recorded
@@ -129,12 +137,7 @@ async def test_the_watchers_news_of_pods_this_worker_bound_is_acknowledged_witho
 async def test_pending_pods_are_one_batch_though_news_of_bound_pods_comes_between_them():
     uow_factory, api = CountingFactory(), FakeClusterApi()
     placement = service(uow_factory, api)
-    await placement.on_node(node_event("n1", gpus=2))
-    first = [pod_event(f"p{i}", memory_mib=4000) for i in range(2)]
-    await placement.on_pods(first)
-    await placement.drain()
-    nodes = {name: node for (_, name), node in api.bound.items()}
-    news = [pod_event(e.name, uid=e.uid, kind="bound", node_name=nodes[e.name]) for e in first]
+    _, news, _ = await placed_with_news(placement, api, 2)
     opened = uow_factory.opened
 
     # as a burst reads: pending, bound, pending, bound, pending
