@@ -118,11 +118,13 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _autoscaler_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per seed, the nodes each autoscaler added summed over the observations that needed any (both placing every
-    waiting pod), and whether the hints added fewer on every seed -- the issue's criterion, as measured."""
+    waiting pod), the pods the hints moved instead (all observations), and whether the hints added fewer on every
+    seed -- the issue's criterion, as measured."""
     rows = []
     for r in runs:
         scope = r["autoscalers"]["needs_nodes_both_placed_all"]
-        rows.append({"seed": r["seed"], **scope})
+        moved = r["autoscalers"]["hint_driven"]["pods_moved"]
+        rows.append({"seed": r["seed"], **scope, "hint_driven_pods_moved": moved})
     return {"by_seed": rows,
             "hints_fewer_on_every_seed": all(r["hint_driven_nodes"] < r["whole_gpu_nodes"] for r in rows)}
 
@@ -179,13 +181,14 @@ def _print_autoscalers(summaries: list[dict[str, Any]]) -> None:
     table = Table(title="nodes the autoscalers would add, summed over the observations that needed nodes "
                         "(both placing every waiting pod)")
     for column in ("policy", "seed", "observations", "whole-gpu nodes", "hint-driven nodes",
-                   "hints fewer / equal / more"):
+                   "hints fewer / equal / more", "pods the hints moved"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for s in summaries:
         for row in s["autoscalers"]["by_seed"]:
             table.add_row(s["policy"] + (" +defrag" if s["defrag"] else ""), str(row["seed"]),
                           str(row["observations"]), str(row["whole_gpu_nodes"]), str(row["hint_driven_nodes"]),
-                          f"{row['hints_fewer']} / {row['hints_equal']} / {row['hints_more']}")
+                          f"{row['hints_fewer']} / {row['hints_equal']} / {row['hints_more']}",
+                          str(row["hint_driven_pods_moved"]))
     Console().print(table)
 
 

@@ -11,8 +11,13 @@ touches the snapshot it is given, so the fleet simulator can call both at any mo
   cluster-autoscaler's `most-pods` expander would (the shape on which an empty node could host the most of
   those pods), the most common such shape in the cluster first. If the count says the pods fit but the policy
   cannot place them (memory, CPU, a wrong model), it adds one node, as its scheduling simulation would.
-- `hint_driven` adds what core/scale_hints recommends (`ScaleHint.additions`), shapes from the cluster's nodes
-  plus any declared ones.
+- `hint_driven` acts on core/scale_hints: given the cluster's running pods and the defragmenter's limits
+  (`Movable`), it first makes room for the pods blocked by FRAGMENTATION (blockers.diagnose, as the hints judge
+  them), in queue order, with the
+  defragmenter's own plans (core/defrag/planner, each applied before the next and counted against the limits
+  and eviction history given, as the placement service's defragmenter would) -- the room is there, in pieces,
+  and a new node is not what those pods need; then it adds what the hints recommend (`ScaleHint.additions`),
+  shapes from the cluster's nodes plus any declared ones. The pods it moved are reported beside the nodes.
 Each round places the waiting pods in queue order with the policy (the core's decide and bind); a pod placed
 stays placed. `max_rounds` bounds a run that would not finish (a pod no shape hosts): it reports what is left.
 """
@@ -26,7 +31,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuplace.core.defrag.apply import apply_plan
 from gpuplace.core.defrag.blockers import could_ever_fit
+from gpuplace.core.defrag.model import Limits, PastMove, Plan, RunningPod
+from gpuplace.core.defrag.planner import plan as plan_moves
 from gpuplace.core.demand import resolve
 from gpuplace.core.framework.interface import Policy
 from gpuplace.core.framework.runtime import bind, decide
@@ -41,8 +49,20 @@ PolicyFactory = Callable[[], Policy]
 
 
 @dataclass(frozen=True)
+class Movable:
+    """What `hint_driven` may move to act on a FRAGMENTATION verdict: the cluster's running pods, the
+    defragmenter's limits and the evictions already made (they count against the limits), at `now_s`."""
+
+    running: tuple[RunningPod, ...]
+    limits: Limits
+    history: tuple[PastMove, ...] = ()
+    now_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class ScaleRun:
-    """One autoscaler's run: nodes added (in all and by shape), rounds, and the pods it could not place."""
+    """One autoscaler's run: nodes added (in all and by shape), rounds, the pods it moved to make room and the
+    pods it could not place."""
 
     autoscaler: str
     nodes_added: int
@@ -52,12 +72,14 @@ class ScaleRun:
     unplaced: tuple[str, ...] = ()
     gpus_added: int = 0
     gpu_memory_added_mib: int = 0
+    pods_moved: int = 0
     hints: tuple[ScaleHint, ...] = field(default=(), repr=False)
 
     def as_dict(self) -> dict[str, object]:
         return {"autoscaler": self.autoscaler, "nodes_added": self.nodes_added, "by_shape": dict(self.by_shape),
                 "gpus_added": self.gpus_added, "gpu_memory_added_gib": round(self.gpu_memory_added_mib / 1024, 1),
-                "rounds": self.rounds, "placed": self.placed, "unplaced": len(self.unplaced)}
+                "rounds": self.rounds, "placed": self.placed, "unplaced": len(self.unplaced),
+                "pods_moved": self.pods_moved}
 
 
 def whole_gpu(snapshot: ClusterSnapshot, waiting: Sequence[Pod], policy: PolicyFactory, *,
@@ -71,9 +93,10 @@ def whole_gpu(snapshot: ClusterSnapshot, waiting: Sequence[Pod], policy: PolicyF
 
 def hint_driven(snapshot: ClusterSnapshot, waiting: Sequence[Pod], policy: PolicyFactory, *,
                 declared: Sequence[NodeShape] = (), only: Sequence[NodeShape] | None = None,
-                max_rounds: int = MAX_ROUNDS, name: str = "hint-driven") -> ScaleRun:
-    """Adds what scale_hints recommends; `only` restricts the shapes it may choose from (default: the cluster's
-    shapes and `declared`)."""
+                movable: Movable | None = None, max_rounds: int = MAX_ROUNDS, name: str = "hint-driven") -> ScaleRun:
+    """Makes room by moving pods for fragmentation-blocked ones (with `movable`; none without), then adds what
+    scale_hints recommends; `only` restricts the shapes it may choose from (default: the cluster's shapes and
+    `declared`)."""
     shapes = tuple(only) if only is not None else shapes_of(snapshot, declared)
     found: list[ScaleHint] = []
 
@@ -82,14 +105,18 @@ def hint_driven(snapshot: ClusterSnapshot, waiting: Sequence[Pod], policy: Polic
         found.append(hint)
         return [(a.shape, a.nodes) for a in hint.additions]
 
-    run = _run(name, snapshot, waiting, policy(), max_rounds, additions)
+    run = _run(name, snapshot, waiting, policy(), max_rounds, additions, movable)
     return ScaleRun(**{**run.__dict__, "hints": tuple(found)})
 
 
 def _run(name: str, snapshot: ClusterSnapshot, waiting: Sequence[Pod], placer: Policy, max_rounds: int,
-         additions: Callable[[ClusterSnapshot, Sequence[Pod], Policy], list[tuple[NodeShape, int]]]) -> ScaleRun:
+         additions: Callable[[ClusterSnapshot, Sequence[Pod], Policy], list[tuple[NodeShape, int]]],
+         movable: Movable | None = None) -> ScaleRun:
     work = snapshot.copy()
     left = _place(work, list(waiting), placer)
+    moved = 0
+    if movable is not None and left:
+        left, moved = _make_room(work, left, placer, movable)
     added: Counter[str] = Counter()
     gpus = memory = rounds = 0
     while left and rounds < max_rounds:
@@ -106,7 +133,27 @@ def _run(name: str, snapshot: ClusterSnapshot, waiting: Sequence[Pod], placer: P
             memory += n * shape.gpu_memory_total_mib
         left = _place(work, left, placer)
     return ScaleRun(name, sum(added.values()), dict(added), rounds, len(waiting) - len(left),
-                    tuple(p.name for p in left), gpus, memory)
+                    tuple(p.name for p in left), gpus, memory, moved)
+
+
+def _make_room(work: ClusterSnapshot, left: list[Pod], placer: Policy, movable: Movable) -> tuple[list[Pod], int]:
+    """The defragmenter's plan for each pod of `left` in queue order, applied to `work` before the next is asked
+    (the planner refuses all but FRAGMENTATION, and any plan over the limits with the moves already made): the
+    pods still waiting and the pods moved."""
+    running = {r.uid: r for r in movable.running}
+    history = list(movable.history)
+    still: list[Pod] = []
+    moved = 0
+    for pod in left:
+        found = plan_moves(work, pod, tuple(running.values()), placer, movable.limits, history, movable.now_s)
+        if not isinstance(found, Plan):
+            still.append(pod)
+            continue
+        by_uid = {m.uid: running[m.uid] for m in found.moves}
+        running.update(apply_plan(work, found, pod, by_uid))
+        history += [PastMove(m.uid, by_uid[m.uid].owner, movable.now_s) for m in found.moves]
+        moved += len(found.moves)
+    return still, moved
 
 
 def _place(work: ClusterSnapshot, pods: list[Pod], placer: Policy) -> list[Pod]:
@@ -176,4 +223,4 @@ def _shape_of_row(snapshot: ClusterSnapshot, row: int, shapes: Sequence[NodeShap
     return next(s for s in shapes if (s.gpu_model, s.gpu_count, s.gpu_memory_mib, s.cpu_milli, s.memory_mib) == key)
 
 
-__all__ = ["MAX_ROUNDS", "PolicyFactory", "ScaleRun", "hint_driven", "whole_gpu"]
+__all__ = ["MAX_ROUNDS", "Movable", "PolicyFactory", "ScaleRun", "hint_driven", "whole_gpu"]

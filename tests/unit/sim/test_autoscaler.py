@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuplace.core.defrag.model import Limits, PastMove
 from gpuplace.core.framework.interface import Policy, PolicyContext
 from gpuplace.core.policies import registry
 from gpuplace.core.scale_hints import NodeShape
@@ -9,6 +10,7 @@ from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.sim import autoscaler
 from gpuplace.sim.scale_scenario import fragmented_wave
 from tests.unit.core.builders import make_node, make_pod
+from tests.unit.defrag.cluster import Cluster
 
 V100 = ("V100M16", 16_384)
 
@@ -65,3 +67,22 @@ def test_on_a_fragmented_robotics_fleet_the_hints_add_fewer_nodes_and_both_place
     assert hinted.hints[0].blocked().total() == len(scenario.waiting)  # every waiting pod has a verdict
     again = fragmented_wave(7, n_nodes=12)
     assert [p.name for p in again.waiting] == [p.name for p in scenario.waiting]  # seeded: the same wave
+
+
+def test_hints_move_pods_for_a_job_fragmentation_blocks_where_the_count_adds_a_node() -> None:
+    # Two 2-GPU nodes, a 4 GiB slice on one GPU of each: two whole GPUs are free, never two on one node, so a
+    # 2-GPU job is blocked by fragmentation. Moving one slice beside the other frees a whole node.
+    cluster = Cluster(*(make_node(n).cpu(32).gpus(2, *V100).build() for n in ("a", "b")))
+    cluster.run("s0", make_pod("s0").cpu(1).gpu_memory_mib(4_096).build(), "a", 0)
+    cluster.run("s1", make_pod("s1").cpu(1).gpu_memory_mib(4_096).build(), "b", 1)
+    job = [make_pod("job").cpu(1).whole_gpus(2).build()]
+    movable = autoscaler.Movable(tuple(cluster.running), Limits(), (), 10_000.0)
+    assert autoscaler.whole_gpu(cluster.snapshot, job, bestfit).nodes_added == 1  # 1 + 1 whole GPUs, not 2 on one
+    assert autoscaler.hint_driven(cluster.snapshot, job, bestfit).nodes_added == 1  # no moves without `movable`
+    moved = autoscaler.hint_driven(cluster.snapshot, job, bestfit, movable=movable)
+    assert (moved.nodes_added, moved.pods_moved, moved.placed, moved.unplaced) == (0, 1, 1, ())
+    # the limits hold: with the one slice that could move already moved twice this hour, a node is added instead
+    spent = tuple(PastMove(uid, None, 10_000.0 - 3_000.0 + k) for uid in ("s0", "s1") for k in (0, 1))
+    limited = autoscaler.Movable(tuple(cluster.running), Limits(), spent, 10_000.0)
+    assert autoscaler.hint_driven(cluster.snapshot, job, bestfit, movable=limited).nodes_added == 1
+    assert cluster.snapshot.free_share_milli.sum() == 4 * 1000 - 2 * 250  # the given snapshot is untouched

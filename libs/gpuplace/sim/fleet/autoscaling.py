@@ -3,8 +3,10 @@
 `AutoscalerComparison` is a FleetSim observer: at every hourly sample (every `every_h`-th), for each cluster with
 GPU pods waiting, it hands the same copy of the cluster's snapshot and the same waiting pods (queue order, CPU-only
 ones included, as a cluster autoscaler sees every pending pod) to `whole_gpu` (cluster-autoscaler's count of whole
-GPUs) and to `hint_driven` (core/scale_hints), each run to completion, and records the nodes each would add, by
-shape, and the pods each could not place. The simulation itself never sees those nodes: the comparison asks "what
+GPUs) and to `hint_driven` (core/scale_hints; it may move the cluster's running pods within the simulation's
+defragmentation limits and eviction history, as the defragmenter would, for pods fragmentation blocks), each run to
+completion, and records the nodes each would add, by shape, the pods the hints moved and the pods each could not
+place. The simulation itself never sees those nodes: the comparison asks "what
 would each add now", it does not scale the fleet, so every observation starts from the state the policy alone made
 and a run with the comparison equals one without it.
 
@@ -88,8 +90,10 @@ class AutoscalerComparison:
                 continue
             factory = _factory(sim, name, hour)
             snapshot = cluster.snapshot.copy()  # the autoscalers copy too; this one guards the run against them
-            runs = (autoscaler.whole_gpu(snapshot, waiting, factory), autoscaler.hint_driven(snapshot, waiting,
-                                                                                             factory))
+            movable = autoscaler.Movable(tuple(p.running() for p in cluster.running.values()), sim.limits,
+                                         sim.evictions(name), now_s)
+            runs = (autoscaler.whole_gpu(snapshot, waiting, factory),
+                    autoscaler.hint_driven(snapshot, waiting, factory, movable=movable))
             self.observations.append(Observation(round(now_s / HOUR_S, 3), name, len(waiting), gpu, training,
                                                  runs))
         self.seconds += time.perf_counter() - started
@@ -110,6 +114,7 @@ class AutoscalerComparison:
                 "gpu_memory_added_gib": round(sum(r.gpu_memory_added_mib for r in runs) / 1024, 1),
                 "unplaced_pods": sum(len(r.unplaced) for r in runs),
                 "observations_with_unplaced": sum(1 for r in runs if r.unplaced),
+                "pods_moved": sum(r.pods_moved for r in runs),
             }
         blocked: Counter[str] = Counter()
         for o in obs:

@@ -119,6 +119,10 @@ class FleetSim:
         self.drain_evictions = 0
         self.series: list[dict[str, Any]] = []
 
+    def evictions(self, cluster: str) -> tuple[PastMove, ...]:
+        """The defragmenter's evictions in `cluster` that still count against its limits (cool-downs, hourly caps)."""
+        return tuple(m for m in self._history[cluster] if self._now - m.at_s < max(HOUR_S, self.limits.pod_cooldown_s))
+
     # -- the run --------------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
