@@ -41,7 +41,7 @@ def service(name: str = typer.Argument(..., help=f"one of: {', '.join(SERVICES)}
         raise typer.BadParameter(f"unknown service {name!r}; choose from {', '.join(SERVICES)}")
     settings = Settings()
     runtime.configure_logging(settings.log_level, settings.log_format)
-    asyncio.run(runtime.serve({name: SERVICES[name]}, settings=settings))
+    runtime.run(runtime.serve({name: SERVICES[name]}, settings=settings), settings)
 
 
 def up() -> None:
@@ -51,7 +51,7 @@ def up() -> None:
     _migrate(settings)
     asyncio.run(ensure_topics(settings.kafka, [settings.topic(t) for t in topics.ALL_TOPICS],
                               replication_factor=settings.topic_replication_factor))
-    asyncio.run(runtime.serve({n: SERVICES[n] for n in UP}, settings=settings))
+    runtime.run(runtime.serve({n: SERVICES[n] for n in UP}, settings=settings), settings)
 
 
 def migrate(revision: str = typer.Argument("head", help="Alembic revision to upgrade to")) -> None:

@@ -77,3 +77,21 @@ async def test_every_service_gets_the_process_telemetry_and_is_not_ready_until_i
     stop.set()
     await asyncio.wait_for(services, 5)
     assert len(await telemetry.health.problems()) == 2  # stopped: neither runs
+
+
+@pytest.mark.parametrize(("event_loop", "loop_type"),
+                         [("uvloop", "uvloop.Loop"), ("asyncio", "_UnixSelectorEventLoop")])
+def test_a_service_process_runs_on_the_event_loop_its_settings_name(event_loop, loop_type):
+    seen: list[str] = []
+
+    async def main() -> None:
+        loop = type(asyncio.get_running_loop())
+        seen.append(f"{loop.__module__}.{loop.__qualname__}" if loop.__module__ == "uvloop" else loop.__qualname__)
+
+    runtime.run(main(), Settings(event_loop=event_loop))
+    assert seen == [loop_type]
+
+
+def test_an_unknown_event_loop_is_refused_by_the_settings():
+    with pytest.raises(ValueError, match="event_loop"):
+        Settings(event_loop="trio")
