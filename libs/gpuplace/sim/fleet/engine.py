@@ -13,6 +13,13 @@ per pod -- cool-down and moves per hour --, per owner, per cluster and hour) wit
 history, as the placement service does (usecases/defrag.py); a plan is applied in the executor's order
 (core/defrag/apply.py) and its beneficiary placed. A request the planner refused is not asked again until
 something is freed in the cluster (cluster.py's `freed_count`) or the set of pods allowed to move changes.
+Then, with `consolidation` (the default with `defrag`), the planner runs with no pod blocked: up to
+CONSOLIDATIONS_PER_TICK single-GPU moves per cluster, each lowering the cluster's stranded GPU memory by at least
+CONSOLIDATION_MIN_GAIN_MIB (core/defrag/consolidate.py), under the same limits and move history, leaving
+CONSOLIDATION_KEEP_EVICTIONS of the hourly cap to blocked pods. The result says what they gained against what
+they moved (`consolidation_moves`, `consolidation_gain_gib`: the stranded memory each removed when it was made,
+summed) and, from the moves made, the most moves of one pod in any hour and the shortest gap between two moves
+of one pod, beside the limits.
 
 Hook for other evaluations (the autoscaler comparison): `FleetSim.clusters` holds each cluster's live
 `snapshot` and `waiting_pods()`, and `observer(sim, now_s)` is called at every hourly sample.
