@@ -84,8 +84,17 @@ def stranded_gpu_memory(snapshot: ClusterSnapshot, workload: TypicalWorkload) ->
     and memory differ when pods ask for memory on one GPU model and share on another."""
     if workload.share_milli_by_type.shape[1] != len(snapshot.gpu_types):
         raise ValueError("workload was resolved against a different set of GPU types")
-    case, unusable = _cases(snapshot.free_share_milli, snapshot.cpu_free_milli, snapshot.gpu_type_id, workload)
-    memory = snapshot.free_memory_mib
+    return stranded_memory_of(snapshot.free_share_milli, snapshot.cpu_free_milli, snapshot.gpu_type_id,
+                              snapshot.free_memory_mib, workload)
+
+
+def stranded_memory_of(free_share_milli: IntArray, cpu_free_milli: IntArray, gpu_type_id: IntArray,
+                       free_memory_mib: IntArray, workload: TypicalWorkload) -> FloatArray:
+    """stranded_gpu_memory() for node states given as arrays -- (n_states, max_gpus) free share and memory,
+    (n_states,) free CPU and GPU type -- so a planner can price hypothetical states (a pod moved) without copying
+    a snapshot. Assumes arrays consistent with the workload's GPU types; padded GPUs have zero free."""
+    case, unusable = _cases(free_share_milli, cpu_free_milli, gpu_type_id, workload)
+    memory = free_memory_mib
     holes = np.where(unusable, memory[:, None, :], 0).sum(axis=2)  # (n_nodes, n_shapes)
     total = memory.sum(axis=1)[:, None]  # (n_nodes, 1)
     amount = np.where(case == _SATISFIED_CASE, holes, total).astype(np.float64)
@@ -125,5 +134,5 @@ def _expected_fragmentation(
 
 __all__ = [
     "CPU_ONLY_LACK_CPU", "CPU_ONLY_SATISFIED", "LACK_BOTH", "LACK_CPU", "LACK_GPU", "NO_ACCESS", "SATISFIED",
-    "fragmentation", "node_fragmentation", "shape_fragmentation", "stranded_gpu_memory"
+    "fragmentation", "node_fragmentation", "shape_fragmentation", "stranded_gpu_memory", "stranded_memory_of",
 ]

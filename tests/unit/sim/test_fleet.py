@@ -17,6 +17,7 @@ from gpuplace.core.snapshot import ClusterSnapshot, kind_of
 from gpuplace.core.workload import typical_workload
 from gpuplace.sim.fleet import FleetScenario, FleetSim, make_plan
 from gpuplace.sim.fleet.cluster import Cluster, Waiting
+from gpuplace.sim.fleet.engine import Move
 
 SMALL = FleetScenario(regions=2, clusters_per_region=1, gpus_per_cluster=32, days=0.5)
 
@@ -170,6 +171,32 @@ def test_defragmentation_keeps_the_default_cool_down():
         if move.uid in last:
             assert move.at_s - last[move.uid] >= sim.limits.pod_cooldown_s
         last[move.uid] = move.at_s
+
+
+def test_consolidation_lowers_stranded_memory_within_the_limits_and_reports_what_it_moved():
+    # one 32-GPU cluster, seed 1: lone perception replicas keep nodes from taking multi-GPU training; with no pod
+    # blocked, plans alone (consolidation=False) leave them there
+    scenario = FleetScenario(regions=1, clusters_per_region=1, gpus_per_cluster=32, days=0.5)
+    plans_only = FleetSim(make_plan(scenario, 1), "gpuplace", defrag=True, consolidation=False).run()
+    sim = FleetSim(make_plan(scenario, 1), "gpuplace", defrag=True)
+    result = sim.run()
+    assert plans_only["consolidation_moves"] == 0
+    assert result["consolidation_moves"] > 0 and result["consolidation_gain_gib"] > 0
+    assert result["fleet"]["stranded_gpu_memory_gib"] < 0.5 * plans_only["fleet"]["stranded_gpu_memory_gib"]
+    assert result["moved_pods"] == len(sim.moves)
+    assert result["consolidation_moves"] == sum(1 for m in sim.moves if m.consolidation)
+    assert result["max_moves_per_pod_per_hour"] <= result["limit_moves_per_pod_per_hour"]
+    gap = result["min_gap_between_moves_of_a_pod_s"]
+    assert gap is None or gap >= result["limit_pod_cooldown_s"]
+
+
+def test_the_reported_moves_per_pod_and_hour_are_counted_over_sliding_hours():
+    sim = FleetSim(make_plan(SMALL, 3), "gpuplace", defrag=True)
+    sim.moves = [Move(0.0, "c", "a"), Move(1800.0, "c", "a"), Move(3500.0, "c", "a"), Move(3700.0, "c", "b")]
+    assert sim.max_moves_per_pod_per_hour() == 3  # a at 0, 1800 and 3500 s: three within one hour
+    assert sim.min_gap_between_moves_s() == 1700.0
+    sim.moves = [Move(0.0, "c", "a"), Move(3600.0, "c", "a")]
+    assert sim.max_moves_per_pod_per_hour() == 1
 
 
 def test_the_hook_shows_each_clusters_snapshot_and_waiting_pods():

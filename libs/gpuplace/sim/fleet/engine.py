@@ -13,6 +13,13 @@ per pod -- cool-down and moves per hour --, per owner, per cluster and hour) wit
 history, as the placement service does (usecases/defrag.py); a plan is applied in the executor's order
 (core/defrag/apply.py) and its beneficiary placed. A request the planner refused is not asked again until
 something is freed in the cluster (cluster.py's `freed_count`) or the set of pods allowed to move changes.
+Then, with `consolidation` (the default with `defrag`), the planner runs with no pod blocked: up to
+CONSOLIDATIONS_PER_TICK single-GPU moves per cluster, each lowering the cluster's stranded GPU memory by at least
+CONSOLIDATION_MIN_GAIN_MIB (core/defrag/consolidate.py), under the same limits and move history, leaving
+CONSOLIDATION_KEEP_EVICTIONS of the hourly cap to blocked pods. The result says what they gained against what
+they moved (`consolidation_moves`, `consolidation_gain_gib`: the stranded memory each removed when it was made,
+summed) and, from the moves made, the most moves of one pod in any hour and the shortest gap between two moves
+of one pod, beside the limits.
 
 Hook for other evaluations (the autoscaler comparison): `FleetSim.clusters` holds each cluster's live
 `snapshot` and `waiting_pods()`, and `observer(sim, now_s)` is called at every hourly sample.
@@ -23,12 +30,13 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplace.core.defrag.apply import apply_plan
+from gpuplace.core.defrag.apply import apply_moves, apply_plan
+from gpuplace.core.defrag.consolidate import consolidate
 from gpuplace.core.defrag.eligibility import HOUR_S, resting
 from gpuplace.core.defrag.model import Limits, PastMove, Plan
 from gpuplace.core.defrag.planner import plan as plan_moves
@@ -57,6 +65,12 @@ DEFRAG_INTERVAL_S = 300.0
 """Each plan costs tens of milliseconds (diagnosis, candidate clearings, scratch copies): every five minutes per
 cluster keeps a week of a 1,000-GPU fleet within minutes."""
 PLANS_PER_TICK = 2
+CONSOLIDATIONS_PER_TICK = 2
+"""Consolidation moves per cluster and tick at most (each one move, priced against the typical workload)."""
+CONSOLIDATION_MIN_GAIN_MIB = 4096.0
+"""A consolidation move must lower the cluster's stranded GPU memory by this much (a move is never free)."""
+CONSOLIDATION_KEEP_EVICTIONS = 5
+"""Of the hourly cap on a cluster's evictions, what consolidation leaves to plans for blocked pods."""
 SAMPLE_INTERVAL_S = HOUR_S
 MAX_SURGE = 0.25
 FLEET_LIMITS = Limits(max_victims_per_plan=3, pod_cooldown_s=600.0, max_moves_per_pod_per_hour=2,
@@ -78,16 +92,21 @@ class Move:
     at_s: float
     cluster: str
     uid: str
+    consolidation: bool = False
+    gain_mib: float = 0.0
+    """For a consolidation move: the stranded GPU memory it removed when it was made."""
 
 
 class FleetSim:
     """One run: `FleetSim(plan, "gpuplace").run()` -> the result dict (see `result`)."""
 
     def __init__(self, plan: FleetPlan, policy: str, *, defrag: bool = False, limits: Limits = FLEET_LIMITS,
+                 consolidation: bool = True,
                  latency: bool = False, model: LatencyModel = DEFAULT_MODEL,
                  progress: Callable[[float, float], None] | None = None,
                  observer: Callable[[FleetSim, float], None] | None = None) -> None:
         self.plan, self.policy_name, self.defrag, self.limits = plan, policy, defrag, limits
+        self.consolidation = defrag and consolidation
         self.progress, self.observer = progress, observer
         self.truth = truth_model(model)
         self.streams: dict[str, Stream] = {}
@@ -114,6 +133,7 @@ class FleetSim:
         self._waits: dict[tuple[str, str], list[float]] = defaultdict(list)  # (region, class) -> seconds
         self._history: dict[str, list[PastMove]] = defaultdict(list)
         self._refused: set[tuple[Any, ...]] = set()
+        self._consolidated: dict[str, tuple[Any, ...]] = {}
         self.moves: list[Move] = []
         self.plans = 0
         self.drain_evictions = 0
@@ -223,6 +243,8 @@ class FleetSim:
     def _on_defrag(self, _: None) -> None:
         for cluster in self.clusters.values():
             self._defragment(cluster)
+            if self.consolidation:
+                self._consolidate(cluster)
         self._push(self._now + DEFRAG_INTERVAL_S, "defrag", None)
 
     # -- settling ---------------------------------------------------------------------------------------------
@@ -354,6 +376,56 @@ class FleetSim:
             self._placed(cluster, record)
             resting_now = frozenset(resting(self.limits, history, self._now))
 
+    def _consolidate(self, cluster: Cluster) -> None:
+        """Between blocked pods' plans, up to CONSOLIDATIONS_PER_TICK moves that each lower the cluster's stranded
+        GPU memory by CONSOLIDATION_MIN_GAIN_MIB or more, under the same limits and history (core/defrag/
+        consolidate.py)."""
+        history = self._history[cluster.name]
+        for _ in range(CONSOLIDATIONS_PER_TICK):
+            in_hour = [m for m in history if self._now - m.at_s < HOUR_S]
+            asked = (cluster.snapshot.uid, int(cluster.snapshot.version.sum()),
+                     frozenset(resting(self.limits, history, self._now)),
+                     tuple(sorted(Counter(m.owner for m in in_hour if m.owner is not None).items())),
+                     len(in_hour) >= self.limits.max_evictions_per_hour - CONSOLIDATION_KEEP_EVICTIONS)
+            if self._consolidated.get(cluster.name) == asked:
+                return  # nothing it depends on changed since it found no move
+            found = consolidate(cluster.snapshot, cluster.occupancy, cluster.planner_policy,
+                                self.workloads[cluster.name], self.limits, history, self._now,
+                                min_gain_mib=CONSOLIDATION_MIN_GAIN_MIB, keep_evictions=CONSOLIDATION_KEEP_EVICTIONS)
+            if found is None:
+                self._consolidated[cluster.name] = asked
+                return
+            running = cluster.occupancy.pod(found.move.uid)
+            cluster.moved(apply_moves(cluster.snapshot, (found.move,), {running.uid: running}))
+            history.append(PastMove(running.uid, running.owner, self._now))
+            self.moves.append(Move(self._now, cluster.name, running.uid, True, found.gain_mib))
+
+    def max_moves_per_pod_per_hour(self) -> int:
+        """The most defragmentation moves of one pod within any hour of the run (the limit is
+        `limits.max_moves_per_pod_per_hour`), counted from the moves made, not from the planner's bookkeeping."""
+        times: dict[str, list[float]] = defaultdict(list)
+        for m in self.moves:
+            times[m.uid].append(m.at_s)
+        most = 0
+        for at in times.values():
+            at.sort()
+            start = 0
+            for end, t in enumerate(at):
+                while t - at[start] >= HOUR_S:
+                    start += 1
+                most = max(most, end - start + 1)
+        return most
+
+    def min_gap_between_moves_s(self) -> float | None:
+        """The shortest time between two moves of one pod (the cool-down is `limits.pod_cooldown_s`)."""
+        last: dict[str, float] = {}
+        gap: float | None = None
+        for m in sorted(self.moves, key=lambda m: m.at_s):
+            if m.uid in last:
+                gap = m.at_s - last[m.uid] if gap is None else min(gap, m.at_s - last[m.uid])
+            last[m.uid] = m.at_s
+        return gap
+
     # -- results --------------------------------------------------------------------------------------------
 
     def result(self) -> dict[str, Any]:
@@ -371,6 +443,12 @@ class FleetSim:
             "by_region": {r: self._scope(r, hours) for r in self.regions},
             "deadline_miss_frames_pct": self.ledger.missed_frames_pct(),
             "moved_pods": len(self.moves), "plans": self.plans, "drain_evictions": self.drain_evictions,
+            "consolidation_moves": sum(1 for m in self.moves if m.consolidation),
+            "consolidation_gain_gib": round(sum(m.gain_mib for m in self.moves) / GIB, 1),
+            "max_moves_per_pod_per_hour": self.max_moves_per_pod_per_hour(),
+            "limit_moves_per_pod_per_hour": self.limits.max_moves_per_pod_per_hour,
+            "min_gap_between_moves_of_a_pod_s": self.min_gap_between_moves_s(),
+            "limit_pod_cooldown_s": self.limits.pod_cooldown_s,
             "decisions": sum(c.decisions for c in self.clusters.values()),
             "seconds": round(getattr(self, "seconds", 0.0), 2),
             "cpu_seconds": round(getattr(self, "cpu_seconds", 0.0), 2), "series": self.series,
