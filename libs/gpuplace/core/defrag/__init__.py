@@ -10,11 +10,13 @@ Public API in one breath:
   a constraint (NONE if it fits);
 - `planner.plan(snapshot, pod, running, policy, limits, history, now_s) -> model.Plan | model.Refusal`
   with `model.RunningPod`, `model.Limits`, `model.PastMove`;
-- `apply.apply_plan(snapshot, plan, pod, running_by_uid)`: carry a plan out on a snapshot.
+- `apply.apply_plan(snapshot, plan, pod, running_by_uid)`: carry a plan out on a snapshot;
+- `consolidate.consolidate(snapshot, running, policy, workload, limits, history, now_s, min_gain_mib=...)`:
+  with no pod blocked, the one move that lowers stranded GPU memory most per second of cost.
 The paper's harness with defragmentation is `gpuplace.sim.defrag_simulator`.
 """
 
 __all__ = [
-    "apply", "blockers", "chains", "cost", "eligibility", "landing", "model", "occupancy", "options", "planner",
-    "targets",
+    "apply", "blockers", "chains", "consolidate", "cost", "eligibility", "landing", "model", "occupancy", "options",
+    "planner", "targets",
 ]

@@ -502,6 +502,7 @@ def _types(nodes: tuple[Node, ...]) -> tuple[GpuType, ...]:
 
 
 __all__ = [
-    "DEFRAG_INTERVAL_S", "FLEET_LIMITS", "FleetSim", "MAX_SURGE", "Move", "PLANS_PER_TICK", "SAMPLE_INTERVAL_S",
+    "CONSOLIDATIONS_PER_TICK", "CONSOLIDATION_KEEP_EVICTIONS", "CONSOLIDATION_MIN_GAIN_MIB", "DEFRAG_INTERVAL_S",
+    "FLEET_LIMITS", "FleetSim", "MAX_SURGE", "Move", "PLANS_PER_TICK", "SAMPLE_INTERVAL_S",
     "run_fleet",
 ]
