@@ -19,6 +19,7 @@ from typing import Any
 
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.contracts.rejected import Rejected, reused_id
+from gpuplace.usecases.pod_states import HOLDING, WAITING, PodState, check, check_initial
 from gpuplace.usecases.ports import BindOutcome, EvictOutcome, GpuGrant, Json, Reservation, Row
 
 
@@ -122,6 +123,7 @@ class FakeStateRepository:
         key = (pod["cluster"], pod["uid"])
         current = self.t["pods"].get(key)
         if current is None:
+            check_initial(pod["state"])
             current = {"node": None, "reason": None, "first_seen_at": self._now(), "reserved_at": None,
                        "bound_at": None, "move_requested_at": None, "managed": True, **pod}
         else:
@@ -133,16 +135,19 @@ class FakeStateRepository:
         pod = self.t["pods"].get((cluster, uid))
         return dict(pod) if pod else None
 
-    async def set_pod_state(self, cluster: str, uid: str, state: str, *, mark_bound: bool = False,
+    async def set_pod_state(self, cluster: str, uid: str, state: PodState, *, mark_bound: bool = False,
                             **fields: Any) -> None:
-        pod = self.t["pods"][(cluster, uid)]
+        pod = self.t["pods"].get((cluster, uid))
+        if pod is None:
+            return
+        check(pod["state"], state)
         pod.update(state=state, **fields)
         if mark_bound:
             pod["bound_at"] = self._now()
-        if state == "reserved":
+        if state is PodState.RESERVED:
             pod["reserved_at"] = self._now()
 
-    async def pods_in_state(self, cluster: str, states: Sequence[str]) -> list[Row]:
+    async def pods_in_state(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
         rows = [dict(p) for (c, _), p in self.t["pods"].items() if c == cluster and p["state"] in states]
         return sorted(rows, key=lambda p: p["first_seen_at"])
 
@@ -151,7 +156,7 @@ class FakeStateRepository:
                  and namespace in (None, p["namespace"]) and cluster in (None, c)]
         return sorted(found, key=lambda p: (-p["first_seen_at"].timestamp(), p["cluster"], p["uid"]))
 
-    async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]:
+    async def pods_holding(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
         holders = {a["pod_uid"] for a in self.t["allocations"].values() if a["cluster"] == cluster}
         return [p for p in await self.pods_in_state(cluster, states) if p["uid"] in holders]
 
@@ -165,7 +170,7 @@ class FakeStateRepository:
     async def find_promise(self, cluster: str, namespace: str, owner: str) -> Row | None:
         found = sorted((p for (c, _), p in self.t["pods"].items()
                         if c == cluster and p["namespace"] == namespace and p.get("owner") == owner
-                        and p["state"] == "promised"), key=lambda p: (p["first_seen_at"], p["uid"]))
+                        and p["state"] == PodState.PROMISED), key=lambda p: (p["first_seen_at"], p["uid"]))
         return dict(found[0]) if found else None
 
     async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[Row]:
@@ -211,17 +216,20 @@ class FakeStateRepository:
 
     async def reserve_many(self, cluster: str, reservations: Sequence[Reservation]) -> str | None:
         for r in reservations:
+            if self.t["pods"][(cluster, r.pod_uid)]["state"] not in WAITING:
+                return f"pod {r.pod_uid} is no longer waiting"
             refused = await self.reserve(cluster=cluster, pod_uid=r.pod_uid, node=r.node, grants=r.grants,
                                          cpu_milli=r.cpu_milli, memory_mib=r.memory_mib, decision_id=r.decision_id)
             if refused:
                 return refused
-            await self.set_pod_state(cluster, r.pod_uid, "reserved", node=r.node, reason=None)
+            await self.set_pod_state(cluster, r.pod_uid, PodState.RESERVED, node=r.node, reason=None)
         return None
 
     async def mark_bound(self, cluster: str, uids: Sequence[str]) -> list[str]:
-        moved = [uid for uid in uids if (pod := self.t["pods"].get((cluster, uid))) and pod["state"] == "reserved"]
+        moved = [uid for uid in uids
+                 if (pod := self.t["pods"].get((cluster, uid))) and pod["state"] == PodState.RESERVED]
         for uid in moved:
-            await self.set_pod_state(cluster, uid, "bound", mark_bound=True)
+            await self.set_pod_state(cluster, uid, PodState.BOUND, mark_bound=True)
         return moved
 
     async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant], cpu_milli: int,
@@ -247,7 +255,7 @@ class FakeStateRepository:
     async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:
         held = [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["pod_uid"] == pod_uid]
         pod = self.t["pods"].get((cluster, pod_uid))
-        node = pod["node"] if pod and pod["state"] in ("reserved", "bound", "promised") else None
+        node = pod["node"] if pod and pod["state"] in HOLDING else None
         for key in held:
             a = self.t["allocations"].pop(key)
             node = a["node"]
@@ -350,7 +358,7 @@ class FakeStateRepository:
     async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> Row | None:
         for (c, uid), pod in self.t["pods"].items():
             if c == cluster and pod["namespace"] == namespace and pod["name"] == name and \
-                    pod["state"] in ("reserved", "bound"):
+                    pod["state"] in (PodState.RESERVED, PodState.BOUND):
                 for a in self.t["allocations"].values():
                     if a["cluster"] == cluster and a["pod_uid"] == uid:
                         gpu = self.t["gpus"].get((cluster, a["node"], a["gpu_index"]), {})

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from gpuplace.contracts.rejected import Rejected
+from gpuplace.usecases.pod_states import IllegalTransition, PodState
 from gpuplace.usecases.ports import GpuGrant, Reservation
 from tests.contract.covers import covers
 
@@ -144,6 +145,37 @@ class UnitOfWorkContract:
             refused = await uow.state.reserve_many(CLUSTER, [
                 Reservation("a", "n1", (), 70000, 0, "da")])  # CPU past the node's 64000 m
             assert refused is not None and "CPU" in refused
+
+    @covers("reserve_many")
+    async def test_a_batch_with_a_pod_reserved_meanwhile_is_refused_whole(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:  # another worker reserved b first
+            assert await uow.state.reserve_many(CLUSTER, [Reservation("b", "n1", (GpuGrant(1, 100, 10),), 0, 0, "d0")
+                                                          ]) is None
+            await uow.commit()
+        async with uow_factory() as uow:
+            refused = await uow.state.reserve_many(CLUSTER, [
+                Reservation("a", "n1", (GpuGrant(0, 100, 10),), 0, 0, "da"),
+                Reservation("b", "n1", (GpuGrant(0, 100, 10),), 0, 0, "db")])
+            assert refused == "pod b is no longer waiting"
+
+    @covers("set_pod_state", "upsert_pod", "get_pod")
+    async def test_a_move_the_pod_lifecycle_does_not_name_is_refused_and_nothing_written(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            await uow.state.set_pod_state(CLUSTER, "a", PodState.DELETED)
+            with pytest.raises(IllegalTransition, match="a pod deleted cannot become reserved"):
+                await uow.state.set_pod_state(CLUSTER, "a", PodState.RESERVED, node="n1")
+            with pytest.raises(IllegalTransition, match="cannot become promised"):
+                await uow.state.set_pod_state(CLUSTER, "b", PodState.PROMISED)
+            with pytest.raises(IllegalTransition, match="not recorded reserved when first seen"):
+                await uow.state.upsert_pod({**pod_row("c"), "state": PodState.RESERVED})
+            await uow.state.set_pod_state(CLUSTER, "zz", PodState.BOUND)  # no such pod: nothing to move
+            await uow.commit()
+        async with uow_factory() as uow:
+            a, b = await uow.state.get_pod(CLUSTER, "a"), await uow.state.get_pod(CLUSTER, "b")
+            assert (a["state"], a["node"]) == ("deleted", None) and b["state"] == "pending"
+            assert await uow.state.get_pod(CLUSTER, "c") is None and await uow.state.get_pod(CLUSTER, "zz") is None
 
     @covers("commit", "reserve", "load_allocations", "load_gpus")
     async def test_without_commit_nothing_is_kept(self) -> None:

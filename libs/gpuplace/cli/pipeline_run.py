@@ -38,6 +38,7 @@ from gpuplace.contracts import topics
 from gpuplace.core.model import Node, Pod
 from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
+from gpuplace.usecases.pod_states import PodState
 from services import http_server
 from services.cluster_watcher import app as cluster_watcher
 from services.latency_ingest import app as latency_ingest
@@ -346,8 +347,8 @@ class PipelineRun:
                     if task.done() and task.exception():
                         raise RuntimeError("a pipeline service stopped") from task.exception()
                 async with uow_factory() as uow:
-                    waiting = {f"{cluster}/{row['name']}" for cluster in self.clusters
-                               for row in await uow.state.pods_in_state(cluster, ("unschedulable", "invalid"))
+                    waiting = {f"{cluster}/{row['name']}" for cluster in self.clusters for row in
+                           await uow.state.pods_in_state(cluster, (PodState.UNSCHEDULABLE, PodState.INVALID))
                                if row["namespace"] == self.namespace}
                     states = await uow.state.count_pods_by_state(list(self.clusters))
                 settled = len(self.submitted_at.keys() & (self.bound_at.keys() | waiting))
@@ -382,7 +383,7 @@ class PipelineRun:
         capacity = {(c, n.name, g.index): g.memory_mib for c, f in fleets.items() for n in f for g in n.gpus}
         over = sum(1 for key, used in assigned.items() if used > capacity.get(key, 0))
         async with database(self.settings) as uow_factory, uow_factory() as uow:
-            unschedulable = sum([len(await uow.state.pods_in_state(c, ("unschedulable", "invalid")))
+            unschedulable = sum([len(await uow.state.pods_in_state(c, (PodState.UNSCHEDULABLE, PodState.INVALID)))
                                  for c in self.clusters])
             twice = sum([await uow.state.count_bound_twice(c) for c in self.clusters])
         pct, binds_per_s = self._timing(bound)

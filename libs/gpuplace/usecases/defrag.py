@@ -46,6 +46,7 @@ from gpuplace.contracts.events import PlacementKind
 from gpuplace.core.defrag import planner
 from gpuplace.core.defrag.model import Limits, PastMove, Plan, Refusal, RunningPod
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
+from gpuplace.usecases.pod_states import WAITING, PodState
 from gpuplace.usecases.ports import (
     NO_METRICS,
     ClusterApi,
@@ -174,14 +175,14 @@ class Defragmenter:
     async def _plan(self, view: ClusterView, row: Row) -> tuple[Plan | Refusal, dict[str, RunningPod]]:
         assert view.snapshot is not None
         async with self._uow_factory() as uow:
-            holders = await uow.state.pods_in_state(row["cluster"], ("reserved", "bound"))
+            holders = await uow.state.pods_in_state(row["cluster"], (PodState.RESERVED, PodState.BOUND))
         by_uid = {p["uid"]: p for p in holders}
         running = {
             uid: RunningPod(uid=uid, pod=core_pod(by_uid[uid]), node_name=hold.node, gpu_indices=hold.gpu_indices,
                             share_milli=hold.share_milli, memory_mib=hold.gpu_memory_mib,
                             owner=by_uid[uid]["owner"], restart_s=self.settings.restart_s)
             for uid, hold in view.holds.items()
-            if uid in by_uid and by_uid[uid]["state"] == "bound" and hold.gpu_indices and _movable(by_uid[uid])
+            if uid in by_uid and by_uid[uid]["state"] == PodState.BOUND and hold.gpu_indices and _movable(by_uid[uid])
         }
         pod = core_pod(row)
         policy = self._policy_for(view, pod, pod_stream(row))
@@ -202,7 +203,7 @@ class Defragmenter:
         victims: list[_Victim] = []
         async with self._uow_factory() as uow:
             current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
-            if current is None or current["state"] not in ("pending", "unschedulable"):
+            if current is None or current["state"] not in WAITING:
                 return None
             for i, move in enumerate(plan.moves):
                 victim = running[move.uid]
@@ -213,7 +214,7 @@ class Defragmenter:
                 promise = {**{k: victim_row[k] for k in ("namespace", "priority", "request", "cpu_milli", "memory_mib",
                                                          "deadline_ms", "frame_rate_hz", "workload", "service_ms",
                                                          "owner")},
-                           "cluster": cluster, "uid": promises[i], "name": promises[i], "state": "promised"}
+                           "cluster": cluster, "uid": promises[i], "name": promises[i], "state": PodState.PROMISED}
                 await uow.state.upsert_pod(promise)
                 victims.append(_Victim(
                     uid=move.uid, namespace=victim_row["namespace"], name=victim_row["name"],
@@ -234,7 +235,7 @@ class Defragmenter:
             if refusal:
                 log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
                 return None
-            await uow.state.set_pod_state(cluster, row["uid"], "reserved", node=plan.node,
+            await uow.state.set_pod_state(cluster, row["uid"], PodState.RESERVED, node=plan.node,
                                           reason=f"awaiting {len(plan.moves)} eviction(s)")
             await self._host.record(uow, row, "defrag_planned", node=plan.node,
                                     reasons=_plan_reasons(plan, plan_id, victims))
@@ -315,7 +316,7 @@ class Defragmenter:
                 return
             await _release_beneficiary(uow, row)
             if not deleted:
-                await uow.state.set_pod_state(cluster, row["uid"], "unschedulable", node=None,
+                await uow.state.set_pod_state(cluster, row["uid"], PodState.UNSCHEDULABLE, node=None,
                                               reason=f"defrag aborted: {reason}")
             for victim in victims:
                 if victim.uid in gone:
@@ -349,8 +350,8 @@ class Defragmenter:
         """
         async with self._uow_factory() as uow:
             interrupted = []
-            beneficiaries = await uow.state.pods_in_state(cluster, ("reserved",)) + \
-                await uow.state.pods_holding(cluster, ("deleted",))
+            beneficiaries = await uow.state.pods_in_state(cluster, (PodState.RESERVED,)) + \
+                await uow.state.pods_holding(cluster, (PodState.DELETED,))
             for row in beneficiaries:
                 if row["uid"] in self.beneficiaries:
                     continue  # this process carries the plan out still (its partitions were reassigned)
@@ -376,7 +377,7 @@ class Defragmenter:
         """
         async with self._uow_factory() as uow:
             row = await uow.state.get_pod(cluster, victim.uid)
-        if row is None or row["state"] == "deleted":  # its GPUs were already released: never give them back
+        if row is None or row["state"] == PodState.DELETED:  # its GPUs were already released: never give them back
             return True
         try:
             live = await self._apis[cluster].read_pod(victim.namespace, victim.name)
@@ -406,7 +407,7 @@ async def _deleted_mid_plan(uow: UnitOfWork, row: Row) -> bool:
     marked it `deleted` and left its hold to the plan): the plan then releases that hold as it settles,
     and neither binds nor requeues the pod. Locks the pod's row, as _forget does."""
     current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
-    return current is None or current["state"] == "deleted"
+    return current is None or current["state"] == PodState.DELETED
 
 
 async def _plan_open(uow: UnitOfWork, row: Row, plan_id: str | None) -> bool:

@@ -20,9 +20,9 @@ from typing import Any
 
 from gpuplace.usecases.defrag import PLAN_KEY
 from gpuplace.usecases.placement import ADOPTED, RUNNERS_UP_KEY, SCORE_KEY
+from gpuplace.usecases.pod_states import WAITING, PodState
 from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
 
-WAITING_STATES = ("pending", "unschedulable")
 _PLAN_OUTCOMES = {"defrag_completed": "completed", "defrag_aborted": "aborted"}
 
 
@@ -98,7 +98,7 @@ class Explanation:
 
     @property
     def waiting(self) -> bool:
-        return self.state in WAITING_STATES
+        return self.state in WAITING
 
     @property
     def waited_s(self) -> float | None:
@@ -165,7 +165,7 @@ async def explain(uow_factory: UnitOfWorkFactory, pod: str, *, namespace: str | 
         name = pod
     async with uow_factory() as uow:
         found = [p for p in await uow.state.find_pods(name, namespace=namespace, cluster=cluster)
-                 if p["state"] != "promised"]
+                 if p["state"] != PodState.PROMISED]
         if not found:
             where = " ".join(f"{k} {v}" for k, v in (("namespace", namespace), ("cluster", cluster)) if v)
             raise ExplainError(f"gpuplace never saw a pod named {name!r}" + (f" ({where})" if where else ""))
@@ -220,7 +220,7 @@ def _history(e: Explanation, decisions: list[Row]) -> None:
                 e.policy, e.placed_by, e.score, e.runners_up = d["policy"], "defragmentation", None, []
         elif kind == "bound" and e.bound_at is None:
             e.bound_at = d["created_at"]
-    if e.state not in WAITING_STATES:
+    if e.state not in WAITING:
         e.reasons = {}
 
 

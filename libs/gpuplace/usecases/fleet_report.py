@@ -27,6 +27,7 @@ from gpuplace.core.fragmentation import stranded_gpu_memory
 from gpuplace.core.model import Pod
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases.cluster_view import ClusterView
+from gpuplace.usecases.pod_states import PodState
 from gpuplace.usecases.ports import Row
 
 UNKNOWN_REGION = "unknown"
@@ -220,7 +221,7 @@ def why_waiting(row: Row) -> str:
     """A waiting pod's reason in a few words: the filters that refused it (`unschedulable: GpuFit+NodeRules`),
     from the reason placement stored on its row, else its state (a pending pod not tried yet is `queued`)."""
     reason = row.get("reason") or ""
-    if row["state"] == "unschedulable":
+    if row["state"] == PodState.UNSCHEDULABLE:
         filters = sorted(set(_FILTER.findall(reason)))
         if filters:
             return "unschedulable: " + "+".join(filters)

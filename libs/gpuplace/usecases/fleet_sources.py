@@ -15,12 +15,10 @@ from collections.abc import Sequence
 
 from gpuplace.contracts import topics
 from gpuplace.usecases.cluster_view import ClusterView, core_pod
-from gpuplace.usecases.explain import WAITING_STATES
 from gpuplace.usecases.fleet_report import FleetReport, cluster_figures, region_of, summarize_windows
+from gpuplace.usecases.pod_states import HOLDING, WAITING
 from gpuplace.usecases.ports import Row, UnitOfWorkFactory
 from gpuplace.usecases.replay import Entry, Replayer
-
-HOLDING_STATES = ("reserved", "bound", "promised")  # the pods placement hydrates its view with
 
 
 async def from_database(uow_factory: UnitOfWorkFactory, clusters: Sequence[str] = ()) -> FleetReport:
@@ -38,8 +36,8 @@ async def from_database(uow_factory: UnitOfWorkFactory, clusters: Sequence[str] 
             nodes = await uow.state.load_nodes(cluster)
             gpus = await uow.state.load_gpus(cluster)
             allocations = await uow.state.load_allocations(cluster)
-            holders = await uow.state.pods_in_state(cluster, HOLDING_STATES)
-            waiting = [p for p in await uow.state.pods_in_state(cluster, WAITING_STATES) if p.get("managed", True)]
+            holders = await uow.state.pods_in_state(cluster, HOLDING)
+            waiting = [p for p in await uow.state.pods_in_state(cluster, WAITING) if p.get("managed", True)]
             latency = await uow.state.latency_by_workload(cluster)
         view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders)
         report.clusters.append(cluster_figures(
@@ -96,4 +94,4 @@ def _is_window(event: Row) -> bool:
     return all(event.get(k) is not None for k in ("workload", "frames", "deadline_misses", "p95_ms"))
 
 
-__all__ = ["HOLDING_STATES", "from_database", "from_log"]
+__all__ = ["from_database", "from_log"]

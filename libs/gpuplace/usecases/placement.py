@@ -48,6 +48,7 @@ from gpuplace.usecases import dra, feedback, latency_learning, provenance
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
+from gpuplace.usecases.pod_states import HOLDING, TRACKED, WAITING, PodState
 from gpuplace.usecases.ports import (
     NO_METRICS,
     BindOutcome,
@@ -62,7 +63,7 @@ from gpuplace.usecases.ports import (
     UnitOfWork,
     UnitOfWorkFactory,
 )
-from gpuplace.usecases.reconcile import TRACKED, Drift, confirmed_gone, find_drift
+from gpuplace.usecases.reconcile import Drift, confirmed_gone, find_drift
 from gpuplace.usecases.scale_hints import ClusterWaiting, ScaleHinter
 
 log = logging.getLogger(__name__)
@@ -369,7 +370,7 @@ class PlacementService:
             pending["binding"] += len(state.binding)
             for uid, row in state.waiting.items():
                 pending["defrag" if self._plan_holds(row) else
-                        "unschedulable" if uid in state.last_reasons or row["state"] == "unschedulable" else
+                        "unschedulable" if uid in state.last_reasons or row["state"] == PodState.UNSCHEDULABLE else
                         "queued"] += 1
             share, memory = _stranded(state)
             found.append(ClusterGauges(cluster, dict(pending), share, memory))
@@ -408,7 +409,7 @@ class PlacementService:
             async with self._uow_factory() as uow:
                 row = await uow.state.get_pod(cluster, uid)
             # not twice: a redelivered pending event may have started its bind once the plan settled
-            if row is not None and row["state"] == "reserved" and uid in state.view.holds and \
+            if row is not None and row["state"] == PodState.RESERVED and uid in state.view.holds and \
                     cluster + uid not in self._in_flight():
                 state.waiting.pop(uid, None)
                 self._spawn_bind(state, row, state.view.holds[uid])
@@ -438,19 +439,19 @@ class PlacementService:
                     return
                 rows = await uow.state.upsert_pods([_pod_row(e) for e in fresh.values()])
                 promised = {(r["namespace"], r["owner"]) for r in await uow.state.pods_in_state(
-                    state.view.cluster, ("promised",))} if any(r["owner"] for r in rows) else set()
+                    state.view.cluster, (PodState.PROMISED,))} if any(r["owner"] for r in rows) else set()
                 candidates = []
                 for row in rows:
                     event = fresh[row["uid"]]
-                    if row["state"] == "pending" and event.request_error:
+                    if row["state"] == PodState.PENDING and event.request_error:
                         await self._record_invalid(uow, row, event.request_error)
                         invalid.append((row, event.request_error))
-                    elif row["state"] == "pending" and (row["namespace"], row["owner"]) in promised and \
+                    elif row["state"] == PodState.PENDING and (row["namespace"], row["owner"]) in promised and \
                             await self._adopt_promise(uow, row):
                         adopted.append(row)
-                    elif row["state"] in ("pending", "unschedulable"):
+                    elif row["state"] in WAITING:
                         candidates.append(row)
-                    elif row["state"] == "reserved":
+                    elif row["state"] == PodState.RESERVED:
                         resumed.append(row)
                 placed = await self._place(uow, state, candidates, last_attempt=attempt >= 2,
                                            events={uid: e.event_id for uid, e in fresh.items()})
@@ -541,7 +542,7 @@ class PlacementService:
             try:
                 async with self._uow_factory() as uow:
                     current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
-                    if current is None or current["state"] not in ("pending", "unschedulable"):
+                    if current is None or current["state"] not in WAITING:
                         if current is None or not self._plan_holds(current):  # a plan may abort: it waits again
                             state.waiting.pop(row["uid"], None)
                         return  # placed by an earlier delivery, reserved by a plan in flight, or gone
@@ -578,7 +579,7 @@ class PlacementService:
     async def _record_invalid(self, uow: UnitOfWork, row: Row, error: str) -> None:
         """Inside `uow`: a pod whose GPU request cannot be read waits as `invalid`, told why (after the commit)."""
         started = time.perf_counter()
-        await uow.state.set_pod_state(row["cluster"], row["uid"], "invalid", reason=error)
+        await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.INVALID, reason=error)
         await self._record(uow, row, "invalid_request", reasons={"request": error})
         self._metrics.scheduling_attempt(row["cluster"], "invalid", time.perf_counter() - started)
 
@@ -590,7 +591,7 @@ class PlacementService:
         grants = await uow.state.transfer_allocations(row["cluster"], promise["uid"], row["uid"])
         await uow.state.delete_pod(row["cluster"], promise["uid"])
         node = grants[0]["node"] if grants else None
-        await uow.state.set_pod_state(row["cluster"], row["uid"], "reserved", node=node,
+        await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.RESERVED, node=node,
                                       reason=f"adopted {promise['uid']}")
         hold = Hold(node or "", tuple(sorted(g["gpu_index"] for g in grants)),
                     grants[0]["share_milli"] if grants else 0, grants[0]["memory_mib"] if grants else 0,
@@ -620,7 +621,7 @@ class PlacementService:
                               seen: Provenance | None = None, into: list[PlacementEvent] | None = None
                               ) -> dict[str, str]:
         if state.last_reasons.get(row["uid"]) != reasons:  # report a new reason once, not on every retry
-            await uow.state.set_pod_state(row["cluster"], row["uid"], "unschedulable",
+            await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.UNSCHEDULABLE,
                                           reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
             await self._record(uow, row, "unschedulable", reasons=reasons, seen=seen, into=into)
         return reasons
@@ -721,10 +722,10 @@ class PlacementService:
                     continue
                 row, hold = item.row, item.hold
                 current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
-                if current is None or current["state"] != "reserved":
+                if current is None or current["state"] != PodState.RESERVED:
                     continue
                 await uow.state.release(cluster, row["uid"], cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib)
-                next_state = "deleted" if item.outcome == "gone" else "pending"
+                next_state = PodState.DELETED if item.outcome == "gone" else PodState.PENDING
                 await uow.state.set_pod_state(cluster, row["uid"], next_state, node=None, reason=item.outcome)
                 await self._record(uow, row, "bind_failed", hold=hold, reasons={"bind": item.outcome}, into=events)
                 failed.append(item)
@@ -736,7 +737,7 @@ class PlacementService:
         for item in failed:
             state.view.refund(item.row["uid"])
             if item.outcome not in ("gone", "conflict"):
-                state.waiting[item.row["uid"]] = {**item.row, "state": "pending"}
+                state.waiting[item.row["uid"]] = {**item.row, "state": PodState.PENDING}
 
     # -- feedback in Kubernetes: after the commit, in the background, never failing placement --------------------
     def _report_unschedulable(self, row: Row, message: str) -> None:
@@ -763,15 +764,15 @@ class PlacementService:
             unplaced = row is None or row["state"] in ("pending", "unschedulable", "invalid")
             # bound where the database does not have it: another scheduler's pod nominated for one node and
             # bound to another, or a pod whose move reconciliation found (usecases/reconcile)
-            moved = row is not None and row["state"] == "bound" and row["node"] != where
+            moved = row is not None and row["state"] == PodState.BOUND and row["node"] != where
             if moved and row is not None:  # moved implies a row; said again for the type checker
                 await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
                                         memory_mib=row["memory_mib"])
             if unplaced or moved:
                 hold = await self._charge_bound_elsewhere(uow, state, event, where)
-            elif row is not None and row["state"] == "reserved" and row["node"] == event.node_name:
+            elif row is not None and row["state"] == PodState.RESERVED and row["node"] == event.node_name:
                 if event.cluster + event.uid not in self._in_flight():
-                    await uow.state.set_pod_state(event.cluster, event.uid, "bound", mark_bound=True)
+                    await uow.state.set_pod_state(event.cluster, event.uid, PodState.BOUND, mark_bound=True)
                     await self._record(uow, row, "bound", node=event.node_name)
             await self._commit(uow)
         if moved:
@@ -793,13 +794,13 @@ class PlacementService:
             if not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
                 return None
             row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
-            if row is not None and row["state"] != "deleted":
-                held = row["state"] == "reserved" and self._plan_holds(row)
+            if row is not None and row["state"] != PodState.DELETED:
+                held = row["state"] == PodState.RESERVED and self._plan_holds(row)
                 if not held:
                     freed = await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
                                                     memory_mib=row["memory_mib"])
                 mid_plan: dict[str, Any] = {"reason": "deleted mid-plan"} if held else {}
-                await uow.state.set_pod_state(event.cluster, event.uid, "deleted", **mid_plan)
+                await uow.state.set_pod_state(event.cluster, event.uid, PodState.DELETED, **mid_plan)
             await self._commit(uow)
         if not held:
             state.view.refund(event.uid)
@@ -813,9 +814,9 @@ class PlacementService:
         """Inside `uow`: a pod bound without gpuplace takes its CPU, memory, slot and GPUs on `node` (the
         whole node counts, DESIGN §3); returns what to charge the view after commit. A node gpuplace has not
         heard of yet is charged when it arrives (_charge_awaiting_node)."""
-        row = await uow.state.upsert_pod({**_pod_row(event), "state": "bound"})
+        row = await uow.state.upsert_pod({**_pod_row(event), "state": PodState.BOUND})
         if not state.view.has_node(node):
-            await uow.state.set_pod_state(event.cluster, event.uid, "bound", node=node, reason=AWAITING_NODE,
+            await uow.state.set_pod_state(event.cluster, event.uid, PodState.BOUND, node=node, reason=AWAITING_NODE,
                                           mark_bound=True)
             state.awaiting_nodes.add(node)
             return None
@@ -838,7 +839,7 @@ class PlacementService:
         cluster = state.view.cluster
         state.awaiting_nodes.discard(node)
         async with self._uow_factory() as uow:
-            waiting = [r for r in await uow.state.pods_in_state(cluster, ("bound",))
+            waiting = [r for r in await uow.state.pods_in_state(cluster, (PodState.BOUND,))
                        if r["reason"] == AWAITING_NODE and r["node"] == node]
         if not waiting:
             return
@@ -846,7 +847,7 @@ class PlacementService:
         async with self._uow_factory() as uow:
             for row in waiting:
                 current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
-                if current is not None and current["state"] == "bound" and current["reason"] == AWAITING_NODE:
+                if current is not None and current["state"] == PodState.BOUND and current["reason"] == AWAITING_NODE:
                     await self._charge_on_node(uow, state.view, current)
             await self._commit(uow)
 
@@ -864,7 +865,7 @@ class PlacementService:
         if refused:
             log.warning("pod %s/%s bound to %s by another scheduler: %s", row["namespace"], row["name"], row["node"],
                         reason)
-        await uow.state.set_pod_state(row["cluster"], row["uid"], "bound", node=row["node"], reason=reason,
+        await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.BOUND, node=row["node"], reason=reason,
                                       mark_bound=mark_bound)
         kept = tuple(i for i in gpu_indices if i not in refused)
         return Hold(row["node"], kept, share if kept else 0, memory if kept else 0, row["cpu_milli"],
@@ -893,7 +894,7 @@ class PlacementService:
             nodes = await uow.state.load_nodes(cluster)
             gpus = await uow.state.load_gpus(cluster)
             allocations = await uow.state.load_allocations(cluster)
-            holders = await uow.state.pods_in_state(cluster, ("reserved", "bound", "promised"))
+            holders = await uow.state.pods_in_state(cluster, HOLDING)
             model = await latency_learning.load_model(uow)
         state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders, model)
         if not state.recent:  # after a restart: the pods running are the workload seen so far
@@ -910,15 +911,15 @@ class PlacementService:
         if self._defrag is not None and await self._defrag.recover(state.view.cluster):
             await self._rehydrate(state)
         async with self._uow_factory() as uow:
-            rows = await uow.state.pods_in_state(state.view.cluster, ("pending", "unschedulable", "reserved", "bound"))
+            rows = await uow.state.pods_in_state(state.view.cluster, TRACKED)
         for row in rows:
-            if row["state"] == "bound":
+            if row["state"] == PodState.BOUND:
                 if row["reason"] == AWAITING_NODE:
                     state.awaiting_nodes.add(row["node"])
-            elif row["state"] == "reserved" and row["uid"] in state.view.holds and not self._plan_holds(row) and \
-                    row["cluster"] + row["uid"] not in self._in_flight():
+            elif row["state"] == PodState.RESERVED and row["uid"] in state.view.holds and \
+                    not self._plan_holds(row) and row["cluster"] + row["uid"] not in self._in_flight():
                 self._spawn_bind(state, row, state.view.holds[row["uid"]])
-            elif row["state"] != "reserved":
+            elif row["state"] != PodState.RESERVED:
                 state.waiting[row["uid"]] = row
 
     async def _commit(self, uow: UnitOfWork) -> None:
@@ -968,7 +969,7 @@ def _pod_row(event: PodEvent) -> dict[str, Any]:
         rules = dra.avoid_dra_nodes(rules)
     return {
         "cluster": event.cluster, "uid": event.uid, "namespace": event.namespace, "name": event.name,
-        "state": "pending", "priority": event.priority, "request": request, "cpu_milli": event.cpu_milli,
+        "state": PodState.PENDING, "priority": event.priority, "request": request, "cpu_milli": event.cpu_milli,
         "memory_mib": event.memory_mib, "deadline_ms": event.deadline_ms, "frame_rate_hz": event.frame_rate_hz,
         "workload": event.workload, "service_ms": event.service_ms, "owner": event.owner, "managed": event.managed,
         "rules": rules,

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
+from gpuplace.usecases.pod_states import PodState
+
 Row = Mapping[str, Any]
 Json = dict[str, Any]
 
@@ -89,7 +91,8 @@ class StateRepository(Protocol):
         """Insert a pod seen for the first time, or refresh its request; returns the stored row.
 
         `state`, `node` and `reason` are only set on insert (after that they move through set_pod_state), and
-        `first_seen_at` is the first insert's."""
+        `first_seen_at` is the first insert's. A new row's state must be one of pod_states.INITIAL
+        (IllegalTransition otherwise)."""
         ...
 
     async def upsert_pods(self, pods: Sequence[Mapping[str, Any]]) -> list[Row]:
@@ -100,12 +103,13 @@ class StateRepository(Protocol):
         """The pod's row, None if there is none; `for_update` locks it until the unit of work ends."""
         ...
 
-    async def set_pod_state(self, cluster: str, uid: str, state: str, *, mark_bound: bool = False,
+    async def set_pod_state(self, cluster: str, uid: str, state: PodState, *, mark_bound: bool = False,
                             **fields: Any) -> None:
-        """Move a pod to `state`, setting `fields` too; `mark_bound` stamps bound_at with the store's clock."""
+        """Move a pod to `state`, setting `fields` too; `mark_bound` stamps bound_at with the store's clock.
+        A move pod_states.NEXT does not allow raises IllegalTransition, nothing written; no pod, no change."""
         ...
 
-    async def pods_in_state(self, cluster: str, states: Sequence[str]) -> list[Row]:
+    async def pods_in_state(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
         """The cluster's pods in one of `states`, oldest first (first_seen_at)."""
         ...
 
@@ -114,7 +118,7 @@ class StateRepository(Protocol):
         (first_seen_at): a name may have been used by several pods over time, and in several clusters."""
         ...
 
-    async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]:
+    async def pods_holding(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
         """The pods in `states` that still hold allocations, oldest first: for states whose pods normally hold
         none (`deleted`), without reading every such pod."""
         ...
@@ -150,8 +154,9 @@ class StateRepository(Protocol):
         ...
 
     async def reserve_many(self, cluster: str, reservations: Sequence[Reservation]) -> str | None:
-        """reserve() for many pods at once, each pod moved to `reserved` on its node: None when all of it fits,
-        else why something no longer does (then, as for reserve(), the caller must not commit)."""
+        """reserve() for many pods at once, each pod moved to `reserved` on its node: None when all of it fits
+        and every pod is still waiting (pending or unschedulable), else why not: a GPU or node that no longer
+        fits, or a pod reserved meanwhile (by another worker). Then, as for reserve(), the caller must not commit."""
         ...
 
     async def mark_bound(self, cluster: str, uids: Sequence[str]) -> list[str]:

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuplace.usecases.pod_states import WAITING, PodState
 from gpuplace.usecases.ports import Json, PodReader, Row
 
-TRACKED = ("pending", "unschedulable", "reserved", "bound")  # pod states that hold resources or a queue slot
 FINISHED = ("Succeeded", "Failed")  # phases whose pods hold nothing (cluster-watcher sends them as deleted)
 
 
@@ -39,7 +39,7 @@ class Drift:
 
 
 async def find_drift(api: PodReader, rows: Sequence[Row]) -> Drift:
-    """Compare `rows` (pods the database tracks, TRACKED states) with the apiserver's pods.
+    """Compare `rows` (pods the database tracks, pod_states.TRACKED) with the apiserver's pods.
 
     Without rows there is nothing to drift, and the list (every pod of the cluster) is not read: a worker taking
     a new cluster during a burst would otherwise spend seconds decoding it."""
@@ -56,8 +56,8 @@ async def find_drift(api: PodReader, rows: Sequence[Row]) -> Drift:
                 gone.append(row)
             continue
         node = (pod.get("spec") or {}).get("nodeName")
-        waiting = row["state"] in ("pending", "unschedulable")
-        if node and (waiting or (row["state"] == "bound" and row["node"] != node)):
+        waiting = row["state"] in WAITING
+        if node and (waiting or (row["state"] == PodState.BOUND and row["node"] != node)):
             moved.append((row, node))
     return Drift(tuple(gone), tuple(moved))
 
@@ -75,4 +75,4 @@ def _finished(pod: Json) -> bool:
     return (pod.get("status") or {}).get("phase") in FINISHED
 
 
-__all__ = ["Drift", "TRACKED", "find_drift", "confirmed_gone"]
+__all__ = ["Drift", "find_drift", "confirmed_gone"]

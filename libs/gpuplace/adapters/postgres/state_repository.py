@@ -28,6 +28,7 @@ from gpuplace.adapters.postgres.tables import (
     processed_events,
 )
 from gpuplace.contracts.rejected import Rejected, reused_id
+from gpuplace.usecases.pod_states import HOLDING, WAITING, PodState, check, check_initial, sources
 from gpuplace.usecases.ports import GpuGrant, Reservation, Row
 
 # A batch's reservations (reserve_many), as arrays unnested into rows: one plan whatever the batch's size.
@@ -51,7 +52,8 @@ _RESERVE_GPUS = text("""
 _MARK_RESERVED = text("""
     UPDATE pods SET state = 'reserved', node = placed.node, reason = NULL, reserved_at = now()
     FROM unnest(CAST(:uids AS text[]), CAST(:nodes AS text[])) AS placed(uid, node)
-    WHERE pods.cluster = :cluster AND pods.uid = placed.uid""")
+    WHERE pods.cluster = :cluster AND pods.uid = placed.uid AND pods.state = ANY(CAST(:waiting AS text[]))
+    RETURNING pods.uid""")
 
 
 def _row(row: SqlRow[*tuple[Any, ...]]) -> Row:
@@ -158,6 +160,7 @@ class StateRepository:
 
         The pod's `state` is only set on insert: after that it moves through reserve/bind/release.
         """
+        check_initial(pod["state"])
         stmt = insert(pods).values(**pod)
         refresh = {k: stmt.excluded[k] for k in pod if k not in ("cluster", "uid", "state", "node", "reason")}
         result = await self._conn.execute(stmt.on_conflict_do_update(
@@ -167,6 +170,8 @@ class StateRepository:
     async def upsert_pods(self, pods_: Sequence[Mapping[str, Any]]) -> list[Row]:
         if not pods_:
             return []
+        for pod in pods_:
+            check_initial(pod["state"])
         stmt = insert(pods)
         refresh = {k: stmt.excluded[k] for k in pods_[0] if k not in ("cluster", "uid", "state", "node", "reason")}
         result = await self._conn.execute(stmt.on_conflict_do_update(
@@ -180,17 +185,22 @@ class StateRepository:
         row = result.first()
         return _row(row) if row else None
 
-    async def set_pod_state(self, cluster: str, uid: str, state: str, *, mark_bound: bool = False,
+    async def set_pod_state(self, cluster: str, uid: str, state: PodState, *, mark_bound: bool = False,
                             **fields: Any) -> None:
-        """Move a pod to `state`; `mark_bound` stamps bound_at with the database's clock."""
+        """Move a pod to `state`; `mark_bound` stamps bound_at with the database's clock. The UPDATE is guarded
+        by the states that may move there (pod_states.sources), so a pod that moved meanwhile is not written
+        over; only then is the pod read again, to say which move was refused."""
         if mark_bound:
             fields["bound_at"] = func.now()
-        if state == "reserved":
+        if state is PodState.RESERVED:
             fields["reserved_at"] = func.now()
-        await self._conn.execute(update(pods).where(pods.c.cluster == cluster, pods.c.uid == uid).values(
-            state=state, **fields))
+        moved = await self._conn.execute(update(pods).where(
+            pods.c.cluster == cluster, pods.c.uid == uid, pods.c.state.in_(sources(state))).values(
+            state=state, **fields).returning(pods.c.uid))
+        if moved.first() is None and (current := await self.get_pod(cluster, uid)) is not None:
+            check(current["state"], state)
 
-    async def pods_in_state(self, cluster: str, states: Sequence[str]) -> list[Row]:
+    async def pods_in_state(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
         result = await self._conn.execute(select(pods).where(
             pods.c.cluster == cluster, pods.c.state.in_(states)).order_by(pods.c.first_seen_at))
         return _rows(result)
@@ -205,7 +215,7 @@ class StateRepository:
         result = await self._conn.execute(query.order_by(pods.c.first_seen_at.desc(), pods.c.cluster, pods.c.uid))
         return _rows(result)
 
-    async def pods_holding(self, cluster: str, states: Sequence[str]) -> list[Row]:
+    async def pods_holding(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
         """Pods in `states` that still hold allocations: for states whose pods normally hold none (`deleted`),
         without reading every such pod."""
         holds = select(allocations.c.pod_uid).where(
@@ -224,7 +234,7 @@ class StateRepository:
         """The oldest place promised to a replacement pod of `owner` (FOR UPDATE: one adopter wins)."""
         result = await self._conn.execute(select(pods).where(
             pods.c.cluster == cluster, pods.c.namespace == namespace, pods.c.owner == owner,
-            pods.c.state == "promised").order_by(pods.c.first_seen_at, pods.c.uid).limit(1)
+            pods.c.state == PodState.PROMISED).order_by(pods.c.first_seen_at, pods.c.uid).limit(1)
             .with_for_update(skip_locked=True))
         row = result.first()
         return _row(row) if row else None
@@ -300,16 +310,19 @@ class StateRepository:
                 {"cluster": cluster, "pod_uid": r.pod_uid, "gpu_index": g.index, "node": r.node,
                  "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": r.decision_id}
                 for r in reservations for g in r.grants])
-        await self._conn.execute(_MARK_RESERVED, {"cluster": cluster, "uids": [r.pod_uid for r in reservations],
-                                                  "nodes": [r.node for r in reservations]})
+        marked = set((await self._conn.execute(_MARK_RESERVED, {
+            "cluster": cluster, "uids": [r.pod_uid for r in reservations], "nodes": [r.node for r in reservations],
+            "waiting": [s.value for s in WAITING]})).scalars())
+        if len(marked) < len(reservations):
+            return f"pod {min({r.pod_uid for r in reservations} - marked)} is no longer waiting"
         return None
 
     async def mark_bound(self, cluster: str, uids: Sequence[str]) -> list[str]:
         if not uids:
             return []
         result = await self._conn.execute(update(pods).where(
-            pods.c.cluster == cluster, pods.c.uid.in_(uids), pods.c.state == "reserved",
-        ).values(state="bound", bound_at=func.now()).returning(pods.c.uid))
+            pods.c.cluster == cluster, pods.c.uid.in_(uids), pods.c.state == PodState.RESERVED,
+        ).values(state=PodState.BOUND, bound_at=func.now()).returning(pods.c.uid))
         return list(result.scalars())
 
     async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant],
@@ -358,7 +371,7 @@ class StateRepository:
             ).values(memory_assigned_mib=gpus.c.memory_assigned_mib - g.memory_mib,
                      share_assigned_milli=gpus.c.share_assigned_milli - g.share_milli))
         node = grants[0].node if grants else await self._conn.scalar(select(pods.c.node).where(
-            pods.c.cluster == cluster, pods.c.uid == pod_uid, pods.c.state.in_(("reserved", "bound", "promised"))))
+            pods.c.cluster == cluster, pods.c.uid == pod_uid, pods.c.state.in_(HOLDING)))
         if node is None:
             return None
         await self._conn.execute(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == node).values(
@@ -481,7 +494,7 @@ class StateRepository:
                              gpus.c.index == allocations.c.gpu_index))
             .join(pods, and_(pods.c.cluster == allocations.c.cluster, pods.c.uid == allocations.c.pod_uid))
             .where(pods.c.cluster == cluster, pods.c.namespace == namespace, pods.c.name == name,
-                   pods.c.state.in_(("reserved", "bound"))).limit(1))
+                   pods.c.state.in_((PodState.RESERVED, PodState.BOUND))).limit(1))
         row = result.first()
         return _row(row) if row else None
 
