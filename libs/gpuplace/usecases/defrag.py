@@ -54,6 +54,7 @@ from gpuplace.usecases.ports import (
     EvictResult,
     GpuGrant,
     Metrics,
+    PodRow,
     Row,
     UnitOfWork,
     UnitOfWorkFactory,
@@ -72,7 +73,7 @@ _EVICT_RESULTS: dict[EvictOutcome, EvictResult] = {
 class PlacementHost(Protocol):
     """What the executor needs from the placement service it runs in."""
 
-    async def record(self, uow: UnitOfWork, row: Row, kind: PlacementKind, *, hold: Hold | None = None,
+    async def record(self, uow: UnitOfWork, row: PodRow, kind: PlacementKind, *, hold: Hold | None = None,
                      reasons: dict[str, str] | None = None, node: str | None = None) -> None: ...
     async def commit(self, uow: UnitOfWork) -> None: ...
     async def reread(self, cluster: str) -> ClusterView: ...
@@ -122,10 +123,10 @@ class Defragmenter:
         self._busy: set[str] = set()  # clusters with a plan in flight: one at a time per cluster
         self.beneficiaries: set[str] = set()  # pods reserved by a plan in flight: bound by the plan, not before
 
-    def wants(self, row: Row) -> bool:
+    def wants(self, row: PodRow) -> bool:
         return row["priority"] >= self.settings.min_priority and row["cluster"] not in self._busy
 
-    async def relieve(self, row: Row, lock: asyncio.Lock) -> Plan | Refusal | None:
+    async def relieve(self, row: PodRow, lock: asyncio.Lock) -> Plan | Refusal | None:
         """Plan moves for a blocked pod and carry them out; returns the plan, the refusal, or None."""
         cluster = row["cluster"]
         if cluster in self._busy:
@@ -172,7 +173,7 @@ class Defragmenter:
             self.beneficiaries.discard(row["uid"])
 
     # -- planning ------------------------------------------------------------------------------------------
-    async def _plan(self, view: ClusterView, row: Row) -> tuple[Plan | Refusal, dict[str, RunningPod]]:
+    async def _plan(self, view: ClusterView, row: PodRow) -> tuple[Plan | Refusal, dict[str, RunningPod]]:
         assert view.snapshot is not None
         async with self._uow_factory() as uow:
             holders = await uow.state.pods_in_state(row["cluster"], (PodState.RESERVED, PodState.BOUND))
@@ -191,7 +192,7 @@ class Defragmenter:
                               history, self._clock())
         return result, running
 
-    async def _reserve(self, row: Row, plan: Plan, running: dict[str, RunningPod]
+    async def _reserve(self, row: PodRow, plan: Plan, running: dict[str, RunningPod]
                        ) -> tuple[str, list[_Victim]] | None:
         """Step 1, one transaction: victims' places promised at their targets, the beneficiary reserved.
 
@@ -222,7 +223,7 @@ class Defragmenter:
                     memory_mib=victim.memory_mib, cpu_milli=victim.pod.cpu_milli,
                     pod_memory_mib=victim.pod.memory_mib, promise=promises[i]))
                 refusal = await uow.state.reserve(
-                    cluster=cluster, pod_uid=promise["uid"], node=move.to_node,
+                    cluster=cluster, pod_uid=promises[i], node=move.to_node,
                     grants=[GpuGrant(g, move.memory_mib, move.share_milli) for g in move.to_gpu_indices],
                     cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id=plan_id)
                 if refusal:
@@ -243,7 +244,7 @@ class Defragmenter:
         return plan_id, victims
 
     # -- evicting ------------------------------------------------------------------------------------------
-    async def _evict_all(self, row: Row, plan_id: str, plan: Plan, running: dict[str, RunningPod]
+    async def _evict_all(self, row: PodRow, plan_id: str, plan: Plan, running: dict[str, RunningPod]
                          ) -> tuple[list[str], str]:
         """Step 2: evict in the plan's order; stop at the first refusal, or before the next eviction once the
         beneficiary is deleted (moving pods for nobody) or the plan was settled by another placement worker.
@@ -272,7 +273,7 @@ class Defragmenter:
                 await self._host.commit(uow)
         return evicted, ""
 
-    async def _wait_gone(self, row: Row, plan: Plan, running: dict[str, RunningPod]) -> bool:
+    async def _wait_gone(self, row: PodRow, plan: Plan, running: dict[str, RunningPod]) -> bool:
         """Bind the beneficiary only once the victims' processes left its GPUs: whether they all did within
         eviction_wait_s. If not, the plan is aborted and a victim still running gets its GPUs back (a pod
         stuck terminating, a finalizer), so nothing is ever placed over it."""
@@ -286,7 +287,7 @@ class Defragmenter:
                 await asyncio.sleep(0.2)
         return True
 
-    async def _complete(self, row: Row, plan_id: str | None, node: str | None, reasons: dict[str, str]) -> bool:
+    async def _complete(self, row: PodRow, plan_id: str | None, node: str | None, reasons: dict[str, str]) -> bool:
         """Step 4's record, one transaction: `defrag_completed`. Returns whether the beneficiary is to be
         bound; a beneficiary deleted mid-plan is not: its hold is released instead, as the victims left.
         A plan another worker already settled is left as it was settled (see _plan_open)."""
@@ -302,7 +303,7 @@ class Defragmenter:
         self._metrics.defrag_plan(row["cluster"], "completed")
         return not deleted
 
-    async def _abort(self, row: Row, plan_id: str | None, victims: Sequence[_Victim], gone: Collection[str], *,
+    async def _abort(self, row: PodRow, plan_id: str | None, victims: Sequence[_Victim], gone: Collection[str], *,
                      reason: str) -> None:
         """Step 3, one transaction: every reservation not yet used is released. Victims still running get
         their GPUs back and lose their promises; victims in `gone` (evicted and left) keep theirs. The beneficiary
@@ -386,7 +387,7 @@ class Defragmenter:
             return False
         return _is_gone(live, victim.uid)
 
-    async def _stop_reason(self, row: Row, plan_id: str) -> str:
+    async def _stop_reason(self, row: PodRow, plan_id: str) -> str:
         """Why the plan must not evict its next victim: "" when it may."""
         async with self._uow_factory() as uow:
             if await _deleted_mid_plan(uow, row):
@@ -395,14 +396,14 @@ class Defragmenter:
                 return SETTLED_ELSEWHERE
         return ""
 
-    async def _pod_row(self, cluster: str, uid: str) -> Row:
+    async def _pod_row(self, cluster: str, uid: str) -> PodRow:
         async with self._uow_factory() as uow:
             found = await uow.state.get_pod(cluster, uid)
         assert found is not None, f"pod {uid} vanished from the state"
         return found
 
 
-async def _deleted_mid_plan(uow: UnitOfWork, row: Row) -> bool:
+async def _deleted_mid_plan(uow: UnitOfWork, row: PodRow) -> bool:
     """The one place that tells a plan its beneficiary was deleted while it ran (PlacementService._forget
     marked it `deleted` and left its hold to the plan): the plan then releases that hold as it settles,
     and neither binds nor requeues the pod. Locks the pod's row, as _forget does."""
@@ -410,7 +411,7 @@ async def _deleted_mid_plan(uow: UnitOfWork, row: Row) -> bool:
     return current is None or current["state"] == PodState.DELETED
 
 
-async def _plan_open(uow: UnitOfWork, row: Row, plan_id: str | None) -> bool:
+async def _plan_open(uow: UnitOfWork, row: PodRow, plan_id: str | None) -> bool:
     """The plan `plan_id` is still the beneficiary's latest, unsettled plan (None: any unreadable one).
 
     Settling is done once, whoever does it. Another placement worker that loads the cluster (a restart, a
@@ -426,7 +427,7 @@ async def _plan_open(uow: UnitOfWork, row: Row, plan_id: str | None) -> bool:
     return recorded is None or plan_id is None or recorded[0] == plan_id
 
 
-async def _release_beneficiary(uow: UnitOfWork, row: Row) -> None:
+async def _release_beneficiary(uow: UnitOfWork, row: PodRow) -> None:
     await uow.state.release(row["cluster"], row["uid"], cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"])
 
 
@@ -450,7 +451,7 @@ def _recorded_plan(planned: Row) -> tuple[str, list[_Victim]] | None:
         return None
 
 
-def _movable(row: Row) -> bool:
+def _movable(row: PodRow) -> bool:
     """Only gpuplace's own pods are moved: another scheduler's pod is charged where it runs, never evicted."""
     return bool(row.get("managed", True))
 

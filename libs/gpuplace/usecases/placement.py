@@ -58,8 +58,8 @@ from gpuplace.usecases.ports import (
     GpuGrant,
     Metrics,
     PendingReason,
+    PodRow,
     Reservation,
-    Row,
     UnitOfWork,
     UnitOfWorkFactory,
 )
@@ -108,8 +108,8 @@ class _Placed:
     """A transaction's placements, applied once it committed: the pods reserved (already charged on the view)
     are bound, the pods that fit nowhere wait."""
 
-    placed: list[tuple[Row, Hold]] = field(default_factory=list)
-    waiting: list[tuple[Row, dict[str, str]]] = field(default_factory=list)
+    placed: list[tuple[PodRow, Hold]] = field(default_factory=list)
+    waiting: list[tuple[PodRow, dict[str, str]]] = field(default_factory=list)
 
     def apply(self, service: PlacementService, state: _Cluster) -> None:
         for row, hold in self.placed:
@@ -120,7 +120,7 @@ class _Placed:
 
 @dataclass(frozen=True)
 class _BindOutcome:
-    row: Row
+    row: PodRow
     hold: Hold
     outcome: str  # a BindOutcome's value, or "error"
     recorded: asyncio.Future[None]  # set once the outcome is committed (or its recording failed)
@@ -130,7 +130,7 @@ class _BindOutcome:
 class _Cluster:
     view: ClusterView
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    waiting: dict[str, Row] = field(default_factory=dict)  # uid -> pod row, pods that fit nowhere yet
+    waiting: dict[str, PodRow] = field(default_factory=dict)  # uid -> pod row, pods that fit nowhere yet
     last_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
     loaded: bool = False  # read from the database and resumed; until then every caller tries again
     stale: bool = False  # the database changed under the view (a node, another scheduler's pod): re-read first
@@ -382,7 +382,7 @@ class PlacementService:
         return ClusterWaiting(state.view, state.waiting, state.lock) if state is not None and state.loaded else None
 
     # -- what the defragmenter uses (usecases/defrag.PlacementHost) ------------------------------------
-    async def record(self, uow: UnitOfWork, row: Row, kind: PlacementKind, *, hold: Hold | None = None,
+    async def record(self, uow: UnitOfWork, row: PodRow, kind: PlacementKind, *, hold: Hold | None = None,
                      reasons: dict[str, str] | None = None, node: str | None = None) -> None:
         await self._record(uow, row, kind, hold=hold, reasons=reasons, node=node)
 
@@ -426,9 +426,9 @@ class PlacementService:
         A pod that is not simply waiting (an invalid request, a replacement adopting a promised place, one
         reserved before a restart) is dealt with inside the same transaction."""
         fresh: dict[str, PodEvent] = {}
-        resumed: list[Row] = []
-        adopted: list[Row] = []
-        invalid: list[tuple[Row, str]] = []
+        resumed: list[PodRow] = []
+        adopted: list[PodRow] = []
+        invalid: list[tuple[PodRow, str]] = []
         try:
             async with self._uow_factory() as uow:
                 claimed = await uow.state.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in events])
@@ -479,7 +479,7 @@ class PlacementService:
             for row in adopted:
                 self._spawn_bind(state, row, state.view.holds[row["uid"]])
 
-    async def _place(self, uow: UnitOfWork, state: _Cluster, rows: list[Row], *, last_attempt: bool = False,
+    async def _place(self, uow: UnitOfWork, state: _Cluster, rows: list[PodRow], *, last_attempt: bool = False,
                      events: Mapping[str, str] | None = None) -> _Placed | str:
         """Inside `uow`: decide `rows` one after another in queue order against the view (each charged on it, so
         the next sees it taken), reserve them all at once (reserve_many: four statements, the database
@@ -514,7 +514,7 @@ class PlacementService:
         await self._write(uow, records)
         return done
 
-    async def _decide_one(self, uow: UnitOfWork, state: _Cluster, row: Row, into: list[PlacementEvent]
+    async def _decide_one(self, uow: UnitOfWork, state: _Cluster, row: PodRow, into: list[PlacementEvent]
                           ) -> tuple[Hold, str] | dict[str, str]:
         """Inside `uow`: decide where a pod of a batch goes (the Hold and the id of the `decided` event written),
         or record why it waits (its reasons); one scheduling attempt, counted. The reservation is the batch's."""
@@ -536,7 +536,7 @@ class PlacementService:
         self._metrics.scheduling_attempt(row["cluster"], "unschedulable", time.perf_counter() - started)
         return reasons
 
-    async def _try_place(self, state: _Cluster, row: Row) -> None:
+    async def _try_place(self, state: _Cluster, row: PodRow) -> None:
         """Place a known pod in its own transaction; on a capacity conflict re-read and try again."""
         for _attempt in range(3):
             try:
@@ -571,20 +571,23 @@ class PlacementService:
             name = getattr(task.get_coro(), "__qualname__", task.get_name())  # a coroutine's: the function's
             log.error("%s failed", name, exc_info=task.exception())
 
-    def _plan_holds(self, row: Row) -> bool:
+    def _plan_holds(self, row: PodRow) -> bool:
         """The pod is a defragmentation plan's beneficiary: the plan binds it once the victims are gone
         (or, deleted meanwhile, releases its hold)."""
         return self._defrag is not None and row["uid"] in self._defrag.beneficiaries
 
-    async def _record_invalid(self, uow: UnitOfWork, row: Row, error: str) -> None:
+    async def _record_invalid(self, uow: UnitOfWork, row: PodRow, error: str) -> None:
         """Inside `uow`: a pod whose GPU request cannot be read waits as `invalid`, told why (after the commit)."""
         started = time.perf_counter()
         await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.INVALID, reason=error)
         await self._record(uow, row, "invalid_request", reasons={"request": error})
         self._metrics.scheduling_attempt(row["cluster"], "invalid", time.perf_counter() - started)
 
-    async def _adopt_promise(self, uow: UnitOfWork, row: Row) -> bool:
-        """A replacement pod of an owner the defragmenter moved takes the place promised to it."""
+    async def _adopt_promise(self, uow: UnitOfWork, row: PodRow) -> bool:
+        """A replacement pod of an owner the defragmenter moved takes the place promised to it. A pod of no
+        owner replaces nobody: it adopts nothing (even where a moved pod of no owner left a promise)."""
+        if row["owner"] is None:
+            return False
         promise = await uow.state.find_promise(row["cluster"], row["namespace"], row["owner"])
         if promise is None:
             return False
@@ -617,7 +620,7 @@ class PlacementService:
         state.attempts += 1
         return seen
 
-    async def _record_waiting(self, uow: UnitOfWork, state: _Cluster, row: Row, reasons: dict[str, str],
+    async def _record_waiting(self, uow: UnitOfWork, state: _Cluster, row: PodRow, reasons: dict[str, str],
                               seen: Provenance | None = None, into: list[PlacementEvent] | None = None
                               ) -> dict[str, str]:
         if state.last_reasons.get(row["uid"]) != reasons:  # report a new reason once, not on every retry
@@ -626,13 +629,13 @@ class PlacementService:
             await self._record(uow, row, "unschedulable", reasons=reasons, seen=seen, into=into)
         return reasons
 
-    def _placed(self, state: _Cluster, row: Row, hold: Hold) -> None:
+    def _placed(self, state: _Cluster, row: PodRow, hold: Hold) -> None:
         """A reservation committed (and charged on the view): the pod leaves the queue and is bound."""
         state.waiting.pop(row["uid"], None)
         state.last_reasons.pop(row["uid"], None)
         self._spawn_bind(state, row, hold)
 
-    def _waits(self, state: _Cluster, row: Row, reasons: dict[str, str]) -> None:
+    def _waits(self, state: _Cluster, row: PodRow, reasons: dict[str, str]) -> None:
         """A pod fits nowhere (committed): it waits in the queue, is told why once, and may have room made."""
         if state.last_reasons.get(row["uid"]) != reasons:  # what _record_waiting recorded: a new reason
             self._report_unschedulable(row, feedback.message(reasons))
@@ -655,14 +658,14 @@ class PlacementService:
     def _in_flight(self) -> set[str]:
         return {t.get_name() for t in self._binds}
 
-    def _spawn_bind(self, state: _Cluster, row: Row, hold: Hold) -> None:
+    def _spawn_bind(self, state: _Cluster, row: PodRow, hold: Hold) -> None:
         task = asyncio.create_task(self._bind(state, row, hold), name=row["cluster"] + row["uid"])
         self._binds.add(task)
         state.binding.add(row["uid"])
         task.add_done_callback(self._binds.discard)
         task.add_done_callback(lambda _: state.binding.discard(row["uid"]))
 
-    async def _bind(self, state: _Cluster, row: Row, hold: Hold) -> None:
+    async def _bind(self, state: _Cluster, row: PodRow, hold: Hold) -> None:
         api = self._apis[row["cluster"]]
         assignment = {"node": hold.node, "gpus": [
             {"index": i, "memory_mib": hold.gpu_memory_mib, "share_milli": hold.share_milli}
@@ -740,12 +743,12 @@ class PlacementService:
                 state.waiting[item.row["uid"]] = {**item.row, "state": PodState.PENDING}
 
     # -- feedback in Kubernetes: after the commit, in the background, never failing placement --------------------
-    def _report_unschedulable(self, row: Row, message: str) -> None:
+    def _report_unschedulable(self, row: PodRow, message: str) -> None:
         api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
         self._feedback.spawn(row["cluster"] + row["uid"], f"FailedScheduling of {pod[0]}/{pod[1]}",
                              lambda: api.report_unschedulable(*pod, message))
 
-    def _report_scheduled(self, row: Row, hold: Hold) -> None:
+    def _report_scheduled(self, row: PodRow, hold: Hold) -> None:
         api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
         gpus = feedback.gpus_text(hold.gpu_indices, hold.gpu_memory_mib)
         self._feedback.spawn(row["cluster"] + row["uid"], f"Scheduled of {pod[0]}/{pod[1]}",
@@ -820,7 +823,7 @@ class PlacementService:
                                           mark_bound=True)
             state.awaiting_nodes.add(node)
             return None
-        return await self._charge_on_node(uow, state.view, {**row, "node": node}, mark_bound=True)
+        return await self._charge_on_node(uow, state.view, row, node, mark_bound=True)
 
     def _charge_view(self, state: _Cluster, uid: str, hold: Hold) -> None:
         """What the database charged, charged on the view too; a view that disagrees is read again."""
@@ -848,27 +851,27 @@ class PlacementService:
             for row in waiting:
                 current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
                 if current is not None and current["state"] == PodState.BOUND and current["reason"] == AWAITING_NODE:
-                    await self._charge_on_node(uow, state.view, current)
+                    await self._charge_on_node(uow, state.view, current, node)
             await self._commit(uow)
 
-    async def _charge_on_node(self, uow: UnitOfWork, view: ClusterView, row: Row, *, mark_bound: bool = False
-                              ) -> Hold:
-        """Inside `uow`: charge a pod bound without gpuplace on the node its row names (see gpus_for_bound_pod)."""
+    async def _charge_on_node(self, uow: UnitOfWork, view: ClusterView, row: PodRow, node: str, *,
+                              mark_bound: bool = False) -> Hold:
+        """Inside `uow`: charge a pod bound without gpuplace on `node`, where it runs (see gpus_for_bound_pod)."""
         pod = core_pod(row)
-        claimed = view.gpus_for_claimed_pod(row["node"], (row.get("rules") or {}).get("dra_claims") or ())
-        gpu_indices, share, memory = claimed or view.gpus_for_bound_pod(row["node"], pod)
+        claimed = view.gpus_for_claimed_pod(node, (row.get("rules") or {}).get("dra_claims") or ())
+        gpu_indices, share, memory = claimed or view.gpus_for_bound_pod(node, pod)
         refused = await uow.state.charge_bound(
-            cluster=row["cluster"], pod_uid=row["uid"], node=row["node"],
+            cluster=row["cluster"], pod_uid=row["uid"], node=node,
             grants=[GpuGrant(i, memory, share) for i in gpu_indices], cpu_milli=row["cpu_milli"],
             memory_mib=row["memory_mib"], decision_id=uuid.uuid4().hex)
         reason = f"GPUs {refused} over-committed by another scheduler" if refused else None
         if refused:
-            log.warning("pod %s/%s bound to %s by another scheduler: %s", row["namespace"], row["name"], row["node"],
+            log.warning("pod %s/%s bound to %s by another scheduler: %s", row["namespace"], row["name"], node,
                         reason)
-        await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.BOUND, node=row["node"], reason=reason,
+        await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.BOUND, node=node, reason=reason,
                                       mark_bound=mark_bound)
         kept = tuple(i for i in gpu_indices if i not in refused)
-        return Hold(row["node"], kept, share if kept else 0, memory if kept else 0, row["cpu_milli"],
+        return Hold(node, kept, share if kept else 0, memory if kept else 0, row["cpu_milli"],
                     row["memory_mib"], pod_stream(row), pod.rules)
 
     # -- state ---------------------------------------------------------------------------------------
@@ -914,7 +917,7 @@ class PlacementService:
             rows = await uow.state.pods_in_state(state.view.cluster, TRACKED)
         for row in rows:
             if row["state"] == PodState.BOUND:
-                if row["reason"] == AWAITING_NODE:
+                if row["reason"] == AWAITING_NODE and row["node"]:
                     state.awaiting_nodes.add(row["node"])
             elif row["state"] == PodState.RESERVED and row["uid"] in state.view.holds and \
                     not self._plan_holds(row) and row["cluster"] + row["uid"] not in self._in_flight():
@@ -926,7 +929,7 @@ class PlacementService:
         await uow.commit()
         self._outbox_written()
 
-    async def _record(self, uow: UnitOfWork, row: Row, kind: PlacementKind, *, hold: Hold | None = None,
+    async def _record(self, uow: UnitOfWork, row: PodRow, kind: PlacementKind, *, hold: Hold | None = None,
                       reasons: dict[str, str] | None = None, decision_id: str | None = None,
                       node: str | None = None, seen: Provenance | None = None,
                       into: list[PlacementEvent] | None = None) -> None:
@@ -982,11 +985,12 @@ _RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "toleratio
                 "dra_claims"}
 
 
-def _event_of(row: Row, kind: str, **changes: Any) -> PodEvent:
+def _event_of(row: PodRow, kind: str, **changes: Any) -> PodEvent:
     """The event the watcher would have sent for a tracked pod (what reconciliation found it missed)."""
     fields = ("cluster", "namespace", "name", "uid", "priority", "cpu_milli", "memory_mib", "deadline_ms",
               "frame_rate_hz", "workload", "service_ms", "owner", "managed")
-    return PodEvent.model_validate({**{k: row[k] for k in fields}, **(row.get("rules") or {}), "kind": kind,
+    columns: Mapping[str, Any] = row
+    return PodEvent.model_validate({**{k: columns[k] for k in fields}, **(row.get("rules") or {}), "kind": kind,
                                     "gpu": row["request"], **changes})
 
 
@@ -1017,7 +1021,7 @@ def _stranded(state: _Cluster) -> tuple[float | None, float | None]:
     return share, float(stranded_gpu_memory(snapshot, workload).sum())
 
 
-def _queue_order(row: Row) -> tuple[int, float, Any]:
+def _queue_order(row: PodRow) -> tuple[int, float, Any]:
     return queue_key(priority=row["priority"], deadline_ms=row["deadline_ms"], arrival=row["first_seen_at"])
 
 

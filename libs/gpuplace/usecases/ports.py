@@ -15,13 +15,46 @@ import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 from gpuplace.usecases.pod_states import PodState
 
 Row = Mapping[str, Any]
 Json = dict[str, Any]
+
+
+class PodRow(TypedDict):
+    """A row of the pods table (adapters/postgres/tables.py) as the state repository returns it: what the
+    use cases read of a pod, typed, so that a misspelt column is the type checker's error, not a KeyError in a
+    burst."""
+
+    cluster: str
+    uid: str
+    namespace: str
+    name: str
+    state: str
+    """A PodState value (pod_states.py)."""
+    priority: int
+    request: Json | None
+    """The GPU request as contracts.GpuRequest's JSON; None for a pod without GPUs."""
+    cpu_milli: int
+    memory_mib: int
+    deadline_ms: float | None
+    frame_rate_hz: float | None
+    workload: str | None
+    service_ms: float | None
+    owner: str | None
+    node: str | None
+    reason: str | None
+    first_seen_at: datetime
+    reserved_at: datetime | None
+    bound_at: datetime | None
+    move_requested_at: datetime | None
+    managed: bool
+    rules: Json | None
+    """Node rules and what rides with them (placement._RULE_FIELDS)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +120,7 @@ class StateRepository(Protocol):
         """The cluster's GPUs, by node then index, with what is assigned and observed on each."""
         ...
 
-    async def upsert_pod(self, pod: Mapping[str, Any]) -> Row:
+    async def upsert_pod(self, pod: Mapping[str, Any]) -> PodRow:
         """Insert a pod seen for the first time, or refresh its request; returns the stored row.
 
         `state`, `node` and `reason` are only set on insert (after that they move through set_pod_state), and
@@ -95,11 +128,11 @@ class StateRepository(Protocol):
         (IllegalTransition otherwise)."""
         ...
 
-    async def upsert_pods(self, pods: Sequence[Mapping[str, Any]]) -> list[Row]:
+    async def upsert_pods(self, pods: Sequence[Mapping[str, Any]]) -> list[PodRow]:
         """upsert_pod for many pods at once (each (cluster, uid) once); the stored rows, in the order given."""
         ...
 
-    async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> Row | None:
+    async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> PodRow | None:
         """The pod's row, None if there is none; `for_update` locks it until the unit of work ends."""
         ...
 
@@ -109,16 +142,16 @@ class StateRepository(Protocol):
         A move pod_states.NEXT does not allow raises IllegalTransition, nothing written; no pod, no change."""
         ...
 
-    async def pods_in_state(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
+    async def pods_in_state(self, cluster: str, states: Sequence[PodState]) -> list[PodRow]:
         """The cluster's pods in one of `states`, oldest first (first_seen_at)."""
         ...
 
-    async def find_pods(self, name: str, *, namespace: str | None = None, cluster: str | None = None) -> list[Row]:
+    async def find_pods(self, name: str, *, namespace: str | None = None, cluster: str | None = None) -> list[PodRow]:
         """The pods named `name` (in `namespace`, in `cluster`, when given), whatever their state, newest first
         (first_seen_at): a name may have been used by several pods over time, and in several clusters."""
         ...
 
-    async def pods_holding(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
+    async def pods_holding(self, cluster: str, states: Sequence[PodState]) -> list[PodRow]:
         """The pods in `states` that still hold allocations, oldest first: for states whose pods normally hold
         none (`deleted`), without reading every such pod."""
         ...
@@ -131,7 +164,7 @@ class StateRepository(Protocol):
         """Every GPU grant held in the cluster: (pod_uid, node, gpu_index, memory_mib, share_milli, ...)."""
         ...
 
-    async def find_promise(self, cluster: str, namespace: str, owner: str) -> Row | None:
+    async def find_promise(self, cluster: str, namespace: str, owner: str) -> PodRow | None:
         """The oldest place promised (state `promised`) to a replacement pod of `owner` in `namespace`, None
         if there is none. Locked, and skipped by a concurrent caller: one adopter wins it."""
         ...
@@ -475,5 +508,5 @@ NO_METRICS: Metrics = NullMetrics()
 __all__ = [
     "AttemptResult", "BindOutcome", "BindResult", "ClusterApi", "ClusterGauges", "EvictOutcome", "EvictResult",
     "GpuGrant", "Json", "Metrics", "NO_METRICS", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason",
-    "PlanOutcome", "PodReader", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
+    "PlanOutcome", "PodReader", "PodRow", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
 ]

@@ -21,15 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuplace.usecases.pod_states import WAITING, PodState
-from gpuplace.usecases.ports import Json, PodReader, Row
+from gpuplace.usecases.ports import Json, PodReader, PodRow
 
 FINISHED = ("Succeeded", "Failed")  # phases whose pods hold nothing (cluster-watcher sends them as deleted)
 
 
 @dataclass(frozen=True)
 class Drift:
-    gone: tuple[Row, ...] = ()
-    bound_elsewhere: tuple[tuple[Row, str], ...] = ()  # (row, the node the apiserver has it on)
+    gone: tuple[PodRow, ...] = ()
+    bound_elsewhere: tuple[tuple[PodRow, str], ...] = ()  # (row, the node the apiserver has it on)
 
     def __bool__(self) -> bool:
         return bool(self.gone or self.bound_elsewhere)
@@ -38,7 +38,7 @@ class Drift:
         return f"{len(self.gone)} pod(s) gone, {len(self.bound_elsewhere)} bound elsewhere"
 
 
-async def find_drift(api: PodReader, rows: Sequence[Row]) -> Drift:
+async def find_drift(api: PodReader, rows: Sequence[PodRow]) -> Drift:
     """Compare `rows` (pods the database tracks, pod_states.TRACKED) with the apiserver's pods.
 
     Without rows there is nothing to drift, and the list (every pod of the cluster) is not read: a worker taking
@@ -47,8 +47,8 @@ async def find_drift(api: PodReader, rows: Sequence[Row]) -> Drift:
         return Drift()
     items, _ = await api.list("pods")
     live = {pod["metadata"]["uid"]: pod for pod in items if pod.get("metadata", {}).get("uid")}
-    gone: list[Row] = []
-    moved: list[tuple[Row, str]] = []
+    gone: list[PodRow] = []
+    moved: list[tuple[PodRow, str]] = []
     for row in rows:
         pod = live.get(row["uid"])
         if pod is None or _finished(pod):

@@ -32,7 +32,7 @@ from gpuplace.core.framework.interface import Policy
 from gpuplace.core.model import Pod
 from gpuplace.usecases.cluster_view import ClusterView, core_pod
 from gpuplace.usecases.pod_states import PodState
-from gpuplace.usecases.ports import NO_METRICS, Metrics, Row, UnitOfWorkFactory
+from gpuplace.usecases.ports import NO_METRICS, Metrics, PodRow, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 MAX_NAMES = 50  # pod names an event lists, at most
@@ -51,7 +51,7 @@ class ClusterWaiting:
     """What the hinter reads from the placement service for one cluster, under `lock`."""
 
     view: ClusterView
-    waiting: dict[str, Row]
+    waiting: dict[str, PodRow]
     lock: asyncio.Lock
 
 
@@ -149,7 +149,7 @@ class ScaleHinter:
         return event
 
 
-def _event(cluster: str, hint: scale_hints.ScaleHint, rows: Sequence[Row], policy: str) -> ScaleHintEvent:
+def _event(cluster: str, hint: scale_hints.ScaleHint, rows: Sequence[PodRow], policy: str) -> ScaleHintEvent:
     names = {r["name"]: f"{r['namespace']}/{r['name']}" for r in rows}
     blocked = hint.blocked()
     return ScaleHintEvent(
@@ -170,7 +170,7 @@ def _addition_blocker(hint: scale_hints.ScaleHint, addition: scale_hints.NodeAdd
     return blocker.value if blocker in (Blocker.CAPACITY, Blocker.FRAGMENTATION, Blocker.LATENCY) else "capacity"
 
 
-def _running(view: ClusterView, holders: Sequence[Row]) -> list[RunningPod]:
+def _running(view: ClusterView, holders: Sequence[PodRow]) -> list[RunningPod]:
     """Every pod the view charges that the database knows as reserved or bound; others' pods are left out, so
     their nodes are never offered for draining (scale_hints._explained)."""
     by_uid = {r["uid"]: r for r in holders if r.get("managed", True)}

@@ -62,7 +62,8 @@ def service(uow_factory, api, settings=None, clock=time.monotonic, metrics=NO_ME
                                          clock=clock, metrics=metrics))
 
 
-async def fragmented_fleet(refuse: bool = False, api: FakeClusterApi | None = None, **service_args):
+async def fragmented_fleet(refuse: bool = False, api: FakeClusterApi | None = None,
+                           owner: str | None = "ReplicaSet/victim", **service_args):
     """Three one-GPU nodes whose free memory (7384, 7384, 10960 MiB) adds up to far more than 12000 MiB,
     but no GPU has 12000 MiB free: moving the 9000 MiB victim from n1 to n3 opens a 16384 MiB hole."""
     uow_factory, api = FakeUnitOfWorkFactory(), api or FakeClusterApi()
@@ -70,7 +71,7 @@ async def fragmented_fleet(refuse: bool = False, api: FakeClusterApi | None = No
         api.refuse_eviction.add("victim-0")
     placement = service(uow_factory, api, **service_args)
     victim = pod_event("victim-0", memory_mib=9000, priority=0, deadline_ms=100.0)
-    victim = victim.model_copy(update={"owner": "ReplicaSet/victim"})
+    victim = victim.model_copy(update={"owner": owner})
     await placement.on_node(node_event("n1", gpus=1))
     await placement.on_pod(victim)
     await placement.on_node(node_event("n2", gpus=1))
@@ -110,6 +111,23 @@ async def test_a_blocked_high_priority_pod_is_bound_after_a_move():
     assert api.bound[("robots", "victim-1")] == "n3"
     assert assigned(uow_factory) == {"n1": 12000, "n2": 9000, "n3": 39000}
     assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+
+
+async def test_a_pod_of_no_owner_adopts_no_promise_not_even_one_a_pod_of_no_owner_left():
+    """A bare pod is nobody's replacement: the place kept for a moved bare pod is not given to the next bare pod
+    of the namespace (it waits, as it would without the promise)."""
+    uow_factory, api, placement, victim = await fragmented_fleet(owner=None)
+    await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))
+    await placement.drain()
+    assert api.evicted == ["victim-0"]
+    assert [p["owner"] for p in uow_factory.db.pods.values() if p["state"] == "promised"] == [None]
+    stray = pod_event("stray", memory_mib=9000, priority=0)
+    owned = pod_event("owned", memory_mib=1000, priority=0).model_copy(update={"owner": "ReplicaSet/owned"})
+    await placement.on_pods([stray, owned])  # read together: the batch looks promises up for its owned pod
+    await placement.drain()
+    assert ("robots", "stray") not in api.bound
+    assert uow_factory.db.pods[("east", stray.uid)]["state"] == "unschedulable"
+    assert [p["owner"] for p in uow_factory.db.pods.values() if p["state"] == "promised"] == [None]
 
 
 async def test_a_move_a_disruption_budget_refuses_is_aborted_and_every_reservation_released():

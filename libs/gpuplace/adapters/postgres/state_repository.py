@@ -29,7 +29,7 @@ from gpuplace.adapters.postgres.tables import (
 )
 from gpuplace.contracts.rejected import Rejected, reused_id
 from gpuplace.usecases.pod_states import HOLDING, WAITING, PodState, check, check_initial, sources
-from gpuplace.usecases.ports import GpuGrant, Reservation, Row
+from gpuplace.usecases.ports import GpuGrant, PodRow, Reservation, Row
 
 # A batch's reservations (reserve_many), as arrays unnested into rows: one plan whatever the batch's size.
 _RESERVE_NODES = text("""
@@ -63,6 +63,15 @@ def _row(row: SqlRow[*tuple[Any, ...]]) -> Row:
 
 def _rows(result: Result[Any]) -> list[Row]:
     return [_row(r) for r in result]
+
+
+def _pod(row: SqlRow[*tuple[Any, ...]]) -> PodRow:
+    """A pods row as the port's PodRow (the columns tables.pods declares)."""
+    return cast(PodRow, row._mapping)
+
+
+def _pods(result: Result[Any]) -> list[PodRow]:
+    return [_pod(r) for r in result]
 
 
 def _per_gpu(node: Mapping[str, Any], key: str) -> list[int | None]:
@@ -155,7 +164,7 @@ class StateRepository:
         return _rows(result)
 
     # -- pods --------------------------------------------------------------------------------------
-    async def upsert_pod(self, pod: Mapping[str, Any]) -> Row:
+    async def upsert_pod(self, pod: Mapping[str, Any]) -> PodRow:
         """Insert a pod seen for the first time, or refresh its request; returns the stored row.
 
         The pod's `state` is only set on insert: after that it moves through reserve/bind/release.
@@ -165,9 +174,9 @@ class StateRepository:
         refresh = {k: stmt.excluded[k] for k in pod if k not in ("cluster", "uid", "state", "node", "reason")}
         result = await self._conn.execute(stmt.on_conflict_do_update(
             index_elements=[pods.c.cluster, pods.c.uid], set_=refresh).returning(*pods.c))
-        return _row(result.one())
+        return _pod(result.one())
 
-    async def upsert_pods(self, pods_: Sequence[Mapping[str, Any]]) -> list[Row]:
+    async def upsert_pods(self, pods_: Sequence[Mapping[str, Any]]) -> list[PodRow]:
         if not pods_:
             return []
         for pod in pods_:
@@ -176,14 +185,14 @@ class StateRepository:
         refresh = {k: stmt.excluded[k] for k in pods_[0] if k not in ("cluster", "uid", "state", "node", "reason")}
         result = await self._conn.execute(stmt.on_conflict_do_update(
             index_elements=[pods.c.cluster, pods.c.uid], set_=refresh).returning(*pods.c), [dict(p) for p in pods_])
-        stored = {(row["cluster"], row["uid"]): row for row in _rows(result)}
+        stored = {(row["cluster"], row["uid"]): row for row in _pods(result)}
         return [stored[(pod["cluster"], pod["uid"])] for pod in pods_]
 
-    async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> Row | None:
+    async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> PodRow | None:
         stmt = select(pods).where(pods.c.cluster == cluster, pods.c.uid == uid)
         result = await self._conn.execute(stmt.with_for_update() if for_update else stmt)
         row = result.first()
-        return _row(row) if row else None
+        return _pod(row) if row else None
 
     async def set_pod_state(self, cluster: str, uid: str, state: PodState, *, mark_bound: bool = False,
                             **fields: Any) -> None:
@@ -200,12 +209,12 @@ class StateRepository:
         if moved.first() is None and (current := await self.get_pod(cluster, uid)) is not None:
             check(current["state"], state)
 
-    async def pods_in_state(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
+    async def pods_in_state(self, cluster: str, states: Sequence[PodState]) -> list[PodRow]:
         result = await self._conn.execute(select(pods).where(
             pods.c.cluster == cluster, pods.c.state.in_(states)).order_by(pods.c.first_seen_at))
-        return _rows(result)
+        return _pods(result)
 
-    async def find_pods(self, name: str, *, namespace: str | None = None, cluster: str | None = None) -> list[Row]:
+    async def find_pods(self, name: str, *, namespace: str | None = None, cluster: str | None = None) -> list[PodRow]:
         """Pods by name, newest first; with a cluster, served by the index pods_by_name."""
         query = select(pods).where(pods.c.name == name)
         if namespace is not None:
@@ -213,16 +222,16 @@ class StateRepository:
         if cluster is not None:
             query = query.where(pods.c.cluster == cluster)
         result = await self._conn.execute(query.order_by(pods.c.first_seen_at.desc(), pods.c.cluster, pods.c.uid))
-        return _rows(result)
+        return _pods(result)
 
-    async def pods_holding(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
+    async def pods_holding(self, cluster: str, states: Sequence[PodState]) -> list[PodRow]:
         """Pods in `states` that still hold allocations: for states whose pods normally hold none (`deleted`),
         without reading every such pod."""
         holds = select(allocations.c.pod_uid).where(
             allocations.c.cluster == pods.c.cluster, allocations.c.pod_uid == pods.c.uid).exists()
         result = await self._conn.execute(select(pods).where(
             pods.c.cluster == cluster, pods.c.state.in_(states), holds).order_by(pods.c.first_seen_at))
-        return _rows(result)
+        return _pods(result)
 
     async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
         """gpuplace's own pods by state (other schedulers' pods, only charged, are not counted)."""
@@ -230,14 +239,14 @@ class StateRepository:
             pods.c.cluster.in_(clusters), pods.c.managed).group_by(pods.c.state))
         return {state: int(n) for state, n in result.all()}
 
-    async def find_promise(self, cluster: str, namespace: str, owner: str) -> Row | None:
+    async def find_promise(self, cluster: str, namespace: str, owner: str) -> PodRow | None:
         """The oldest place promised to a replacement pod of `owner` (FOR UPDATE: one adopter wins)."""
         result = await self._conn.execute(select(pods).where(
             pods.c.cluster == cluster, pods.c.namespace == namespace, pods.c.owner == owner,
             pods.c.state == PodState.PROMISED).order_by(pods.c.first_seen_at, pods.c.uid).limit(1)
             .with_for_update(skip_locked=True))
         row = result.first()
-        return _row(row) if row else None
+        return _pod(row) if row else None
 
     async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[Row]:
         """Give `from_uid`'s GPUs to `to_uid` (a promise adopted); returns the moved grants."""
