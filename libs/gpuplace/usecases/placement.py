@@ -8,6 +8,9 @@ The order of effects is what keeps the fleet safe when any process dies at any i
 3. the pod is bound through pods/binding, the Binding carrying its GPUs as an annotation (one call);
 4. a second transaction records the outcome (`bound`, or the release after `bind_failed`), for the outcomes
    that came meanwhile together.
+Steps 3 and 4 are the binder's (usecases/binder.py); every decision and its event are written through the
+DecisionLog (usecases/decision_log.py); what the worker holds of each cluster is a ClusterState
+(usecases/cluster_state.py). This module is the entry points and the deciding.
 A crash after 1 leaves a `reserved` pod that hydration finds and binds again; a 409 on bind means the pod
 is bound already, so we reconcile with what the API says instead of retrying.
 
@@ -31,13 +34,12 @@ import contextlib
 import logging
 import time
 import uuid
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from gpuplace.contracts import topics
-from gpuplace.contracts.events import GpuAssignment, NodeEvent, PlacementEvent, PlacementKind, PodEvent, Provenance
+from gpuplace.contracts.events import NodeEvent, PlacementEvent, PlacementKind, PodEvent, Provenance
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.core.fragmentation import fragmentation, stranded_gpu_memory
 from gpuplace.core.latency.model import Stream
@@ -45,14 +47,15 @@ from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases import dra, feedback, latency_learning, provenance
+from gpuplace.usecases.binder import Binder
+from gpuplace.usecases.cluster_state import ClusterState
 from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
+from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
 from gpuplace.usecases.pod_states import HOLDING, TRACKED, WAITING, PodState
 from gpuplace.usecases.ports import (
     NO_METRICS,
-    BindOutcome,
-    BindResult,
     ClusterApi,
     ClusterGauges,
     GpuGrant,
@@ -111,40 +114,11 @@ class _Placed:
     placed: list[tuple[PodRow, Hold]] = field(default_factory=list)
     waiting: list[tuple[PodRow, dict[str, str]]] = field(default_factory=list)
 
-    def apply(self, service: PlacementService, state: _Cluster) -> None:
+    def apply(self, service: PlacementService, state: ClusterState) -> None:
         for row, hold in self.placed:
             service._placed(state, row, hold)
         for row, reasons in self.waiting:
             service._waits(state, row, reasons)
-
-
-@dataclass(frozen=True)
-class _BindOutcome:
-    row: PodRow
-    hold: Hold
-    outcome: str  # a BindOutcome's value, or "error"
-    recorded: asyncio.Future[None]  # set once the outcome is committed (or its recording failed)
-
-
-@dataclass
-class _Cluster:
-    view: ClusterView
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    waiting: dict[str, PodRow] = field(default_factory=dict)  # uid -> pod row, pods that fit nowhere yet
-    last_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
-    loaded: bool = False  # read from the database and resumed; until then every caller tries again
-    stale: bool = False  # the database changed under the view (a node, another scheduler's pod): re-read first
-    awaiting_nodes: set[str] = field(default_factory=set)  # nodes pods were bound to before placement knew them
-    retry: asyncio.Task[None] | None = None  # the retry of waiting pods after a burst of node events
-    changed_nodes: set[str] = field(default_factory=set)  # nodes changed since that retry last looked
-    binding: set[str] = field(default_factory=set)  # uids whose bind call is in flight
-    recent: OrderedDict[str, Pod] = field(default_factory=OrderedDict)  # uid -> pod, the arriving workload M
-    outcomes: list[_BindOutcome] = field(default_factory=list)  # bind outcomes not recorded yet (_flush_outcomes)
-    flusher: asyncio.Task[None] | None = None  # records `outcomes`, a batch at a time
-    recorded_bound: dict[str, str] = field(default_factory=dict)  # uid -> node: pods this worker recorded bound
-    attempts: int = 0  # decisions made in this cluster by this worker (a decision's provenance)
-    last_pod_event: str | None = None  # the last pods.v1 / nodes.v1 event applied here (provenance)
-    last_node_event: str | None = None
 
 
 class PlacementService:
@@ -158,14 +132,13 @@ class PlacementService:
         self._apis = cluster_apis
         self._decide = decide
         self._policy = policy
-        self._suffix = topic_suffix
-        self._clusters: dict[str, _Cluster] = {}
-        self._bind_slots = asyncio.Semaphore(bind_concurrency)
-        self._binds: set[asyncio.Task[None]] = set()
-        self._outbox_written = outbox_written  # wakes the outbox relay after a commit that wrote events
+        self._clusters: dict[str, ClusterState] = {}
+        self._decisions = DecisionLog(policy, topic_suffix, outbox_written)
+        self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
+        self._binder = Binder(uow_factory, cluster_apis, self._decisions, metrics, self._feedback,
+                              concurrency=bind_concurrency)
         self._defrag = defrag(self) if defrag else None
         self._background: set[asyncio.Task[Any]] = set()  # defragmentation plans, retries after node bursts
-        self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
         self._resync_s = resync_s  # reconcile with the apiserver on taking a cluster and this often; None: never
         self._metrics = metrics
         self._digests: tuple[object, str, str | None, str] | None = None  # _provenance's, for the model first in it
@@ -186,7 +159,7 @@ class PlacementService:
         if state.retry is None or state.retry.done():
             state.retry = self._spawn_background(self._retry_after_nodes(state))
 
-    async def _retry_after_nodes(self, state: _Cluster) -> None:
+    async def _retry_after_nodes(self, state: ClusterState) -> None:
         """Nodes arrived or changed: re-read the cluster and try the waiting pods, once for a whole burst of node
         events (a fleet coming up sends thousands), not once per event. Events that come while it runs are
         seen by its next round.
@@ -201,7 +174,7 @@ class PlacementService:
                     await self._rehydrate(state)
                 await self._retry_for_nodes(state, changed)
 
-    async def _retry_for_nodes(self, state: _Cluster, nodes: set[str]) -> None:
+    async def _retry_for_nodes(self, state: ClusterState, nodes: set[str]) -> None:
         """Try the waiting pods whose own rules allow one of `nodes` (where room may have appeared)."""
         view = state.view
         rows = [view.snapshot.index_of(n) for n in nodes if view.has_node(n)] if view.snapshot else []
@@ -354,8 +327,8 @@ class PlacementService:
 
     async def drain(self) -> None:
         """Wait for binds, defragmentation plans and reports to Kubernetes in flight (shutdown, tests)."""
-        while self._binds or self._background or self._feedback.tasks:
-            await asyncio.gather(*list(self._binds), *list(self._background), *list(self._feedback.tasks),
+        while self._binder.tasks or self._background or self._feedback.tasks:
+            await asyncio.gather(*list(self._binder.tasks), *list(self._background), *list(self._feedback.tasks),
                                  return_exceptions=True)
 
     def cluster_gauges(self) -> list[ClusterGauges]:
@@ -384,10 +357,10 @@ class PlacementService:
     # -- what the defragmenter uses (usecases/defrag.PlacementHost) ------------------------------------
     async def record(self, uow: UnitOfWork, row: PodRow, kind: PlacementKind, *, hold: Hold | None = None,
                      reasons: dict[str, str] | None = None, node: str | None = None) -> None:
-        await self._record(uow, row, kind, hold=hold, reasons=reasons, node=node)
+        await self._decisions.record(uow, row, kind, hold=hold, reasons=reasons, node=node)
 
     async def commit(self, uow: UnitOfWork) -> None:
-        await self._commit(uow)
+        await self._decisions.commit(uow)
 
     async def reread(self, cluster: str) -> ClusterView:
         """The cluster as the database has it now. Caller holds the lock: a cluster marked for reloading is
@@ -410,12 +383,12 @@ class PlacementService:
                 row = await uow.state.get_pod(cluster, uid)
             # not twice: a redelivered pending event may have started its bind once the plan settled
             if row is not None and row["state"] == PodState.RESERVED and uid in state.view.holds and \
-                    cluster + uid not in self._in_flight():
+                    not self._binder.in_flight(cluster, uid):
                 state.waiting.pop(uid, None)
-                self._spawn_bind(state, row, state.view.holds[uid])
+                self._binder.spawn(state, row, state.view.holds[uid])
 
     # -- pending pods --------------------------------------------------------------------------------
-    async def _on_pending(self, state: _Cluster, events: list[PodEvent], attempt: int = 0) -> None:
+    async def _on_pending(self, state: ClusterState, events: list[PodEvent], attempt: int = 0) -> None:
         """Claim pending pods' events, record the pods and place them, in one transaction: a burst read together
         (on_pods) at once, decided one after another against the view in queue order and reserved together
         (_place). Caller holds the lock.
@@ -456,7 +429,7 @@ class PlacementService:
                 placed = await self._place(uow, state, candidates, last_attempt=attempt >= 2,
                                            events={uid: e.event_id for uid, e in fresh.items()})
                 if isinstance(placed, _Placed):
-                    await self._commit(uow)
+                    await self._decisions.commit(uow)
         except BaseException:
             state.stale = True  # the view may hold charges the database never committed
             raise
@@ -471,15 +444,15 @@ class PlacementService:
             self._report_unschedulable(row, f"invalid GPU request: {error}")
         placed.apply(self, state)
         for row in resumed:
-            if row["uid"] in state.view.holds and state.view.cluster + row["uid"] not in self._in_flight() and \
+            if row["uid"] in state.view.holds and not self._binder.in_flight(state.view.cluster, row["uid"]) and \
                     not self._plan_holds(row):
-                self._spawn_bind(state, row, state.view.holds[row["uid"]])  # reserved before a restart
+                self._binder.spawn(state, row, state.view.holds[row["uid"]])  # reserved before a restart
         if adopted:  # outside the transaction: re-reading the cluster opens its own
             await self._rehydrate(state)
             for row in adopted:
-                self._spawn_bind(state, row, state.view.holds[row["uid"]])
+                self._binder.spawn(state, row, state.view.holds[row["uid"]])
 
-    async def _place(self, uow: UnitOfWork, state: _Cluster, rows: list[PodRow], *, last_attempt: bool = False,
+    async def _place(self, uow: UnitOfWork, state: ClusterState, rows: list[PodRow], *, last_attempt: bool = False,
                      events: Mapping[str, str] | None = None) -> _Placed | str:
         """Inside `uow`: decide `rows` one after another in queue order against the view (each charged on it, so
         the next sees it taken), reserve them all at once (reserve_many: four statements, the database
@@ -511,10 +484,10 @@ class PlacementService:
         if refused is not None:
             self._metrics.scheduling_attempt(state.view.cluster, "conflict", 0.0)
             return refused
-        await self._write(uow, records)
+        await self._decisions.write(uow, records)
         return done
 
-    async def _decide_one(self, uow: UnitOfWork, state: _Cluster, row: PodRow, into: list[PlacementEvent]
+    async def _decide_one(self, uow: UnitOfWork, state: ClusterState, row: PodRow, into: list[PlacementEvent]
                           ) -> tuple[Hold, str] | dict[str, str]:
         """Inside `uow`: decide where a pod of a batch goes (the Hold and the id of the `decided` event written),
         or record why it waits (its reasons); one scheduling attempt, counted. The reservation is the batch's."""
@@ -528,15 +501,15 @@ class PlacementService:
             hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib,
                         row["cpu_milli"], row["memory_mib"], stream, pod.rules)
             decision_id = uuid.uuid4().hex
-            await self._record(uow, row, "decided", hold=hold, decision_id=decision_id, reasons=choice.reasons(),
-                               seen=seen, into=into)
+            await self._decisions.record(uow, row, "decided", hold=hold, decision_id=decision_id,
+                                         reasons=choice.reasons(), seen=seen, into=into)
             self._metrics.scheduling_attempt(row["cluster"], "reserved", time.perf_counter() - started)
             return hold, decision_id
         reasons = await self._record_waiting(uow, state, row, choice, seen, into=into)
         self._metrics.scheduling_attempt(row["cluster"], "unschedulable", time.perf_counter() - started)
         return reasons
 
-    async def _try_place(self, state: _Cluster, row: PodRow) -> None:
+    async def _try_place(self, state: ClusterState, row: PodRow) -> None:
         """Place a known pod in its own transaction; on a capacity conflict re-read and try again."""
         for _attempt in range(3):
             try:
@@ -548,7 +521,7 @@ class PlacementService:
                         return  # placed by an earlier delivery, reserved by a plan in flight, or gone
                     placed = await self._place(uow, state, [current])
                     if isinstance(placed, _Placed):
-                        await self._commit(uow)
+                        await self._decisions.commit(uow)
             except BaseException:
                 state.stale = True
                 raise
@@ -580,7 +553,7 @@ class PlacementService:
         """Inside `uow`: a pod whose GPU request cannot be read waits as `invalid`, told why (after the commit)."""
         started = time.perf_counter()
         await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.INVALID, reason=error)
-        await self._record(uow, row, "invalid_request", reasons={"request": error})
+        await self._decisions.record(uow, row, "invalid_request", reasons={"request": error})
         self._metrics.scheduling_attempt(row["cluster"], "invalid", time.perf_counter() - started)
 
     async def _adopt_promise(self, uow: UnitOfWork, row: PodRow) -> bool:
@@ -599,10 +572,10 @@ class PlacementService:
         hold = Hold(node or "", tuple(sorted(g["gpu_index"] for g in grants)),
                     grants[0]["share_milli"] if grants else 0, grants[0]["memory_mib"] if grants else 0,
                     row["cpu_milli"], row["memory_mib"])
-        await self._record(uow, row, "decided", hold=hold, reasons={"defrag": ADOPTED + promise["uid"]})
+        await self._decisions.record(uow, row, "decided", hold=hold, reasons={"defrag": ADOPTED + promise["uid"]})
         return True
 
-    def _provenance(self, state: _Cluster) -> Provenance:
+    def _provenance(self, state: ClusterState) -> Provenance:
         """What the next decision in `state`'s cluster is decided from (contracts.Provenance), counted as one.
         The policy's version, the configuration and the latency model change rarely: their digests are kept
         until they do (a view re-read brings a new model object), not computed per decision."""
@@ -620,22 +593,22 @@ class PlacementService:
         state.attempts += 1
         return seen
 
-    async def _record_waiting(self, uow: UnitOfWork, state: _Cluster, row: PodRow, reasons: dict[str, str],
+    async def _record_waiting(self, uow: UnitOfWork, state: ClusterState, row: PodRow, reasons: dict[str, str],
                               seen: Provenance | None = None, into: list[PlacementEvent] | None = None
                               ) -> dict[str, str]:
         if state.last_reasons.get(row["uid"]) != reasons:  # report a new reason once, not on every retry
             await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.UNSCHEDULABLE,
                                           reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
-            await self._record(uow, row, "unschedulable", reasons=reasons, seen=seen, into=into)
+            await self._decisions.record(uow, row, "unschedulable", reasons=reasons, seen=seen, into=into)
         return reasons
 
-    def _placed(self, state: _Cluster, row: PodRow, hold: Hold) -> None:
+    def _placed(self, state: ClusterState, row: PodRow, hold: Hold) -> None:
         """A reservation committed (and charged on the view): the pod leaves the queue and is bound."""
         state.waiting.pop(row["uid"], None)
         state.last_reasons.pop(row["uid"], None)
-        self._spawn_bind(state, row, hold)
+        self._binder.spawn(state, row, hold)
 
-    def _waits(self, state: _Cluster, row: PodRow, reasons: dict[str, str]) -> None:
+    def _waits(self, state: ClusterState, row: PodRow, reasons: dict[str, str]) -> None:
         """A pod fits nowhere (committed): it waits in the queue, is told why once, and may have room made."""
         if state.last_reasons.get(row["uid"]) != reasons:  # what _record_waiting recorded: a new reason
             self._report_unschedulable(row, feedback.message(reasons))
@@ -646,7 +619,7 @@ class PlacementService:
         if self._hints is not None:
             self._hints.note(row["cluster"], row["uid"], lambda: self.waiting_in(row["cluster"]))
 
-    async def _retry_waiting(self, state: _Cluster, only: set[str] | None = None) -> None:
+    async def _retry_waiting(self, state: ClusterState, only: set[str] | None = None) -> None:
         """Try the waiting pods again (those of `only`, when given), in queue order."""
         if state.stale and state.waiting:
             await self._rehydrate(state)
@@ -654,107 +627,13 @@ class PlacementService:
             if only is None or row["uid"] in only:
                 await self._try_place(state, row)
 
-    # -- binding ---------------------------------------------------------------------------------------
-    def _in_flight(self) -> set[str]:
-        return {t.get_name() for t in self._binds}
-
-    def _spawn_bind(self, state: _Cluster, row: PodRow, hold: Hold) -> None:
-        task = asyncio.create_task(self._bind(state, row, hold), name=row["cluster"] + row["uid"])
-        self._binds.add(task)
-        state.binding.add(row["uid"])
-        task.add_done_callback(self._binds.discard)
-        task.add_done_callback(lambda _: state.binding.discard(row["uid"]))
-
-    async def _bind(self, state: _Cluster, row: PodRow, hold: Hold) -> None:
-        api = self._apis[row["cluster"]]
-        assignment = {"node": hold.node, "gpus": [
-            {"index": i, "memory_mib": hold.gpu_memory_mib, "share_milli": hold.share_milli}
-            for i in hold.gpu_indices]}
-        rules = row.get("rules") or {}
-        claim = (rules.get("dra_claims") or [None])[0]  # allocated on these GPUs before the Binding
-        async with self._bind_slots:
-            try:
-                outcome = await api.bind(row["namespace"], row["name"], row["uid"], hold.node, assignment,
-                                         rules.get("hami"), claim)
-                if outcome is BindOutcome.CONFLICT:  # bound already: by our earlier try, or by someone else?
-                    live = await api.read_pod(row["namespace"], row["name"])
-                    on_node = live and live.get("spec", {}).get("nodeName")
-                    outcome = BindOutcome.BOUND if on_node == hold.node else (
-                        BindOutcome.GONE if live is None else BindOutcome.CONFLICT)
-                outcome_name = outcome.value
-            except Exception as exc:  # noqa: BLE001 - an API failure must release, not leak, the reservation
-                log.warning("bind of %s/%s failed: %s", row["namespace"], row["name"], exc)
-                outcome_name = "error"
-        result: BindResult = "bound" if outcome_name == "bound" else "conflict" if outcome_name == "conflict" else \
-            "gone" if outcome_name == "gone" else "error"
-        self._metrics.bind(row["cluster"], result)
-        recorded = asyncio.get_running_loop().create_future()
-        state.outcomes.append(_BindOutcome(row, hold, outcome_name, recorded))
-        if state.flusher is None or state.flusher.done():
-            state.flusher = asyncio.create_task(self._flush_outcomes(state))
-        await recorded  # in flight until recorded: nothing binds the pod again meanwhile (_in_flight)
-
-    async def _flush_outcomes(self, state: _Cluster) -> None:
-        """Record bind outcomes a batch at a time, under the cluster's lock: those that came while the last batch
-        was written (or while the lock was held for a decision) are written together."""
-        while state.outcomes:
-            async with state.lock:
-                batch, state.outcomes = state.outcomes, []
-                try:
-                    await self._record_binds(state, batch)
-                except Exception as exc:  # noqa: BLE001 - each bind task logs it; the pods stay reserved (resume)
-                    for item in batch:
-                        item.recorded.set_exception(exc)
-                    continue
-            for item in batch:
-                item.recorded.set_result(None)
-
-    async def _record_binds(self, state: _Cluster, batch: list[_BindOutcome]) -> None:
-        """One transaction for a batch of bind outcomes: pods still reserved become `bound` (their `bound` events
-        written); a failed bind releases its reservation and the pod waits again (or is gone)."""
-        cluster = state.view.cluster
-        failed: list[_BindOutcome] = []
-        async with self._uow_factory() as uow:
-            bound = {item.row["uid"]: item for item in batch if item.outcome == "bound"}
-            moved = await uow.state.mark_bound(cluster, list(bound))
-            events: list[PlacementEvent] = []
-            for uid in moved:
-                await self._record(uow, bound[uid].row, "bound", hold=bound[uid].hold, into=events)
-            for item in batch:
-                if item.outcome == "bound":
-                    continue
-                row, hold = item.row, item.hold
-                current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
-                if current is None or current["state"] != PodState.RESERVED:
-                    continue
-                await uow.state.release(cluster, row["uid"], cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib)
-                next_state = PodState.DELETED if item.outcome == "gone" else PodState.PENDING
-                await uow.state.set_pod_state(cluster, row["uid"], next_state, node=None, reason=item.outcome)
-                await self._record(uow, row, "bind_failed", hold=hold, reasons={"bind": item.outcome}, into=events)
-                failed.append(item)
-            await self._write(uow, events)
-            await self._commit(uow)
-        for uid in moved:
-            state.recorded_bound[uid] = bound[uid].hold.node
-            self._report_scheduled(bound[uid].row, bound[uid].hold)
-        for item in failed:
-            state.view.refund(item.row["uid"])
-            if item.outcome not in ("gone", "conflict"):
-                state.waiting[item.row["uid"]] = {**item.row, "state": PodState.PENDING}
-
     # -- feedback in Kubernetes: after the commit, in the background, never failing placement --------------------
     def _report_unschedulable(self, row: PodRow, message: str) -> None:
         api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
         self._feedback.spawn(row["cluster"] + row["uid"], f"FailedScheduling of {pod[0]}/{pod[1]}",
                              lambda: api.report_unschedulable(*pod, message))
 
-    def _report_scheduled(self, row: PodRow, hold: Hold) -> None:
-        api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
-        gpus = feedback.gpus_text(hold.gpu_indices, hold.gpu_memory_mib)
-        self._feedback.spawn(row["cluster"] + row["uid"], f"Scheduled of {pod[0]}/{pod[1]}",
-                             lambda: api.report_scheduled(*pod, hold.node, gpus))
-
-    async def _confirm_bound(self, state: _Cluster, event: PodEvent) -> None:
+    async def _confirm_bound(self, state: ClusterState, event: PodEvent) -> None:
         """The watcher saw the pod bound: a bind whose outcome we lost (crash) is recorded now; a pod gpuplace
         never placed (another scheduler's, or created with its node set) is charged where it runs, or where
         its scheduler nominated it to run, and moves its charge when it lands elsewhere."""
@@ -774,10 +653,10 @@ class PlacementService:
             if unplaced or moved:
                 hold = await self._charge_bound_elsewhere(uow, state, event, where)
             elif row is not None and row["state"] == PodState.RESERVED and row["node"] == event.node_name:
-                if event.cluster + event.uid not in self._in_flight():
+                if not self._binder.in_flight(event.cluster, event.uid):
                     await uow.state.set_pod_state(event.cluster, event.uid, PodState.BOUND, mark_bound=True)
-                    await self._record(uow, row, "bound", node=event.node_name)
-            await self._commit(uow)
+                    await self._decisions.record(uow, row, "bound", node=event.node_name)
+            await self._decisions.commit(uow)
         if moved:
             state.view.refund(event.uid)
         if moved or unplaced:
@@ -788,7 +667,7 @@ class PlacementService:
         if hold is not None:
             self._charge_view(state, event.uid, hold)
 
-    async def _forget(self, state: _Cluster, event: PodEvent) -> str | None:
+    async def _forget(self, state: ClusterState, event: PodEvent) -> str | None:
         """A deleted pod gives its resources back, unless a plan in flight reserved it on GPUs victims may
         still run on: it is marked deleted and the plan releases its hold as it settles (usecases/defrag).
         Returns the node it freed room on, if any."""
@@ -804,7 +683,7 @@ class PlacementService:
                                                     memory_mib=row["memory_mib"])
                 mid_plan: dict[str, Any] = {"reason": "deleted mid-plan"} if held else {}
                 await uow.state.set_pod_state(event.cluster, event.uid, PodState.DELETED, **mid_plan)
-            await self._commit(uow)
+            await self._decisions.commit(uow)
         if not held:
             state.view.refund(event.uid)
         state.recorded_bound.pop(event.uid, None)
@@ -812,7 +691,7 @@ class PlacementService:
         state.last_reasons.pop(event.uid, None)
         return freed
 
-    async def _charge_bound_elsewhere(self, uow: UnitOfWork, state: _Cluster, event: PodEvent,
+    async def _charge_bound_elsewhere(self, uow: UnitOfWork, state: ClusterState, event: PodEvent,
                                       node: str) -> Hold | None:
         """Inside `uow`: a pod bound without gpuplace takes its CPU, memory, slot and GPUs on `node` (the
         whole node counts, DESIGN §3); returns what to charge the view after commit. A node gpuplace has not
@@ -825,7 +704,7 @@ class PlacementService:
             return None
         return await self._charge_on_node(uow, state.view, row, node, mark_bound=True)
 
-    def _charge_view(self, state: _Cluster, uid: str, hold: Hold) -> None:
+    def _charge_view(self, state: ClusterState, uid: str, hold: Hold) -> None:
         """What the database charged, charged on the view too; a view that disagrees is read again."""
         snapshot = state.view.snapshot
         assert snapshot is not None
@@ -837,7 +716,7 @@ class PlacementService:
         except ValueError:
             state.stale = True
 
-    async def _charge_awaiting_node(self, state: _Cluster, node: str) -> None:
+    async def _charge_awaiting_node(self, state: ClusterState, node: str) -> None:
         """A node arrived: charge the pods bound to it that were seen before it (watch order across topics)."""
         cluster = state.view.cluster
         state.awaiting_nodes.discard(node)
@@ -852,7 +731,7 @@ class PlacementService:
                 current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
                 if current is not None and current["state"] == PodState.BOUND and current["reason"] == AWAITING_NODE:
                     await self._charge_on_node(uow, state.view, current, node)
-            await self._commit(uow)
+            await self._decisions.commit(uow)
 
     async def _charge_on_node(self, uow: UnitOfWork, view: ClusterView, row: PodRow, node: str, *,
                               mark_bound: bool = False) -> Hold:
@@ -875,10 +754,10 @@ class PlacementService:
                     row["memory_mib"], pod_stream(row), pod.rules)
 
     # -- state ---------------------------------------------------------------------------------------
-    async def _cluster(self, cluster: str) -> _Cluster:
+    async def _cluster(self, cluster: str) -> ClusterState:
         state = self._clusters.get(cluster)
         if state is None:
-            state = self._clusters[cluster] = _Cluster(ClusterView(cluster, None))
+            state = self._clusters[cluster] = ClusterState(ClusterView(cluster, None))
         if not state.loaded:  # a first load that failed (the database away) is tried again by the next caller
             async with state.lock:
                 if not state.loaded:
@@ -890,7 +769,7 @@ class PlacementService:
                         self._spawn_background(self._reconcile_logged(cluster))
         return state
 
-    async def _rehydrate(self, state: _Cluster) -> None:
+    async def _rehydrate(self, state: ClusterState) -> None:
         cluster = state.view.cluster
         state.stale = False  # what changes from here on marks it again
         async with self._uow_factory() as uow:
@@ -904,7 +783,7 @@ class PlacementService:
             for row in holders:
                 _remember(state, row["uid"], core_pod(row))
 
-    async def _resume(self, state: _Cluster) -> None:
+    async def _resume(self, state: ClusterState) -> None:
         """After a restart: waiting pods go back in the queue; reserved-but-unbound pods are bound again.
 
         Defragmentation plans the last process left half done are settled first (Defragmenter.recover):
@@ -920,42 +799,11 @@ class PlacementService:
                 if row["reason"] == AWAITING_NODE and row["node"]:
                     state.awaiting_nodes.add(row["node"])
             elif row["state"] == PodState.RESERVED and row["uid"] in state.view.holds and \
-                    not self._plan_holds(row) and row["cluster"] + row["uid"] not in self._in_flight():
-                self._spawn_bind(state, row, state.view.holds[row["uid"]])
+                    not self._plan_holds(row) and not self._binder.in_flight(row["cluster"], row["uid"]):
+                self._binder.spawn(state, row, state.view.holds[row["uid"]])
             elif row["state"] != PodState.RESERVED:
                 state.waiting[row["uid"]] = row
 
-    async def _commit(self, uow: UnitOfWork) -> None:
-        await uow.commit()
-        self._outbox_written()
-
-    async def _record(self, uow: UnitOfWork, row: PodRow, kind: PlacementKind, *, hold: Hold | None = None,
-                      reasons: dict[str, str] | None = None, decision_id: str | None = None,
-                      node: str | None = None, seen: Provenance | None = None,
-                      into: list[PlacementEvent] | None = None) -> None:
-        """Write a decision and its placements event (outbox) in `uow`; with `into`, add it there instead, for
-        _write to write with the rest of a batch."""
-        decision_id = decision_id or uuid.uuid4().hex
-        gpus = tuple(GpuAssignment(index=i, memory_mib=hold.gpu_memory_mib, share_milli=hold.share_milli)
-                     for i in hold.gpu_indices) if hold else ()
-        event = PlacementEvent(
-            cluster=row["cluster"], kind=kind, namespace=row["namespace"], pod=row["name"], pod_uid=row["uid"],
-            node=hold.node if hold else node, gpus=gpus, policy=self._policy, reasons=reasons or {},
-            decision_id=decision_id, provenance=seen,
-        )
-        if into is not None:
-            into.append(event)
-        else:
-            await self._write(uow, [event])
-
-    async def _write(self, uow: UnitOfWork, events: list[PlacementEvent]) -> None:
-        """Inside `uow`: the decisions and their placements events, two statements however many."""
-        await uow.state.add_decisions([{
-            "id": e.event_id, "cluster": e.cluster, "namespace": e.namespace, "pod": e.pod, "pod_uid": e.pod_uid,
-            "kind": e.kind, "node": e.node, "gpus": [g.model_dump() for g in e.gpus], "policy": self._policy,
-            "reasons": e.reasons} for e in events])
-        await uow.state.add_outbox_many([(topics.PLACEMENTS + self._suffix, e.kafka_key().decode(),
-                                          e.model_dump_json(by_alias=True)) for e in events])
 
 
 def pod_row(event: PodEvent) -> dict[str, Any]:
@@ -1001,7 +849,7 @@ def _grants(hold: Hold) -> tuple[GpuGrant, ...]:
     return tuple(GpuGrant(i, hold.gpu_memory_mib, hold.share_milli) for i in hold.gpu_indices)
 
 
-def _remember(state: _Cluster, uid: str, pod: Pod) -> None:
+def _remember(state: ClusterState, uid: str, pod: Pod) -> None:
     """Count a pod once in the cluster's recent workload, however often it is tried, dropping the oldest."""
     if uid not in state.recent:
         state.recent[uid] = pod
@@ -1009,7 +857,7 @@ def _remember(state: _Cluster, uid: str, pod: Pod) -> None:
             state.recent.popitem(last=False)
 
 
-def _stranded(state: _Cluster) -> tuple[float | None, float | None]:
+def _stranded(state: ClusterState) -> tuple[float | None, float | None]:
     """GPU share and memory free but unusable by the cluster's typical workload (the FGD measure, DESIGN §6), M
     being the shapes of the pods decided last; as a fraction of the cluster's GPU share, and in MiB. None
     before the cluster has GPUs and pods to measure with."""

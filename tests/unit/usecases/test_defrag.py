@@ -335,7 +335,7 @@ async def test_a_reserved_pod_no_plan_holds_is_still_bound_on_resume():
     crashed = service(uow_factory, HangingApi())
     await crashed.on_node(node_event("n1"))
     await crashed.on_pod(pod_event("survivor", priority=100))
-    for task in list(crashed._binds):
+    for task in list(crashed._binder.tasks):
         task.cancel()
     assert pod_named(uow_factory, "survivor")["state"] == "reserved"
 

@@ -115,7 +115,7 @@ async def crash_with_survivor_reserved(uow_factory: FakeUnitOfWorkFactory) -> No
     crashed = PlacementService(uow_factory, {"east": HangingApi()}, decider("bestfit"), policy="bestfit")
     await crashed.on_node(node_event("n1"))
     await crashed.on_pod(pod_event("survivor"))
-    for task in list(crashed._binds):
+    for task in list(crashed._binder.tasks):
         task.cancel()
     assert placement_kinds(uow_factory, "survivor") == ["decided"]  # committed, never bound
 

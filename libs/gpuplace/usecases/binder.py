@@ -1,0 +1,145 @@
+"""Binding reserved pods: one API call each, outside the cluster's lock; outcomes recorded in batches.
+
+A pod reaches the binder once its reservation committed (usecases/placement.py). Its bind is one call to
+pods/binding, the Binding carrying the GPU assignment as an annotation (ClusterApi.bind), so nothing ever sees
+the pod on its node without its GPUs. The calls run concurrently (at most `concurrency` at once) and without the
+cluster's lock, so decisions go on while the apiserver answers. Each outcome is then queued on the cluster and
+recorded with the others that came meanwhile, in one transaction under the lock (_flush): `bound` for pods still
+reserved, or the reservation released and the pod queued again after a failed bind.
+
+A bind counts as in flight until its outcome is recorded (in_flight): nothing binds that pod again meanwhile, not
+a redelivered event nor a restart's resume in another task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+
+from gpuplace.contracts.events import PlacementEvent
+from gpuplace.usecases import feedback
+from gpuplace.usecases.cluster_state import BindOutcomeToRecord, ClusterState
+from gpuplace.usecases.cluster_view import Hold
+from gpuplace.usecases.decision_log import DecisionLog
+from gpuplace.usecases.pod_states import PodState
+from gpuplace.usecases.ports import BindOutcome, BindResult, ClusterApi, Metrics, PodRow, UnitOfWorkFactory
+
+log = logging.getLogger(__name__)
+
+
+class Binder:
+    def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi],
+                 decisions: DecisionLog, metrics: Metrics, reporter: feedback.Reporter, *, concurrency: int = 16
+                 ) -> None:
+        self._uow_factory = uow_factory
+        self._apis = cluster_apis
+        self._decisions = decisions
+        self._metrics = metrics
+        self._reporter = reporter  # the Scheduled Event of a pod bound, in the background
+        self._slots = asyncio.Semaphore(concurrency)
+        self.tasks: set[asyncio.Task[None]] = set()
+        """The binds in flight (until their outcome is recorded)."""
+        self._pods: set[tuple[str, str]] = set()  # (cluster, uid) of each
+
+    def in_flight(self, cluster: str, uid: str) -> bool:
+        return (cluster, uid) in self._pods
+
+    def spawn(self, state: ClusterState, row: PodRow, hold: Hold) -> None:
+        """Bind the reserved pod `row` at `hold`, in the background."""
+        pod = (row["cluster"], row["uid"])
+        task = asyncio.create_task(self._bind(state, row, hold), name=row["cluster"] + row["uid"])
+        self.tasks.add(task)
+        self._pods.add(pod)
+        state.binding.add(row["uid"])
+        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(lambda _: self._pods.discard(pod))
+        task.add_done_callback(lambda _: state.binding.discard(row["uid"]))
+
+    async def _bind(self, state: ClusterState, row: PodRow, hold: Hold) -> None:
+        api = self._apis[row["cluster"]]
+        assignment = {"node": hold.node, "gpus": [
+            {"index": i, "memory_mib": hold.gpu_memory_mib, "share_milli": hold.share_milli}
+            for i in hold.gpu_indices]}
+        rules = row.get("rules") or {}
+        claim = (rules.get("dra_claims") or [None])[0]  # allocated on these GPUs before the Binding
+        async with self._slots:
+            try:
+                outcome = await api.bind(row["namespace"], row["name"], row["uid"], hold.node, assignment,
+                                         rules.get("hami"), claim)
+                if outcome is BindOutcome.CONFLICT:  # bound already: by our earlier try, or by someone else?
+                    live = await api.read_pod(row["namespace"], row["name"])
+                    on_node = live and live.get("spec", {}).get("nodeName")
+                    outcome = BindOutcome.BOUND if on_node == hold.node else (
+                        BindOutcome.GONE if live is None else BindOutcome.CONFLICT)
+                outcome_name = outcome.value
+            except Exception as exc:  # noqa: BLE001 - an API failure must release, not leak, the reservation
+                log.warning("bind of %s/%s failed: %s", row["namespace"], row["name"], exc)
+                outcome_name = "error"
+        result: BindResult = "bound" if outcome_name == "bound" else "conflict" if outcome_name == "conflict" else \
+            "gone" if outcome_name == "gone" else "error"
+        self._metrics.bind(row["cluster"], result)
+        recorded = asyncio.get_running_loop().create_future()
+        state.outcomes.append(BindOutcomeToRecord(row, hold, outcome_name, recorded))
+        if state.flusher is None or state.flusher.done():
+            state.flusher = asyncio.create_task(self._flush(state))
+        await recorded  # in flight until recorded: nothing binds the pod again meanwhile (in_flight)
+
+    async def _flush(self, state: ClusterState) -> None:
+        """Record bind outcomes a batch at a time, under the cluster's lock: those that came while the last batch
+        was written (or while the lock was held for a decision) are written together."""
+        while state.outcomes:
+            async with state.lock:
+                batch, state.outcomes = state.outcomes, []
+                try:
+                    await self._record(state, batch)
+                except Exception as exc:  # noqa: BLE001 - each bind task logs it; the pods stay reserved (resume)
+                    for item in batch:
+                        item.recorded.set_exception(exc)
+                    continue
+            for item in batch:
+                item.recorded.set_result(None)
+
+    async def _record(self, state: ClusterState, batch: list[BindOutcomeToRecord]) -> None:
+        """One transaction for a batch of bind outcomes: pods still reserved become `bound` (their `bound` events
+        written); a failed bind releases its reservation and the pod waits again (or is gone)."""
+        cluster = state.view.cluster
+        failed: list[BindOutcomeToRecord] = []
+        async with self._uow_factory() as uow:
+            bound = {item.row["uid"]: item for item in batch if item.outcome == "bound"}
+            moved = await uow.state.mark_bound(cluster, list(bound))
+            events: list[PlacementEvent] = []
+            for uid in moved:
+                await self._decisions.record(uow, bound[uid].row, "bound", hold=bound[uid].hold, into=events)
+            for item in batch:
+                if item.outcome == "bound":
+                    continue
+                row, hold = item.row, item.hold
+                current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
+                if current is None or current["state"] != PodState.RESERVED:
+                    continue
+                await uow.state.release(cluster, row["uid"], cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib)
+                next_state = PodState.DELETED if item.outcome == "gone" else PodState.PENDING
+                await uow.state.set_pod_state(cluster, row["uid"], next_state, node=None, reason=item.outcome)
+                await self._decisions.record(uow, row, "bind_failed", hold=hold, reasons={"bind": item.outcome},
+                                             into=events)
+                failed.append(item)
+            await self._decisions.write(uow, events)
+            await self._decisions.commit(uow)
+        for uid in moved:
+            state.recorded_bound[uid] = bound[uid].hold.node
+            self._report_scheduled(bound[uid].row, bound[uid].hold)
+        for item in failed:
+            state.view.refund(item.row["uid"])
+            if item.outcome not in ("gone", "conflict"):
+                state.waiting[item.row["uid"]] = {**item.row, "state": PodState.PENDING}
+
+    def _report_scheduled(self, row: PodRow, hold: Hold) -> None:
+        """A Scheduled Event naming the node and the GPUs, as kube-scheduler's; in the background, never failing."""
+        api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
+        gpus = feedback.gpus_text(hold.gpu_indices, hold.gpu_memory_mib)
+        self._reporter.spawn(row["cluster"] + row["uid"], f"Scheduled of {pod[0]}/{pod[1]}",
+                             lambda: api.report_scheduled(*pod, hold.node, gpus))
+
+
+__all__ = ["Binder"]
