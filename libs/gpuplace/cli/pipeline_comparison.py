@@ -26,6 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.bootstrap import cluster_api
+from gpuplace.cli import cpu_accounting
 from gpuplace.cli.kube_scheduler_process import ClientLimits
 from gpuplace.cli.kube_scheduler_run import KubeSchedulerRun
 from gpuplace.cli.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
@@ -88,11 +89,15 @@ def run_one(side: str, repeat: int, comparison: Comparison, settings: Settings,
 
 
 async def run_then_clean(run: PipelineRun) -> RunResult:
-    """`run.run()` (made with `keep=True`), then its clean-up (pods first, with no grace), and its namespace gone,
-    so that the next run does not pay for deleting this one's pods."""
+    """`run.run()` (made with `keep=True`) with the CPU each component spent meanwhile (cpu_accounting), then its
+    clean-up (pods first, with no grace), and its namespace gone, so that the next run does not pay for deleting
+    this one's pods."""
     kubeconfigs = run.config.kubeconfigs
     try:
+        before, started = cpu_accounting.sample(), time.monotonic()
         result = await run.run()
+        result.cpu_s = {**cpu_accounting.spent(before, cpu_accounting.sample()),
+                        cpu_accounting.WALL: round(time.monotonic() - started, 1)}
     finally:
         await run.cleanup()
     if not await namespace_gone(kubeconfigs, run.namespace):

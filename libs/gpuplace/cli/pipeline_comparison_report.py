@@ -12,6 +12,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpuplace.cli.cpu_accounting import WALL
+
 KUBE_SCHEDULER = "kube-scheduler"
 GPUPLACE = "gpuplace"
 SIDES = (KUBE_SCHEDULER, GPUPLACE)  # the order each repeat runs them in
@@ -128,8 +130,43 @@ def markdown(setup: Setup, runs: list[dict[str, Any]]) -> str:
     lines += ["", "Pods are submitted as fast as the apiservers take them, so pending->bound includes queueing: it "
               "measures how long a burst waits, and binds/s (pods bound over first submit to last bind) is the "
               "sustained drain rate.", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + _cpu_lines(runs))
 
 
-__all__ = ["GPUPLACE", "KUBE_SCHEDULER", "SIDES", "Setup", "comparison", "markdown", "medians", "ratio",
-           "report_json"]
+def cpu_medians(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per side, the median over the runs that measured it (`cpu_s`) of each component's CPU seconds and of the
+    measurement's wall time (`wall_s`); sides with no measurement are left out."""
+    found: dict[str, dict[str, float]] = {}
+    for side in SIDES:
+        measured = [r for r in runs if r["side"] == side and r.get("cpu_s")]
+        if measured:
+            keys = list(dict.fromkeys(k for r in measured for k in r["cpu_s"]))
+            found[side] = {k: float(statistics.median(r["cpu_s"].get(k, 0.0) for r in measured)) for k in keys}
+    return found
+
+
+def _cpu_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """Where the CPU went during the runs: the medians of cpu_medians, a column per side."""
+    per_side = cpu_medians(runs)
+    if not per_side:
+        return []
+    sides = list(per_side)
+    components = list(dict.fromkeys(k for side in sides for k in per_side[side] if k != WALL))
+    lines = ["CPU seconds spent during a run, from the fleet's creation to the burst drained and the scheduler "
+             "stopped (start-up included; medians over the repeats; read from /proc by `gpuplace.cli.cpu_accounting`"
+             "). `other` is anything else on the machine. \"cores busy\" is all of it over that window's wall "
+             "time.", "",
+             "| component | " + " | ".join(sides) + " |", "|---|" + "---|" * len(sides)]
+    for component in components:
+        lines.append(f"| {component} | " + " | ".join(f"{per_side[s].get(component, 0.0):.1f}" for s in sides) + " |")
+    totals = {s: sum(v for k, v in per_side[s].items() if k != WALL) for s in sides}
+    wall = {s: per_side[s].get(WALL, 0.0) for s in sides}
+    lines.append("| **all** | " + " | ".join(f"**{totals[s]:.1f}**" for s in sides) + " |")
+    lines.append("| wall time (s) | " + " | ".join(f"{wall[s]:.1f}" for s in sides) + " |")
+    lines.append("| cores busy | " + " | ".join(f"{totals[s] / wall[s]:.2f}" if wall[s] else "n/a" for s in sides)
+                 + " |")
+    return [*lines, ""]
+
+
+__all__ = ["GPUPLACE", "KUBE_SCHEDULER", "SIDES", "Setup", "comparison", "cpu_medians", "markdown", "medians",
+           "ratio", "report_json"]

@@ -87,11 +87,13 @@ class RunResult:
     binds_per_s: float
     seconds: float
     bound_at: dict[str, float] = field(repr=False, default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    """CPU seconds each component of the stack spent during the run (cli/cpu_accounting), when measured."""
 
     def summary(self) -> dict[str, Any]:
         keys = ("run_id", "clusters", "pods_submitted", "pods_bound", "pods_unschedulable", "gpus_overcommitted",
                 "bound_twice", "gpus_used", "gpus_total", "gpu_memory_used_pct", "pending_to_bound_ms",
-                "binds_per_s", "seconds")
+                "binds_per_s", "seconds", "cpu_s")
         return {k: getattr(self, k) for k in keys}
 
 

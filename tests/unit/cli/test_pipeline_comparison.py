@@ -13,7 +13,15 @@ from gpuplace.cli import kube_scheduler_process, stack_env
 from gpuplace.cli.kube_scheduler_process import ClientLimits, config_text, find_binary
 from gpuplace.cli.kube_scheduler_run import gpu_limit, whole_gpu_manifest
 from gpuplace.cli.pipeline_comparison import whole_gpus_per_node
-from gpuplace.cli.pipeline_comparison_report import Setup, comparison, markdown, medians, ratio, report_json
+from gpuplace.cli.pipeline_comparison_report import (
+    Setup,
+    comparison,
+    cpu_medians,
+    markdown,
+    medians,
+    ratio,
+    report_json,
+)
 from gpuplace.cli.pipeline_run import FLEET_LABEL, _pod_manifest
 from gpuplace.sim import robotics_fleet
 
@@ -134,3 +142,24 @@ def test_find_binary_prefers_the_option_then_the_variable_and_says_what_to_do(
     assert find_binary(exe) == exe
     monkeypatch.setenv(kube_scheduler_process.BINARY_VARIABLE, str(exe))
     assert find_binary() == exe
+
+
+def test_the_cpu_table_gives_each_sides_median_per_component_its_total_and_the_cores_busy() -> None:
+    runs = [run("kube-scheduler", 1, 100.0, 2000.0), run("gpuplace", 1, 20.0, 50000.0),
+            run("kube-scheduler", 2, 150.0, 1000.0), run("gpuplace", 2, 30.0, 30000.0)]
+    for r, apiserver, scheduler in zip(runs, (10.0, 14.0, 12.0, 16.0), (1.0, 9.0, 3.0, 11.0), strict=True):
+        r["cpu_s"] = {"kube-apiserver": apiserver, "scheduler under test": scheduler, "wall_s": 9.0}
+    assert cpu_medians(runs) == {"kube-scheduler": {"kube-apiserver": 11.0, "scheduler under test": 2.0,
+                                                    "wall_s": 9.0},
+                                 "gpuplace": {"kube-apiserver": 15.0, "scheduler under test": 10.0, "wall_s": 9.0}}
+    text = markdown(SETUP, runs)
+    assert "| component | kube-scheduler | gpuplace |" in text
+    assert "| scheduler under test | 2.0 | 10.0 |" in text
+    assert "| **all** | **13.0** | **25.0** |" in text
+    assert "| cores busy | 1.44 | 2.78 |" in text
+
+
+def test_runs_without_a_cpu_measurement_leave_the_cpu_table_out() -> None:
+    runs = [run("kube-scheduler", 1, 100.0, 2000.0), run("gpuplace", 1, 20.0, 50000.0)]
+    assert cpu_medians(runs) == {}
+    assert "CPU seconds" not in markdown(SETUP, runs)

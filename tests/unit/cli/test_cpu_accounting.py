@@ -1,0 +1,34 @@
+"""CPU accounting for the bench (cli/cpu_accounting): a child this process starts and reaps counts as the
+scheduler under test, this process's own time as the bench, and a difference of samples never goes below 0."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from gpuplace.cli import cpu_accounting
+from gpuplace.cli.cpu_accounting import BENCH, COMPONENTS, SCHEDULER
+
+
+def test_a_child_that_burns_cpu_and_is_reaped_counts_as_the_scheduler_under_test() -> None:
+    before = cpu_accounting.sample()
+    subprocess.run([sys.executable, "-c", "import time\nend = time.process_time() + 0.6\n"
+                    "while time.process_time() < end: pass"], check=True)
+    spent = cpu_accounting.spent(before, cpu_accounting.sample())
+    assert spent[SCHEDULER] >= 0.5
+    assert set(spent) == {*COMPONENTS, "other"}
+
+
+def test_this_process_counts_as_the_bench() -> None:
+    before = cpu_accounting.sample()
+    end = time.process_time() + 0.4
+    while time.process_time() < end:
+        pass
+    spent = cpu_accounting.spent(before, cpu_accounting.sample())
+    assert spent[BENCH] >= 0.3 and spent[SCHEDULER] == 0.0
+
+
+def test_a_difference_is_rounded_and_never_negative() -> None:
+    assert cpu_accounting.spent({"etcd": 5.0, "kafka": 1.0}, {"etcd": 4.0, "kafka": 1.26}) == {"etcd": 0.0,
+                                                                                             "kafka": 0.3}
