@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.contracts.rejected import Rejected, reused_id
-from gpuplace.usecases.pod_states import HOLDING, WAITING, PodState, check, check_initial
+from gpuplace.usecases.pod_states import HOLDING, PLACED, WAITING, PodState, check, check_initial
 from gpuplace.usecases.ports import BindOutcome, EvictOutcome, GpuGrant, Json, Reservation, Row
 
 
@@ -122,8 +122,8 @@ class FakeStateRepository:
     async def upsert_pod(self, pod: Mapping[str, Any]) -> Row:
         key = (pod["cluster"], pod["uid"])
         current = self.t["pods"].get(key)
+        check_initial(pod["state"])  # as PostgreSQL's: checked on every call, not only on insert
         if current is None:
-            check_initial(pod["state"])
             current = {"node": None, "reason": None, "first_seen_at": self._now(), "reserved_at": None,
                        "bound_at": None, "move_requested_at": None, "managed": True, **pod}
         else:
@@ -358,7 +358,7 @@ class FakeStateRepository:
     async def gpu_of_pod(self, cluster: str, namespace: str, name: str) -> Row | None:
         for (c, uid), pod in self.t["pods"].items():
             if c == cluster and pod["namespace"] == namespace and pod["name"] == name and \
-                    pod["state"] in (PodState.RESERVED, PodState.BOUND):
+                    pod["state"] in PLACED:
                 for a in self.t["allocations"].values():
                     if a["cluster"] == cluster and a["pod_uid"] == uid:
                         gpu = self.t["gpus"].get((cluster, a["node"], a["gpu_index"]), {})

@@ -350,7 +350,7 @@ class PipelineRun:
                         raise RuntimeError("a pipeline service stopped") from task.exception()
                 async with uow_factory() as uow:
                     waiting = {f"{cluster}/{row['name']}" for cluster in self.clusters for row in
-                           await uow.state.pods_in_state(cluster, (PodState.UNSCHEDULABLE, PodState.INVALID))
+                               await uow.state.pods_in_state(cluster, (PodState.UNSCHEDULABLE, PodState.INVALID))
                                if row["namespace"] == self.namespace}
                     states = await uow.state.count_pods_by_state(list(self.clusters))
                 settled = len(self.submitted_at.keys() & (self.bound_at.keys() | waiting))

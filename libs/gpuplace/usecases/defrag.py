@@ -42,11 +42,11 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from gpuplace.contracts.events import PlacementKind
 from gpuplace.core.defrag import planner
 from gpuplace.core.defrag.model import Limits, PastMove, Plan, Refusal, RunningPod
-from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_stream
-from gpuplace.usecases.pod_states import WAITING, PodState
+from gpuplace.usecases.cluster_view import ClusterView, core_pod, pod_stream
+from gpuplace.usecases.decision_log import DecisionLog
+from gpuplace.usecases.pod_states import PLACED, WAITING, PodState
 from gpuplace.usecases.ports import (
     NO_METRICS,
     ClusterApi,
@@ -73,9 +73,8 @@ _EVICT_RESULTS: dict[EvictOutcome, EvictResult] = {
 class PlacementHost(Protocol):
     """What the executor needs from the placement service it runs in."""
 
-    async def record(self, uow: UnitOfWork, row: PodRow, kind: PlacementKind, *, hold: Hold | None = None,
-                     reasons: dict[str, str] | None = None, node: str | None = None) -> None: ...
-    async def commit(self, uow: UnitOfWork) -> None: ...
+    @property
+    def decisions(self) -> DecisionLog: ...  # where the plan's steps are recorded, with its host's decisions
     async def reread(self, cluster: str) -> ClusterView: ...
     async def retry_waiting(self, cluster: str) -> None: ...
     async def bind_reserved(self, cluster: str, uid: str) -> None: ...
@@ -176,7 +175,7 @@ class Defragmenter:
     async def _plan(self, view: ClusterView, row: PodRow) -> tuple[Plan | Refusal, dict[str, RunningPod]]:
         assert view.snapshot is not None
         async with self._uow_factory() as uow:
-            holders = await uow.state.pods_in_state(row["cluster"], (PodState.RESERVED, PodState.BOUND))
+            holders = await uow.state.pods_in_state(row["cluster"], PLACED)
         by_uid = {p["uid"]: p for p in holders}
         running = {
             uid: RunningPod(uid=uid, pod=core_pod(by_uid[uid]), node_name=hold.node, gpu_indices=hold.gpu_indices,
@@ -238,9 +237,9 @@ class Defragmenter:
                 return None
             await uow.state.set_pod_state(cluster, row["uid"], PodState.RESERVED, node=plan.node,
                                           reason=f"awaiting {len(plan.moves)} eviction(s)")
-            await self._host.record(uow, row, "defrag_planned", node=plan.node,
-                                    reasons=_plan_reasons(plan, plan_id, victims))
-            await self._host.commit(uow)
+            await self._host.decisions.record(uow, row, "defrag_planned", node=plan.node,
+                                              reasons=_plan_reasons(plan, plan_id, victims))
+            await self._host.decisions.commit(uow)
         return plan_id, victims
 
     # -- evicting ------------------------------------------------------------------------------------------
@@ -268,9 +267,10 @@ class Defragmenter:
             self._history.setdefault(row["cluster"], []).append(
                 PastMove(move.uid, running[move.uid].owner, self._clock()))
             async with self._uow_factory() as uow:
-                await self._host.record(uow, victim_row, "evicted", node=move.from_node,
-                                        reasons={"for": f"{row['namespace']}/{row['name']}", "to": move.to_node})
-                await self._host.commit(uow)
+                await self._host.decisions.record(
+                    uow, victim_row, "evicted", node=move.from_node,
+                    reasons={"for": f"{row['namespace']}/{row['name']}", "to": move.to_node})
+                await self._host.decisions.commit(uow)
         return evicted, ""
 
     async def _wait_gone(self, row: PodRow, plan: Plan, running: dict[str, RunningPod]) -> bool:
@@ -297,9 +297,9 @@ class Defragmenter:
                 return False
             if deleted:
                 await _release_beneficiary(uow, row)
-            await self._host.record(uow, row, "defrag_completed", node=node,
-                                    reasons={**reasons, **(BENEFICIARY_DELETED if deleted else {})})
-            await self._host.commit(uow)
+            await self._host.decisions.record(uow, row, "defrag_completed", node=node,
+                                              reasons={**reasons, **(BENEFICIARY_DELETED if deleted else {})})
+            await self._host.decisions.commit(uow)
         self._metrics.defrag_plan(row["cluster"], "completed")
         return not deleted
 
@@ -331,10 +331,10 @@ class Defragmenter:
                     cpu_milli=victim.cpu_milli, memory_mib=victim.pod_memory_mib, decision_id="defrag-abort")
                 if refusal:  # cannot happen: the beneficiary's hold on those GPUs was released above
                     raise RuntimeError(f"abort could not give {victim.uid} its GPUs back: {refusal}")
-            await self._host.record(uow, row, "defrag_aborted", reasons={
+            await self._host.decisions.record(uow, row, "defrag_aborted", reasons={
                 "reason": reason, "evicted": str(sum(v.uid in gone for v in victims)),
                 **(BENEFICIARY_DELETED if deleted else {})})
-            await self._host.commit(uow)
+            await self._host.decisions.commit(uow)
         self._metrics.defrag_plan(cluster, "aborted")
 
     # -- after a restart -----------------------------------------------------------------------------------

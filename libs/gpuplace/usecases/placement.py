@@ -39,7 +39,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from gpuplace.contracts.events import NodeEvent, PlacementEvent, PlacementKind, PodEvent, Provenance
+from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent, Provenance
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.core.fragmentation import fragmentation, stranded_gpu_memory
 from gpuplace.core.latency.model import Stream
@@ -355,12 +355,9 @@ class PlacementService:
         return ClusterWaiting(state.view, state.waiting, state.lock) if state is not None and state.loaded else None
 
     # -- what the defragmenter uses (usecases/defrag.PlacementHost) ------------------------------------
-    async def record(self, uow: UnitOfWork, row: PodRow, kind: PlacementKind, *, hold: Hold | None = None,
-                     reasons: dict[str, str] | None = None, node: str | None = None) -> None:
-        await self._decisions.record(uow, row, kind, hold=hold, reasons=reasons, node=node)
-
-    async def commit(self, uow: UnitOfWork) -> None:
-        await self._decisions.commit(uow)
+    @property
+    def decisions(self) -> DecisionLog:
+        return self._decisions
 
     async def reread(self, cluster: str) -> ClusterView:
         """The cluster as the database has it now. Caller holds the lock: a cluster marked for reloading is

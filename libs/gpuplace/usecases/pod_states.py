@@ -60,9 +60,11 @@ NEXT: Mapping[PodState, frozenset[PodState]] = {
 
 WAITING: tuple[PodState, ...] = (PodState.PENDING, PodState.UNSCHEDULABLE)
 """Pods in the queue: not placed, to be tried."""
-HOLDING: tuple[PodState, ...] = (PodState.RESERVED, PodState.BOUND, PodState.PROMISED)
+PLACED: tuple[PodState, ...] = (PodState.RESERVED, PodState.BOUND)
+"""Pods with a node: reserved there (the bind in flight) or bound."""
+HOLDING: tuple[PodState, ...] = (*PLACED, PodState.PROMISED)
 """Rows whose allocations the cluster's view charges."""
-TRACKED: tuple[PodState, ...] = (*WAITING, PodState.RESERVED, PodState.BOUND)
+TRACKED: tuple[PodState, ...] = (*WAITING, *PLACED)
 """Pods that hold resources or a queue slot: what reconciliation compares with the apiserver."""
 
 
@@ -91,5 +93,5 @@ def check_initial(state: str) -> None:
 _SOURCES: Mapping[PodState, frozenset[PodState]] = {
     target: frozenset(s for s, nexts in NEXT.items() if target in nexts) for target in PodState}
 
-__all__ = ["HOLDING", "INITIAL", "NEXT", "TRACKED", "WAITING", "IllegalTransition", "PodState", "check",
+__all__ = ["HOLDING", "INITIAL", "NEXT", "PLACED", "TRACKED", "WAITING", "IllegalTransition", "PodState", "check",
            "check_initial", "sources"]

@@ -31,7 +31,7 @@ from gpuplace.core.defrag.model import Blocker, RunningPod
 from gpuplace.core.framework.interface import Policy
 from gpuplace.core.model import Pod
 from gpuplace.usecases.cluster_view import ClusterView, core_pod
-from gpuplace.usecases.pod_states import PodState
+from gpuplace.usecases.pod_states import PLACED
 from gpuplace.usecases.ports import NO_METRICS, Metrics, PodRow, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class ScaleHinter:
         """Compute the cluster's hint now and publish it if it changed; the event written, else None."""
         self._last_check[cluster] = self._clock()
         async with self._uow_factory() as uow:
-            holders = await uow.state.pods_in_state(cluster, (PodState.RESERVED, PodState.BOUND))
+            holders = await uow.state.pods_in_state(cluster, PLACED)
         async with state.lock:
             view = state.view
             if view.snapshot is None:

@@ -28,7 +28,7 @@ from gpuplace.adapters.postgres.tables import (
     processed_events,
 )
 from gpuplace.contracts.rejected import Rejected, reused_id
-from gpuplace.usecases.pod_states import HOLDING, WAITING, PodState, check, check_initial, sources
+from gpuplace.usecases.pod_states import HOLDING, PLACED, WAITING, PodState, check, check_initial, sources
 from gpuplace.usecases.ports import GpuGrant, PodRow, Reservation, Row
 
 # A batch's reservations (reserve_many), as arrays unnested into rows: one plan whatever the batch's size.
@@ -503,7 +503,7 @@ class StateRepository:
                              gpus.c.index == allocations.c.gpu_index))
             .join(pods, and_(pods.c.cluster == allocations.c.cluster, pods.c.uid == allocations.c.pod_uid))
             .where(pods.c.cluster == cluster, pods.c.namespace == namespace, pods.c.name == name,
-                   pods.c.state.in_((PodState.RESERVED, PodState.BOUND))).limit(1))
+                   pods.c.state.in_(PLACED)).limit(1))
         row = result.first()
         return _row(row) if row else None
 
