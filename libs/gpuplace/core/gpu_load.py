@@ -10,7 +10,8 @@ Rules of this module:
 - it is charged and refunded alongside the snapshot (a pod is charged once; charging it again on the
   same GPUs is a no-op, elsewhere an error; refunding a pod never charged is a no-op);
 - a pod on k GPUs is a co-runner on each of them;
-- every change bumps `version`, so per-cycle caches know when to look again.
+- every change bumps `version`, and `node_version` of the node it touched, so caches know when to look again
+  and which rows to look at (filters/latency_fit.py keeps each GPU's resident terms and refreshes changed rows).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from gpuplace.core.snapshot import ClusterSnapshot
 
 _INITIAL_SLOTS = 8
 _Slots = TypeVar("_Slots", IntArray, FloatArray)
+Rows = IntArray | slice
+_ALL = slice(None)
 
 
 class GpuLoad:
@@ -44,6 +47,8 @@ class GpuLoad:
         self.classes: list[str] = []
         self._placed: dict[str, tuple[int, tuple[tuple[int, int], ...]]] = {}  # pod -> (node, ((gpu, slot), ...))
         self.version = 0
+        self.node_version = np.zeros(len(self.speed), dtype=np.int64)  # (n_nodes,): bumped with the node's slots
+        self._frozen = False
 
     @classmethod
     def for_snapshot(cls, snapshot: ClusterSnapshot) -> GpuLoad:
@@ -51,7 +56,17 @@ class GpuLoad:
         speeds = [relative_speed(snapshot.gpu_types[t].model) for t in snapshot.gpu_type_id]
         return cls(speeds, snapshot.max_gpus)
 
-    # -- reading -------------------------------------------------------------------------------
+    def frozen_copy(self) -> GpuLoad:
+        """The slots as they are now, in a copy that refuses changes: what a check explains later reads (a
+        verdict's reasons are built when first read, possibly after the next pod was charged)."""
+        other = object.__new__(GpuLoad)
+        other.__dict__.update({k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()})
+        other.classes = list(self.classes)
+        other._placed = {}
+        other._frozen = True
+        return other
+
+    # -- reading (`rows`: the node rows to read, all by default) ----------------------------------
 
     @property
     def occupied(self) -> BoolArray:
@@ -60,32 +75,34 @@ class GpuLoad:
     def pods(self) -> tuple[str, ...]:
         return tuple(self._placed)
 
-    def period_ms(self) -> FloatArray:
+    def period_ms(self, rows: Rows = _ALL) -> FloatArray:
         """Frame period of each slot, inf when empty, (n_nodes, max_gpus, n_slots)."""
+        rate = self.frame_rate_hz[rows]
+        occupied = rate > 0
         with np.errstate(divide="ignore"):
-            return np.where(self.occupied, 1000.0 / np.where(self.occupied, self.frame_rate_hz, 1.0), np.inf)
+            return np.where(occupied, 1000.0 / np.where(occupied, rate, 1.0), np.inf)
 
-    def reference_service_ms(self, model: LatencyModel) -> FloatArray:
+    def reference_service_ms(self, model: LatencyModel, rows: Rows = _ALL) -> FloatArray:
         """Each slot's service time on the reference GPU, resolved as model.service_ms does."""
-        own = self.service_ms
+        own = self.service_ms[rows]
         by_class = np.array([model.classes[c].service_ms if c in model.classes else np.nan for c in self.classes]
                             + [np.nan])  # last entry serves class_id -1
-        from_class = by_class[self.class_id]
-        prior = model.prior_service_share * self.period_ms()
+        from_class = by_class[self.class_id[rows]]
+        prior = model.prior_service_share * self.period_ms(rows)
         resolved = np.where(np.isnan(own), np.where(np.isnan(from_class), prior, from_class), own)
-        return np.where(self.occupied, resolved, 0.0)
+        return np.where(self.frame_rate_hz[rows] > 0, resolved, 0.0)
 
-    def work_fraction(self, model: LatencyModel) -> FloatArray:
+    def work_fraction(self, model: LatencyModel, rows: Rows = _ALL) -> FloatArray:
         fractions = np.array([model.work_fraction(c) for c in self.classes] + [model.prior_work_fraction])
-        return np.where(self.occupied, fractions[self.class_id], 0.0)
+        return np.where(self.frame_rate_hz[rows] > 0, fractions[self.class_id[rows]], 0.0)
 
-    def service_gpu_ms(self, model: LatencyModel) -> FloatArray:
+    def service_gpu_ms(self, model: LatencyModel, rows: Rows = _ALL) -> FloatArray:
         """Service time of each slot on its own GPU, (n_nodes, max_gpus, n_slots)."""
-        return self.reference_service_ms(model) / self.speed[:, None, None]
+        return self.reference_service_ms(model, rows) / self.speed[rows][:, None, None]
 
-    def work_gpu_ms(self, model: LatencyModel) -> FloatArray:
+    def work_gpu_ms(self, model: LatencyModel, rows: Rows = _ALL) -> FloatArray:
         """GPU work per frame of each slot on its own GPU, (n_nodes, max_gpus, n_slots)."""
-        return self.work_fraction(model) * self.service_gpu_ms(model)
+        return self.work_fraction(model, rows) * self.service_gpu_ms(model, rows)
 
     def load_fraction(self, model: LatencyModel) -> FloatArray:
         """Sum over each GPU's streams of frame rate x GPU work per frame, (n_nodes, max_gpus)."""
@@ -109,6 +126,7 @@ class GpuLoad:
     # -- changing ------------------------------------------------------------------------------
 
     def charge(self, pod_name: str, node: int, gpu_indices: Sequence[int], stream: Stream) -> None:
+        self._check_mutable()
         gpus = tuple(int(g) for g in gpu_indices)
         if pod_name in self._placed:
             row, places = self._placed[pod_name]
@@ -123,9 +141,10 @@ class GpuLoad:
             self.deadline_ms[node, g, slot] = np.inf if stream.deadline_ms is None else stream.deadline_ms
             self.class_id[node, g, slot] = cid
         self._placed[pod_name] = (node, places)
-        self.version += 1
+        self._changed(node)
 
     def refund(self, pod_name: str) -> None:
+        self._check_mutable()
         placed = self._placed.pop(pod_name, None)
         if placed is None:
             return
@@ -135,7 +154,15 @@ class GpuLoad:
             self.service_ms[node, g, slot] = np.nan
             self.deadline_ms[node, g, slot] = np.inf
             self.class_id[node, g, slot] = -1
+        self._changed(node)
+
+    def _changed(self, node: int) -> None:
         self.version += 1
+        self.node_version[node] += 1
+
+    def _check_mutable(self) -> None:
+        if self._frozen:
+            raise ValueError("a frozen copy of a GpuLoad cannot change")
 
     def _stream(self, node: int, gpu: int, slot: int) -> Stream:
         service, deadline, cid = (self.service_ms[node, gpu, slot], self.deadline_ms[node, gpu, slot],
@@ -168,4 +195,4 @@ def _pad(array: _Slots, extra: int, fill: float) -> _Slots:
     return np.concatenate([array, pad], axis=2)
 
 
-__all__ = ["GpuLoad"]
+__all__ = ["GpuLoad", "Rows"]

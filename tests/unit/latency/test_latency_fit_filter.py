@@ -98,3 +98,79 @@ def test_margin_is_validated():
     snapshot, load = cluster(1)
     with pytest.raises(ValueError):
         check(snapshot, load, margin=1.0)
+
+
+def _random_fleet(rng, n_nodes=40, gpus=4):
+    """Nodes of two GPU models, each GPU holding 0-12 random streams of three classes, some without a deadline
+    or a service time of their own: loads from idle to overloaded."""
+    snapshot = ClusterSnapshot([Node.with_gpus(f"n{i}", 64000, 262144, gpus,
+                                               ("NVIDIA-H100-80GB-HBM3", "Tesla-V100-SXM2-16GB")[i % 2], 16384)
+                                for i in range(n_nodes)])
+    load = GpuLoad.for_snapshot(snapshot)
+    for node in range(n_nodes):
+        for gpu in range(gpus):
+            for k in range(int(rng.integers(0, 13))):
+                load.charge(f"p{node}-{gpu}-{k}", node, (gpu,), _random_stream(rng))
+    return snapshot, load
+
+
+def _random_stream(rng):
+    fps = float(rng.choice([10.0, 15.0, 30.0, 60.0]))
+    return Stream(fps, str(rng.choice(["det", "seg", "unknown"])),
+                  None if rng.random() < 0.3 else float(rng.uniform(0.5, 8.0)),
+                  None if rng.random() < 0.2 else 1000.0 / fps * float(rng.uniform(0.8, 3.0)))
+
+
+MODELS = (MODEL, LatencyModel(Tail(1.0, 2.0, 0.5), Tail(1.36, 2.4, 1.0), Tail(1.45, 2.4, 1.01), max_load=0.9,
+                              classes={"det": ClassProfile(4.0, 0.5), "seg": ClassProfile(9.0, 0.8)}))
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_the_capped_check_admits_exactly_where_the_solved_busy_period_keeps_every_budget(model):
+    """pre_filter decides without solving for the busy period (W <= W_cap iff f(W_cap) <= W_cap); the solved
+    figures it explains with must agree on every GPU, save for a p95 within 1e-9 of its budget."""
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        snapshot, load = _random_fleet(rng)
+        for _ in range(25):
+            stream = _random_stream(rng)
+            result = check(snapshot, load, stream=stream, model=model)
+            solved = snapshot.gpu_exists & (result.p95_ms <= result.budget_ms)
+            boundary = np.isclose(result.p95_ms, result.budget_ms, rtol=1e-9, atol=0.0)
+            assert (result.feasible == solved)[~boundary].all()
+            assert 0.05 < solved.mean() < 0.95  # both answers occur
+
+
+def test_the_residents_terms_follow_charges_and_refunds_row_by_row():
+    """Checks reuse each GPU's resident terms and refresh the rows charged or refunded since: after any sequence of
+    changes a check equals one made with every GPU's terms computed afresh."""
+    rng = np.random.default_rng(5)
+    snapshot, load = _random_fleet(rng, n_nodes=12)
+    placed = {}
+    for step in range(60):
+        stream = _random_stream(rng)
+        check(snapshot, load, stream=stream)  # warms the cache before the change
+        if placed and step % 3 == 0:
+            name = str(rng.choice(sorted(placed)))
+            load.refund(name)
+            del placed[name]
+        else:
+            node, gpu = int(rng.integers(12)), int(rng.integers(4))
+            load.charge(f"q{step}", node, (gpu,), stream)
+            placed[f"q{step}"] = (node, gpu, stream)
+        probe = _random_stream(rng)
+        followed = check(snapshot, load, stream=probe).feasible
+        latency_fit._RESIDENTS.pop(load)
+        assert (followed == check(snapshot, load, stream=probe).feasible).all()
+
+
+def test_a_check_explains_with_the_slots_it_was_made_on():
+    """A refusal's figures are solved when first read: a pod charged after the check must not change them."""
+    snapshot, load = cluster(1)
+    fill(load, 0, 0, 14)
+    result = check(snapshot, load)
+    fill(load, 0, 0, 3, prefix="later")
+    assert not result.feasible[0, 0]
+    assert result.p95_ms[0, 0] == pytest.approx(32.0)
+    with pytest.raises(ValueError, match="frozen"):
+        load.frozen_copy().charge("x", 0, (0,), DET)

@@ -10,12 +10,21 @@ and the GPU's load must stay below the model's
 Per cycle the verdict on every GPU is computed once (`pre_filter` -> LatencyCheck); `verdict` (and `mask`
 and `status`, which are its parts) only read it (house rule 6). It needs the GPU's co-runners, which the
 snapshot does not hold: they come from GpuLoad (gpu_load.py), charged and refunded beside the snapshot.
+
+It is what every latency pod's decision pays, so it is cheap where it can be exact: the co-runners' terms
+(work, periods, tightest budget) are kept per GpuLoad and refreshed only on the nodes charged or refunded since,
+and admission compares the busy period's equation at the tightest budget's cap instead of solving it
+(`_feasible`). The solved figures (`_solved`: p95 and budget of the pod closest to its budget) are computed only
+when a refusal is explained.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -32,19 +41,38 @@ DEFAULT_MARGIN = 0.1
 """Share of the deadline kept in reserve: admission asks p95 <= 90% of the deadline."""
 
 
-@dataclass(frozen=True, eq=False)
 class LatencyCheck:
-    """One pod's verdict on every GPU with it added; arrays are (n_nodes, max_gpus) unless noted."""
+    """One pod's verdict on every GPU with it added; arrays are (n_nodes, max_gpus) unless noted.
 
-    feasible: BoolArray
-    p95_ms: FloatArray
-    """Worst predicted p95 relative to its budget: the p95 of the pod closest to (or past) its budget."""
-    budget_ms: FloatArray
-    """That pod's deadline x (1 - margin); inf where no pod on the GPU has a deadline."""
-    load_fraction: FloatArray
-    alone_ok: BoolArray
-    """(n_nodes,): the pod alone on one of the node's GPUs keeps its own budget (else no move helps)."""
-    margin: float
+    `feasible` and `alone_ok` are decided when the check is made; the figures that explain a refusal (`p95_ms`,
+    `budget_ms`, `load_fraction`) are solved, from the slots as they were then, only when first read.
+    """
+
+    def __init__(self, feasible: BoolArray, alone_ok: BoolArray, margin: float,
+                 solve: Callable[[], tuple[FloatArray, FloatArray, FloatArray]]) -> None:
+        self.feasible = feasible
+        self.alone_ok = alone_ok
+        """(n_nodes,): the pod alone on one of the node's GPUs keeps its own budget (else no move helps)."""
+        self.margin = margin
+        self._solve = solve
+
+    @cached_property
+    def _solved(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        return self._solve()
+
+    @property
+    def p95_ms(self) -> FloatArray:
+        """Worst predicted p95 relative to its budget: the p95 of the pod closest to (or past) its budget."""
+        return self._solved[0]
+
+    @property
+    def budget_ms(self) -> FloatArray:
+        """That pod's deadline x (1 - margin); inf where no pod on the GPU has a deadline."""
+        return self._solved[1]
+
+    @property
+    def load_fraction(self) -> FloatArray:
+        return self._solved[2]
 
 
 def pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: BoolArray, *,
@@ -54,12 +82,110 @@ def pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: B
         raise ValueError(f"margin must be in [0, 1), got {margin}")
     if gpu_exists.shape != load.frame_rate_hz.shape[:2]:
         raise ValueError(f"gpu_exists {gpu_exists.shape} does not match GpuLoad {load.frame_rate_hz.shape[:2]}")
-    return _pre_filter(load, model, stream, gpu_exists, margin)
+    frozen = load.frozen_copy()
+
+    def solve() -> tuple[FloatArray, FloatArray, FloatArray]:
+        return _solved(frozen, model, stream, gpu_exists, margin)
+
+    alone_ok = _alone_ok(load.speed, model, stream, margin)
+    if model.tail(95).slope > 0:
+        feasible = _feasible(_residents(load, model, margin), load.speed, model, stream, gpu_exists, margin)
+    else:  # p95 does not grow with the busy period: no cap on it, judge the solved figures
+        p95, budget, _ = solve()
+        feasible = gpu_exists & (p95 <= budget)
+    return LatencyCheck(feasible, alone_ok, margin, solve)
 
 
-def _pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: BoolArray,
-                margin: float) -> LatencyCheck:
-    """Assumes validated inputs (see pre_filter())."""
+@dataclass
+class _Residents:
+    """What a check needs of the pods already on each GPU, for one (GpuLoad, model, margin); rows are refreshed
+    when the GpuLoad's node_version says they changed. (n_nodes, max_gpus, n_slots) or (n_nodes, max_gpus)."""
+
+    model: LatencyModel
+    margin: float
+    node_version: IntArray
+    work_ms: FloatArray  # GPU work per frame on the GPU's own time scale, 0 in an empty slot
+    period_ms: FloatArray  # inf in an empty slot
+    load: FloatArray  # sum of work / period
+    budget_ms: FloatArray  # the tightest deadline x (1 - margin); inf where no resident has a deadline
+    solo_ok: BoolArray  # every resident with a deadline keeps it on its own service time (tail.solo_ratio x s)
+
+
+_RESIDENTS: WeakKeyDictionary[GpuLoad, _Residents] = WeakKeyDictionary()
+
+
+def _residents(load: GpuLoad, model: LatencyModel, margin: float) -> _Residents:
+    """The residents' terms, recomputed only on the rows whose slots changed since they were last computed (all
+    of them for another model or margin, or once the slot axis grew)."""
+    cached = _RESIDENTS.get(load)
+    if (cached is None or cached.model is not model or cached.margin != margin
+            or cached.work_ms.shape != load.frame_rate_hz.shape):
+        _RESIDENTS[load] = cached = _Residents(model, margin, load.node_version.copy(),
+                                               *_resident_terms(load, model, margin, slice(None)))
+        return cached
+    rows = np.flatnonzero(cached.node_version != load.node_version)
+    if len(rows):
+        terms = _resident_terms(load, model, margin, rows)
+        for name, value in zip(("work_ms", "period_ms", "load", "budget_ms", "solo_ok"), terms, strict=True):
+            getattr(cached, name)[rows] = value
+        cached.node_version[rows] = load.node_version[rows]
+    return cached
+
+
+def _resident_terms(load: GpuLoad, model: LatencyModel, margin: float, rows: IntArray | slice
+                    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, BoolArray]:
+    service = load.service_gpu_ms(model, rows)
+    work = load.work_fraction(model, rows) * service
+    period = load.period_ms(rows)
+    budget = load.deadline_ms[rows] * (1.0 - margin)  # inf in empty slots and for residents without a deadline
+    solo_ok = (model.tail(95).solo_ratio * service <= budget) | np.isinf(budget)
+    gpu_load: FloatArray = (work / period).sum(axis=2)
+    tightest: FloatArray = budget.min(axis=2)
+    all_solo_ok: BoolArray = np.all(solo_ok, axis=2)
+    return work, period, gpu_load, tightest, all_solo_ok
+
+
+def _alone_ok(speed: FloatArray, model: LatencyModel, stream: Stream, margin: float) -> BoolArray:
+    """(n_nodes,): the pod alone on an idle GPU of the node keeps its own budget."""
+    own_service = model.service_ms(stream) / speed
+    own_work = own_service * model.work_fraction(stream.workload_class)
+    alone_w = np.where(own_work / stream.period_ms < model.max_load, own_work, np.inf)
+    own_budget = np.inf if stream.deadline_ms is None else stream.deadline_ms * (1.0 - margin)
+    ok: BoolArray = percentile_ms(model, 95, own_service, alone_w, speed) <= own_budget
+    return ok
+
+
+def _feasible(residents: _Residents, speed: FloatArray, model: LatencyModel, stream: Stream, gpu_exists: BoolArray,
+              margin: float) -> BoolArray:
+    """Which GPUs keep every budget with the pod added, without solving for the busy period.
+
+    Every p95 grows with the busy period's work W (slope > 0), so the pod fits on a GPU exactly when every budget
+    holds on its solo term and W stays within the tightest budget's cap, W_cap = (budget - offset / speed) /
+    slope. W is the fixed point of f(W) = sum_j b_j max(1, W / T_j), and f(W) - W decreases (busy_period.py), so
+    W <= W_cap exactly when f(W_cap) <= W_cap: one weighted sum per GPU instead of a sort and a solve over its
+    slots. A GPU where neither the pod nor any resident has a deadline constrains nothing, as in `_solved`."""
+    tail = model.tail(95)
+    own_service = model.service_ms(stream) / speed  # (n_nodes,), on each node's GPUs
+    own_work = own_service * model.work_fraction(stream.workload_class)
+    period = stream.period_ms
+    own_budget = np.inf if stream.deadline_ms is None else stream.deadline_ms * (1.0 - margin)
+    budget = np.minimum(residents.budget_ms, own_budget)  # (n_nodes, max_gpus)
+    constrained = np.isfinite(budget)
+    cap = np.where(constrained, (budget - tail.offset_ms / speed[:, None]) / tail.slope, 0.0)
+    with np.errstate(invalid="ignore"):  # empty slots: 0 work x max(1, cap / inf)
+        demand = (residents.work_ms * np.maximum(1.0, cap[..., None] / residents.period_ms)).sum(axis=2)
+    demand += own_work[:, None] * np.maximum(1.0, cap / period)
+    load = residents.load + (own_work / period)[:, None]
+    keeps = (residents.solo_ok & (tail.solo_ratio * own_service <= own_budget)[:, None]
+             & (load < min(model.max_load, 1.0)) & (demand <= cap))
+    feasible: BoolArray = gpu_exists & np.where(constrained, keeps, True)
+    return feasible
+
+
+def _solved(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: BoolArray, margin: float
+            ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The prediction on every GPU with the pod added, the busy period solved: the p95 of the pod closest to (or
+    past) its budget, that budget, and the GPU's load; what a refusal is explained with."""
     speed = load.speed[:, None]  # (n_nodes, 1)
     n_nodes, max_gpus = gpu_exists.shape
     new_service = np.full((n_nodes, max_gpus, 1), model.service_ms(stream)) / speed[..., None]
@@ -72,20 +198,13 @@ def _pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: 
     w, load_fraction = busy_period(work, period)  # (n_nodes, max_gpus)
     w = np.where(load_fraction >= model.max_load, np.inf, w)
     budget = deadline * (1.0 - margin)  # (n_nodes, max_gpus, S + 1)
-    speed3 = speed[..., None]
-    p95 = percentile_ms(model, 95, service, w[..., None], speed3)
+    p95 = percentile_ms(model, 95, service, w[..., None], speed[..., None])
     occupied = np.concatenate([load.occupied, np.ones((n_nodes, max_gpus, 1), dtype=bool)], axis=2)
     with np.errstate(invalid="ignore"):  # inf - inf in slots without a deadline, masked out
         over = np.where(occupied & np.isfinite(budget), p95 - budget, -np.inf)  # (n_nodes, max_gpus, S + 1)
     worst = np.argmax(over, axis=2)[..., None]
-    feasible = gpu_exists & (np.take_along_axis(over, worst, axis=2)[..., 0] <= 0)
-    own_service = new_service[:, 0, 0]  # (n_nodes,)
-    own_work = own_service * model.work_fraction(stream.workload_class)
-    alone_w = np.where(own_work / stream.period_ms < model.max_load, own_work, np.inf)  # alone on an idle GPU
-    alone = percentile_ms(model, 95, own_service, alone_w, speed[:, 0])
-    alone_ok = alone <= budget[:, 0, -1]  # (n_nodes,)
-    return LatencyCheck(feasible, np.take_along_axis(p95, worst, axis=2)[..., 0],
-                        np.take_along_axis(budget, worst, axis=2)[..., 0], load_fraction, alone_ok, margin)
+    return (np.take_along_axis(p95, worst, axis=2)[..., 0], np.take_along_axis(budget, worst, axis=2)[..., 0],
+            load_fraction)
 
 
 def verdict(check: LatencyCheck) -> Verdict:
