@@ -318,6 +318,32 @@ class ClusterSnapshot:
             raise ValueError("free memory out of [0, capacity]")
 
 
+class MaskedViews:
+    """Copies of one snapshot with some GPUs shown full (`view`), one per decision, that caches follow as they
+    follow the snapshot itself: every view shares one uid, and a row's `version` moves only when the snapshot's
+    row or the mask on it changed since the previous view. A per-state cache (core/state_ids.py) then re-keys the
+    few rows that changed instead of every node of a snapshot it has never seen."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.uid = next(_SNAPSHOT_IDS)
+        self._base_version = snapshot.version.copy()
+        self._masked = np.zeros(snapshot.gpu_exists.shape, dtype=bool)
+        self._version = snapshot.version.copy()
+
+    def view(self, snapshot: ClusterSnapshot, masked: BoolArray) -> ClusterSnapshot:
+        """`snapshot` (the one these views were made for) with no free share or memory on the `masked` GPUs."""
+        changed = (snapshot.version != self._base_version) | (masked != self._masked).any(axis=1)
+        self._version[changed] += 1
+        self._base_version[changed] = snapshot.version[changed]
+        self._masked = masked
+        view = snapshot.copy()
+        view.free_share_milli[masked] = 0
+        view.free_memory_mib[masked] = 0
+        view.uid = self.uid
+        view.version = self._version.copy()
+        return view
+
+
 def kind_of(gpu_count: int, share_milli: int) -> int:
     """The request type GpuClustering groups by: 0 for a shared GPU, k for k GPUs."""
     return 0 if gpu_count == 1 and share_milli < MILLI_PER_GPU else gpu_count
@@ -361,4 +387,4 @@ def domain_room(snapshot: ClusterSnapshot, gpus: BoolArray, rows: slice | IntArr
     return room
 
 
-__all__ = ["ClusterSnapshot", "GpuType", "UNLIMITED_PODS", "domain_room", "kind_of"]
+__all__ = ["ClusterSnapshot", "GpuType", "MaskedViews", "UNLIMITED_PODS", "domain_room", "kind_of"]

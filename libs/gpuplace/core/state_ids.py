@@ -24,6 +24,11 @@ INITIAL_CAPACITY = 1024
 """Rows of the per-state arrays before the first growth (a trace's 1,213 nodes sit in far fewer states)."""
 
 
+FULL_REKEY_ROWS = 32
+"""Changed rows past which `ids` re-keys the whole snapshot in one sort (`_intern_all`) instead of row by row
+(a Python call each): a latency view can change many rows at once (policies/latency_aware.py)."""
+
+
 class StateIds(ABC):
     PER_STATE: ClassVar[dict[str, float]] = {}
     """The subclass's per-state arrays (attribute name -> value of rows not yet filled), first axis by id."""
@@ -48,7 +53,12 @@ class StateIds(ABC):
             self._node_ids = self._intern_all(snapshot)
             self._versions = snapshot.version.copy()
             return self._node_ids
-        for node in np.flatnonzero(snapshot.version != self._versions):
+        changed = np.flatnonzero(snapshot.version != self._versions)
+        if len(changed) > FULL_REKEY_ROWS:
+            self._node_ids = self._intern_all(snapshot)
+            self._versions = snapshot.version.copy()
+            return self._node_ids
+        for node in changed:
             self._node_ids[node] = self._intern(snapshot, int(node))
             self._versions[node] = snapshot.version[node]
         return self._node_ids
@@ -56,8 +66,8 @@ class StateIds(ABC):
     def _intern_all(self, snapshot: ClusterSnapshot) -> IntArray:
         """Every node's id, interning each distinct state once: rows with equal `_keys` share a state, so only
         the first node of each is interned (in node order, so ids are handed out exactly as one by one). A
-        snapshot seen for the first time (a latency-masked copy is one per pod) costs one sort, not a Python
-        call per node."""
+        snapshot seen for the first time, or one whose rows mostly changed, costs one sort, not a Python call
+        per node."""
         keys = self._keys(snapshot)
         if keys is None:
             return np.array([self._intern(snapshot, n) for n in range(snapshot.n_nodes)], dtype=np.int64)
@@ -101,4 +111,4 @@ class StateIds(ABC):
             setattr(self, name, grown)
 
 
-__all__ = ["INITIAL_CAPACITY", "StateIds"]
+__all__ = ["FULL_REKEY_ROWS", "INITIAL_CAPACITY", "StateIds"]

@@ -15,6 +15,7 @@ cycles (an online refit, latency/update.py).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from weakref import WeakKeyDictionary
 
 from gpuplace.core.arrays import BoolArray, IntArray, ScoreArray
 from gpuplace.core.demand import Demand
@@ -25,7 +26,7 @@ from gpuplace.core.framework.runtime import span_penalty
 from gpuplace.core.framework.verdicts import CycleState, Verdict, feasible, one_status, verdicts_of
 from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.model import LatencyModel, Stream
-from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.core.snapshot import ClusterSnapshot, MaskedViews
 
 SUFFIX = "+latency"
 
@@ -88,12 +89,17 @@ class LatencyAware:
         if self._cached is not None and _same(self._cached[0], key):
             return self._cached[1], self._cached[2]
         check = latency_fit.pre_filter(self.gpu_load, self.model, stream, snapshot.gpu_exists, margin=self.margin)
-        masked = snapshot.copy()
-        blocked = snapshot.gpu_exists & ~check.feasible  # (n_nodes, max_gpus)
-        masked.free_share_milli[blocked] = 0
-        masked.free_memory_mib[blocked] = 0
+        views = _VIEWS.get(snapshot)
+        if views is None:
+            _VIEWS[snapshot] = views = MaskedViews(snapshot)
+        masked = views.view(snapshot, snapshot.gpu_exists & ~check.feasible)
         self._cached = (key, masked, check)
         return masked, check
+
+
+_VIEWS: WeakKeyDictionary[ClusterSnapshot, MaskedViews] = WeakKeyDictionary()
+"""Per snapshot, its latency views: a wrapper lives for one pod (usecases/decide.py), the views' lineage as long as
+the snapshot, so the base policy's per-state caches follow the views row by row."""
 
 
 def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
