@@ -137,7 +137,7 @@ class Gpuplace(DefaultSteps):
         if self._estimate.empty:
             self._estimate.observe(demand)
         self._refresh(snapshot)
-        measure, hole_loss = self._built()
+        measure = self._built()
         free = snapshot.free_share_milli[node]
         type_id = snapshot.gpu_type_id[node]
         share = int(demand.share_milli_by_type[type_id])
@@ -149,7 +149,7 @@ class Gpuplace(DefaultSteps):
         growth = measure.waste_milli(
             after, np.full(n, snapshot.cpu_free_milli[node] - demand.cpu_milli),
             np.full(n, snapshot.memory_free_mib[node] - demand.memory_mib), np.full(n, type_id)) - before
-        loss = hole_loss.loss_milli(np.array([type_id]), np.array([share]), free[None, usable])[0] if _priced(
+        loss = self._hole_loss().loss_milli(np.array([type_id]), np.array([share]), free[None, usable])[0] if _priced(
             demand) else np.zeros(n)
         return (int(usable[int(np.argmax(_combined(loss, growth)))]),)
 
@@ -183,7 +183,7 @@ class Gpuplace(DefaultSteps):
                 self._estimate.set_prior(prior)
             workload = workload or self._estimate.build(snapshot.gpu_types)
             self._waste_measure = NodeWaste(workload, snapshot)
-            self._loss = HoleLoss(workload.shapes, self._waste_measure.shape_weight)
+            self._loss = None  # priced when a request first needs it (_hole_loss)
             self._whole_gpu_cost = _whole_gpu_cost(workload.shapes, snapshot.gpu_types)
             self._cluster = cluster
             self._forget_scores()
@@ -214,13 +214,21 @@ class Gpuplace(DefaultSteps):
             self._holes[key] = _grown(self._holes.get(key), n_states)
         return table, self._holes[key]
 
-    def _built(self) -> tuple[NodeWaste, HoleLoss]:
-        """The measure and hole prices; `_refresh` builds them before anything is scored."""
-        assert self._waste_measure is not None and self._loss is not None
-        return self._waste_measure, self._loss
+    def _built(self) -> NodeWaste:
+        """The measure; `_refresh` builds it before anything is scored."""
+        assert self._waste_measure is not None
+        return self._waste_measure
+
+    def _hole_loss(self) -> HoleLoss:
+        """The hole prices of the current measure's mix, solved when a request first needs them: only shares are
+        priced (_priced), and a fleet of memory slices would solve the knapsack LP at every drift for nothing."""
+        if self._loss is None:
+            measure = self._built()
+            self._loss = HoleLoss(measure.workload.shapes, measure.shape_weight)
+        return self._loss
 
     def _state_terms(self, states: StateIndex, ids: IntArray) -> tuple[FloatArray, IntArray, IntArray]:
-        return self._terms.terms(states, ids, self._built()[0])
+        return self._terms.terms(states, ids, self._built())
 
     # -- scoring states ------------------------------------------------------------------------------------
 
@@ -230,11 +238,11 @@ class Gpuplace(DefaultSteps):
         free = states.free_share_milli[todo]  # high to low, (n_todo, max_gpus)
         types = states.gpu_type_id[todo]
         share = demand.share_milli_by_type[types]  # (n_todo,)
-        measure, hole_loss = self._built()
+        measure = self._built()
         row, col, before, after = _options(free, share, demand.gpu_count)
         loss = np.zeros(len(row))
         if demand.gpu_count == 1 and _priced(demand):  # growth only matters among a state's least-loss options
-            loss = np.round(hole_loss.loss_milli(types[row], share[row], before))[:, 0]
+            loss = np.round(self._hole_loss().loss_milli(types[row], share[row], before))[:, 0]
             least = np.full(len(todo), np.inf)
             np.minimum.at(least, row, loss)
             keep = loss == least[row]
