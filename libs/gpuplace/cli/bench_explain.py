@@ -51,7 +51,7 @@ from gpuplace.core.node_rules import NO_SCHEDULE, NodeFacts, PodRules, Taint
 from gpuplace.core.policies import registry
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.sim import robotics_fleet
-from gpuplace.usecases.cluster_view import ClusterView, Hold
+from gpuplace.usecases.cluster_view import ClusterView, Placement
 from gpuplace.usecases.decide import Decider
 from gpuplace.usecases.feedback import Unschedulable
 
@@ -133,8 +133,8 @@ def build_view(n_nodes: int, fill_pct: float, seed: int) -> ClusterView:
                 continue
             gpu_type = snapshot.gpu_type_id[decision.node]
             share, memory = int(demand.share_milli_by_type[gpu_type]), int(demand.gpu_memory_mib_by_type[gpu_type])
-            view.charge(pod.name, Hold(decision.node_name or "", decision.gpu_indices, share, memory, pod.cpu_milli,
-                                       pod.memory_mib, Stream.of(pod, service_ms), pod.rules))
+            view.charge(pod.name, Placement(decision.node_name or "", decision.gpu_indices, share, memory,
+                                            pod.cpu_milli, pod.memory_mib, Stream.of(pod, service_ms), pod.rules))
     raise AssertionError("unreachable: the fleet never filled")
 
 

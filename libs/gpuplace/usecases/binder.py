@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from gpuplace.contracts.events import PlacementEvent
 from gpuplace.usecases import feedback
 from gpuplace.usecases.cluster_state import BindOutcomeToRecord, ClusterState
-from gpuplace.usecases.cluster_view import Hold
+from gpuplace.usecases.cluster_view import Placement
 from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.pod_states import PodState
 from gpuplace.usecases.ports import BindOutcome, BindResult, ClusterApi, Metrics, PodRow, UnitOfWorkFactory
@@ -45,7 +45,7 @@ class Binder:
     def in_flight(self, cluster: str, uid: str) -> bool:
         return (cluster, uid) in self._pods
 
-    def spawn(self, state: ClusterState, row: PodRow, hold: Hold) -> None:
+    def spawn(self, state: ClusterState, row: PodRow, hold: Placement) -> None:
         """Bind the reserved pod `row` at `hold`, in the background."""
         pod = (row["cluster"], row["uid"])
         task = asyncio.create_task(self._bind(state, row, hold), name=row["cluster"] + row["uid"])
@@ -56,7 +56,7 @@ class Binder:
         task.add_done_callback(lambda _: self._pods.discard(pod))
         task.add_done_callback(lambda _: state.binding.discard(row["uid"]))
 
-    async def _bind(self, state: ClusterState, row: PodRow, hold: Hold) -> None:
+    async def _bind(self, state: ClusterState, row: PodRow, hold: Placement) -> None:
         api = self._apis[row["cluster"]]
         assignment = {"node": hold.node, "gpus": [
             {"index": i, "memory_mib": hold.gpu_memory_mib, "share_milli": hold.share_milli}
@@ -134,7 +134,7 @@ class Binder:
             if item.outcome not in ("gone", "conflict"):
                 state.waiting[item.row["uid"]] = {**item.row, "state": PodState.PENDING}
 
-    def _report_scheduled(self, row: PodRow, hold: Hold) -> None:
+    def _report_scheduled(self, row: PodRow, hold: Placement) -> None:
         """A Scheduled Event naming the node and the GPUs, as kube-scheduler's; in the background, never failing."""
         api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
         gpus = feedback.gpus_text(hold.gpu_indices, hold.gpu_memory_mib)

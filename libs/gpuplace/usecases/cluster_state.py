@@ -12,7 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from gpuplace.core.model import Pod
-from gpuplace.usecases.cluster_view import ClusterView, Hold
+from gpuplace.usecases.cluster_view import ClusterView, Placement
 from gpuplace.usecases.ports import PodRow
 
 
@@ -21,7 +21,7 @@ class BindOutcomeToRecord:
     """A bind's outcome waiting to be recorded with others in one transaction (Binder._record)."""
 
     row: PodRow
-    hold: Hold
+    hold: Placement
     outcome: str  # a BindOutcome's value, or "error"
     recorded: asyncio.Future[None]  # set once the outcome is committed (or its recording failed)
 

@@ -29,12 +29,17 @@ from gpuplace.core.node_rules import (
 )
 from gpuplace.core.snapshot import ClusterSnapshot, kind_of
 from gpuplace.usecases import dra
-from gpuplace.usecases.ports import Row
+from gpuplace.usecases.ports import GpuGrant, Reservation, Row
+
+SCORE_KEY, RUNNERS_UP_KEY = "score", "runners_up"  # in a `decided` event's reasons
 
 
 @dataclass(frozen=True)
-class Hold:
-    """What one pod holds on one node: per GPU index, its share and memory; plus CPU and memory."""
+class Placement:
+    """A pod's place on one node, the one value a decision takes from the policy to the bind: per GPU index its
+    share and memory, plus CPU and memory; its frames and rules, which the view charges with it; and, when the
+    policy scored it, the score and the next best candidates that the `decided` event records for `gpuplace
+    explain`. The view holds one per pod (`holds`); the database gets its `reservation`."""
 
     node: str
     gpu_indices: tuple[int, ...]
@@ -44,6 +49,24 @@ class Hold:
     memory_mib: int
     stream: Stream | None = None  # the pod's frames, for the latency model (None: no frame rate declared)
     rules: PodRules = NO_RULES  # its host ports and countables, taken on the node with its slot
+    score: float | None = None  # the policy's score of `node` (None: not scored, e.g. adopted or charged)
+    runners_up: tuple[tuple[str, float], ...] = ()  # (node, score) of the next best candidates, best first
+
+    def reasons(self) -> dict[str, str]:
+        """The `decided` event's reasons: the chosen node's score and the runners-up, when the policy scored."""
+        if self.score is None:
+            return {}
+        reasons = {SCORE_KEY: f"{self.score:.6g}"}
+        if self.runners_up:
+            reasons[RUNNERS_UP_KEY] = ", ".join(f"{node}={score:.6g}" for node, score in self.runners_up)
+        return reasons
+
+    def grants(self) -> tuple[GpuGrant, ...]:
+        return tuple(GpuGrant(i, self.gpu_memory_mib, self.share_milli) for i in self.gpu_indices)
+
+    def reservation(self, pod_uid: str, decision_id: str) -> Reservation:
+        """This place as one pod's row of a batch of reservations (StateRepository.reserve_many)."""
+        return Reservation(pod_uid, self.node, self.grants(), self.cpu_milli, self.memory_mib, decision_id)
 
 
 @dataclass
@@ -52,7 +75,7 @@ class ClusterView:
 
     cluster: str
     snapshot: ClusterSnapshot | None
-    holds: dict[str, Hold] = field(default_factory=dict)  # pod uid -> what it holds
+    holds: dict[str, Placement] = field(default_factory=dict)  # pod uid -> what it holds
     gpu_load: GpuLoad | None = None
     latency_model: LatencyModel = DEFAULT_MODEL
 
@@ -84,7 +107,7 @@ class ClusterView:
         holds = {}
         for uid, rows in grants.items():
             pod = pod_rows.get(uid)
-            holds[uid] = Hold(
+            holds[uid] = Placement(
                 node=rows[0]["node"], gpu_indices=tuple(sorted(r["gpu_index"] for r in rows)),
                 share_milli=rows[0]["share_milli"], gpu_memory_mib=rows[0]["memory_mib"],
                 cpu_milli=pod["cpu_milli"] if pod else 0, memory_mib=pod["memory_mib"] if pod else 0,
@@ -92,7 +115,7 @@ class ClusterView:
             )
         for uid, pod in pod_rows.items():  # pods that hold no GPU still take CPU, a slot and their ports
             if uid not in holds and pod.get("node"):
-                holds[uid] = Hold(pod["node"], (), 0, 0, pod["cpu_milli"], pod["memory_mib"], rules=pod_rules(pod))
+                holds[uid] = Placement(pod["node"], (), 0, 0, pod["cpu_milli"], pod["memory_mib"], rules=pod_rules(pod))
         view = cls(cluster, snapshot, holds, latency_model=latency_model)
         if snapshot is not None:
             view.gpu_load = GpuLoad.for_snapshot(snapshot)
@@ -167,7 +190,7 @@ class ClusterView:
     def has_node(self, name: str) -> bool:
         return self.snapshot is not None and self.snapshot.has_node(name)
 
-    def charge(self, uid: str, hold: Hold) -> None:
+    def charge(self, uid: str, hold: Placement) -> None:
         if self.has_node(hold.node):
             assert self.snapshot is not None
             row = self.snapshot.index_of(hold.node)
@@ -177,7 +200,7 @@ class ClusterView:
                 self.gpu_load.charge(uid, row, hold.gpu_indices, hold.stream)
         self.holds[uid] = hold
 
-    def refund(self, uid: str) -> Hold | None:
+    def refund(self, uid: str) -> Placement | None:
         hold = self.holds.pop(uid, None)
         if self.gpu_load is not None:
             self.gpu_load.refund(uid)  # safe for a pod it never carried
@@ -267,4 +290,5 @@ def pod_stream(row: Row) -> Stream | None:
     return Stream.of(core_pod(row), service_ms=row.get("service_ms"))
 
 
-__all__ = ["ClusterView", "Hold", "core_pod", "node_facts", "pod_rules", "pod_stream"]
+__all__ = ["ClusterView", "Placement", "RUNNERS_UP_KEY", "SCORE_KEY", "core_pod", "node_facts", "pod_rules",
+           "pod_stream"]

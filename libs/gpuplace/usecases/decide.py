@@ -28,9 +28,8 @@ from gpuplace.core.policies import registry
 from gpuplace.core.policies.latency_aware import latency_aware
 from gpuplace.core.snapshot import GpuType
 from gpuplace.core.workload import typical_workload
-from gpuplace.usecases.cluster_view import ClusterView
+from gpuplace.usecases.cluster_view import ClusterView, Placement
 from gpuplace.usecases.feedback import Unschedulable, fit_error_message_of
-from gpuplace.usecases.placement import Choice
 
 WINDOW_PODS = 2_000  # recent pods that define the typical workload
 REFRESH_EVERY = 100  # pods between rebuilds of the policy's workload
@@ -97,7 +96,7 @@ class Decider:
         """The policy the defragmentation planner scores hypothetical placements with; they feed no estimate."""
         return self.policy(view, pod, stream, learn=False)
 
-    def __call__(self, view: ClusterView, pod: Pod, stream: Stream | None) -> Choice | dict[str, str]:
+    def __call__(self, view: ClusterView, pod: Pod, stream: Stream | None) -> Placement | dict[str, str]:
         snapshot = view.snapshot
         assert snapshot is not None
         decision = runtime.place(snapshot, pod, self.policy(view, pod, stream))
@@ -106,10 +105,11 @@ class Decider:
                                  fit_error_message_of(snapshot.n_nodes, decision.diagnosis.counted()))
         demand = resolve(pod, snapshot)
         gpu_type = snapshot.gpu_type_id[decision.node]
-        return Choice(
+        return Placement(
             node=decision.node_name or "", gpu_indices=decision.gpu_indices,
             share_milli=int(demand.share_milli_by_type[gpu_type]) if decision.gpu_indices else 0,
             gpu_memory_mib=int(demand.gpu_memory_mib_by_type[gpu_type]) if decision.gpu_indices else 0,
+            cpu_milli=pod.cpu_milli, memory_mib=pod.memory_mib, stream=stream, rules=pod.rules,
             score=decision.score, runners_up=decision.runners_up,
         )
 

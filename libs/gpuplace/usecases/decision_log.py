@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuAssignment, PlacementEvent, PlacementKind, Provenance
-from gpuplace.usecases.cluster_view import Hold
+from gpuplace.usecases.cluster_view import Placement
 from gpuplace.usecases.ports import PodRow, UnitOfWork
 
 
@@ -24,7 +24,7 @@ class DecisionLog:
         self._topic = topics.PLACEMENTS + topic_suffix
         self._outbox_written = outbox_written  # wakes the outbox relay after a commit that wrote events
 
-    async def record(self, uow: UnitOfWork, row: PodRow, kind: PlacementKind, *, hold: Hold | None = None,
+    async def record(self, uow: UnitOfWork, row: PodRow, kind: PlacementKind, *, hold: Placement | None = None,
                      reasons: dict[str, str] | None = None, decision_id: str | None = None,
                      node: str | None = None, seen: Provenance | None = None,
                      into: list[PlacementEvent] | None = None) -> None:

@@ -18,8 +18,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gpuplace.usecases.cluster_view import RUNNERS_UP_KEY, SCORE_KEY
 from gpuplace.usecases.defrag import PLAN_KEY
-from gpuplace.usecases.placement import ADOPTED, RUNNERS_UP_KEY, SCORE_KEY
+from gpuplace.usecases.placement import ADOPTED
 from gpuplace.usecases.pod_states import WAITING, PodState
 from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
 

@@ -49,7 +49,7 @@ from gpuplace.core.workload import typical_workload
 from gpuplace.usecases import dra, feedback, latency_learning, provenance
 from gpuplace.usecases.binder import Binder
 from gpuplace.usecases.cluster_state import ClusterState
-from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
+from gpuplace.usecases.cluster_view import ClusterView, Placement, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.ingest import ingest_node
@@ -62,7 +62,6 @@ from gpuplace.usecases.ports import (
     Metrics,
     PendingReason,
     PodRow,
-    Reservation,
     UnitOfWork,
     UnitOfWorkFactory,
 )
@@ -78,31 +77,11 @@ RECENT_PODS = 2_000  # the pods decided last in a cluster: the typical workload 
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True)
-class Choice:
-    node: str
-    gpu_indices: tuple[int, ...]
-    share_milli: int
-    gpu_memory_mib: int
-    score: float | None = None  # the policy's score of `node`, and the next best candidates: what the
-    runners_up: tuple[tuple[str, float], ...] = ()  # `decided` event records for `gpuplace explain`
-
-    def reasons(self) -> dict[str, str]:
-        """The `decided` event's reasons: the chosen node's score and the runners-up, when the policy scored."""
-        if self.score is None:
-            return {}
-        reasons = {SCORE_KEY: f"{self.score:.6g}"}
-        if self.runners_up:
-            reasons[RUNNERS_UP_KEY] = ", ".join(f"{node}={score:.6g}" for node, score in self.runners_up)
-        return reasons
-
-
-SCORE_KEY, RUNNERS_UP_KEY = "score", "runners_up"  # in a `decided` event's reasons
 ADOPTED = "place promised as "  # reasons["defrag"] of a replacement's `decided`, then the promise's uid
 
 
-Decide = Callable[[ClusterView, Pod, "Stream | None"], "Choice | dict[str, str]"]
-"""The core's decision for one pod (and its frames, if it declares a frame rate): a Choice, or the
+Decide = Callable[[ClusterView, Pod, "Stream | None"], "Placement | dict[str, str]"]
+"""The core's decision for one pod (and its frames, if it declares a frame rate): its Placement, or the
 reasons it fits nowhere (node class -> why)."""
 
 
@@ -111,7 +90,7 @@ class _Placed:
     """A transaction's placements, applied once it committed: the pods reserved (already charged on the view)
     are bound, the pods that fit nowhere wait."""
 
-    placed: list[tuple[PodRow, Hold]] = field(default_factory=list)
+    placed: list[tuple[PodRow, Placement]] = field(default_factory=list)
     waiting: list[tuple[PodRow, dict[str, str]]] = field(default_factory=list)
 
     def apply(self, service: PlacementService, state: ClusterState) -> None:
@@ -472,11 +451,10 @@ class PlacementService:
             if isinstance(outcome, dict):
                 done.waiting.append((row, outcome))
                 continue
-            hold, decision_id = outcome
-            state.view.charge(row["uid"], hold)
-            done.placed.append((row, hold))
-            reservations.append(Reservation(row["uid"], hold.node, _grants(hold), hold.cpu_milli, hold.memory_mib,
-                                            decision_id))
+            placement, decision_id = outcome
+            state.view.charge(row["uid"], placement)
+            done.placed.append((row, placement))
+            reservations.append(placement.reservation(row["uid"], decision_id))
         refused = await uow.state.reserve_many(state.view.cluster, reservations)
         if refused is not None:
             self._metrics.scheduling_attempt(state.view.cluster, "conflict", 0.0)
@@ -485,24 +463,23 @@ class PlacementService:
         return done
 
     async def _decide_one(self, uow: UnitOfWork, state: ClusterState, row: PodRow, into: list[PlacementEvent]
-                          ) -> tuple[Hold, str] | dict[str, str]:
-        """Inside `uow`: decide where a pod of a batch goes (the Hold and the id of the `decided` event written),
-        or record why it waits (its reasons); one scheduling attempt, counted. The reservation is the batch's."""
+                          ) -> tuple[Placement, str] | dict[str, str]:
+        """Inside `uow`: decide where a pod of a batch goes (its Placement and the id of the `decided` event
+        written), or record why it waits (its reasons); one scheduling attempt, counted. The reservation is the
+        batch's."""
         started = time.perf_counter()
         pod, stream = core_pod(row), pod_stream(row)
         _remember(state, row["uid"], pod)
         seen = self._provenance(state)
-        choice = self._decide(state.view, pod, stream) if state.view.snapshot is not None else \
+        decided = self._decide(state.view, pod, stream) if state.view.snapshot is not None else \
             {"cluster": "no schedulable node"}
-        if isinstance(choice, Choice):
-            hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib,
-                        row["cpu_milli"], row["memory_mib"], stream, pod.rules)
+        if isinstance(decided, Placement):
             decision_id = uuid.uuid4().hex
-            await self._decisions.record(uow, row, "decided", hold=hold, decision_id=decision_id,
-                                         reasons=choice.reasons(), seen=seen, into=into)
+            await self._decisions.record(uow, row, "decided", hold=decided, decision_id=decision_id,
+                                         reasons=decided.reasons(), seen=seen, into=into)
             self._metrics.scheduling_attempt(row["cluster"], "reserved", time.perf_counter() - started)
-            return hold, decision_id
-        reasons = await self._record_waiting(uow, state, row, choice, seen, into=into)
+            return decided, decision_id
+        reasons = await self._record_waiting(uow, state, row, decided, seen, into=into)
         self._metrics.scheduling_attempt(row["cluster"], "unschedulable", time.perf_counter() - started)
         return reasons
 
@@ -566,9 +543,9 @@ class PlacementService:
         node = grants[0]["node"] if grants else None
         await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.RESERVED, node=node,
                                       reason=f"adopted {promise['uid']}")
-        hold = Hold(node or "", tuple(sorted(g["gpu_index"] for g in grants)),
-                    grants[0]["share_milli"] if grants else 0, grants[0]["memory_mib"] if grants else 0,
-                    row["cpu_milli"], row["memory_mib"])
+        hold = Placement(node or "", tuple(sorted(g["gpu_index"] for g in grants)),
+                         grants[0]["share_milli"] if grants else 0, grants[0]["memory_mib"] if grants else 0,
+                         row["cpu_milli"], row["memory_mib"])
         await self._decisions.record(uow, row, "decided", hold=hold, reasons={"defrag": ADOPTED + promise["uid"]})
         return True
 
@@ -599,7 +576,7 @@ class PlacementService:
             await self._decisions.record(uow, row, "unschedulable", reasons=reasons, seen=seen, into=into)
         return reasons
 
-    def _placed(self, state: ClusterState, row: PodRow, hold: Hold) -> None:
+    def _placed(self, state: ClusterState, row: PodRow, hold: Placement) -> None:
         """A reservation committed (and charged on the view): the pod leaves the queue and is bound."""
         state.waiting.pop(row["uid"], None)
         state.last_reasons.pop(row["uid"], None)
@@ -689,7 +666,7 @@ class PlacementService:
         return freed
 
     async def _charge_bound_elsewhere(self, uow: UnitOfWork, state: ClusterState, event: PodEvent,
-                                      node: str) -> Hold | None:
+                                      node: str) -> Placement | None:
         """Inside `uow`: a pod bound without gpuplace takes its CPU, memory, slot and GPUs on `node` (the
         whole node counts, DESIGN §3); returns what to charge the view after commit. A node gpuplace has not
         heard of yet is charged when it arrives (_charge_awaiting_node)."""
@@ -701,7 +678,7 @@ class PlacementService:
             return None
         return await self._charge_on_node(uow, state.view, row, node, mark_bound=True)
 
-    def _charge_view(self, state: ClusterState, uid: str, hold: Hold) -> None:
+    def _charge_view(self, state: ClusterState, uid: str, hold: Placement) -> None:
         """What the database charged, charged on the view too; a view that disagrees is read again."""
         snapshot = state.view.snapshot
         assert snapshot is not None
@@ -731,7 +708,7 @@ class PlacementService:
             await self._decisions.commit(uow)
 
     async def _charge_on_node(self, uow: UnitOfWork, view: ClusterView, row: PodRow, node: str, *,
-                              mark_bound: bool = False) -> Hold:
+                              mark_bound: bool = False) -> Placement:
         """Inside `uow`: charge a pod bound without gpuplace on `node`, where it runs (see gpus_for_bound_pod)."""
         pod = core_pod(row)
         claimed = view.gpus_for_claimed_pod(node, (row.get("rules") or {}).get("dra_claims") or ())
@@ -747,8 +724,8 @@ class PlacementService:
         await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.BOUND, node=node, reason=reason,
                                       mark_bound=mark_bound)
         kept = tuple(i for i in gpu_indices if i not in refused)
-        return Hold(node, kept, share if kept else 0, memory if kept else 0, row["cpu_milli"],
-                    row["memory_mib"], pod_stream(row), pod.rules)
+        return Placement(node, kept, share if kept else 0, memory if kept else 0, row["cpu_milli"],
+                         row["memory_mib"], pod_stream(row), pod.rules)
 
     # -- state ---------------------------------------------------------------------------------------
     async def _cluster(self, cluster: str) -> ClusterState:
@@ -840,10 +817,6 @@ def _event_of(row: PodRow, kind: str, **changes: Any) -> PodEvent:
 
 
 _PENDING_REASONS: tuple[PendingReason, ...] = ("unschedulable", "queued", "defrag", "binding")
-
-
-def _grants(hold: Hold) -> tuple[GpuGrant, ...]:
-    return tuple(GpuGrant(i, hold.gpu_memory_mib, hold.share_milli) for i in hold.gpu_indices)
 
 
 def _remember(state: ClusterState, uid: str, pod: Pod) -> None:

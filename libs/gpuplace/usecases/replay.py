@@ -29,9 +29,9 @@ from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases import provenance
-from gpuplace.usecases.cluster_view import ClusterView, Hold, core_pod, pod_rules, pod_stream
+from gpuplace.usecases.cluster_view import ClusterView, Placement, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.decide import Decider
-from gpuplace.usecases.placement import ADOPTED, Choice, pod_row
+from gpuplace.usecases.placement import ADOPTED, pod_row
 from gpuplace.usecases.ports import Row
 
 
@@ -121,7 +121,7 @@ class Replayer:
         self._nodes: dict[str, NodeEvent] = {}
         self._pods: dict[str, Row] = {}  # uid -> pods row
         self._first_seen: dict[str, int] = {}  # uid -> ms of its first pending event
-        self._holds: dict[str, Hold] = {}  # uid -> what it holds, in the order it was charged
+        self._holds: dict[str, Placement] = {}  # uid -> what it holds, in the order it was charged
         self._view: ClusterView | None = None
         self._waiting: dict[str, Row] = {}  # what-if: pods the replay could not place yet
         self._recorded_placed: set[str] = set()
@@ -290,8 +290,8 @@ class Replayer:
         assert self._decider is not None
         if view.snapshot is None:
             return Outcome(None)
-        choice = self._decider(view, core_pod(row), pod_stream(row))
-        return Outcome(choice.node, choice.gpu_indices) if isinstance(choice, Choice) else Outcome(None)
+        decided = self._decider(view, core_pod(row), pod_stream(row))
+        return Outcome(decided.node, decided.gpu_indices) if isinstance(decided, Placement) else Outcome(None)
 
     def _place_own(self, uid: str, row: Row, now_ms: int) -> bool:
         """What-if: decide with the replay's policy and apply its own decision."""
@@ -300,14 +300,12 @@ class Replayer:
         if view.snapshot is None:
             self._waiting[uid] = row
             return False
-        choice = self._decider(view, core_pod(row), pod_stream(row))
-        if not isinstance(choice, Choice):
+        decided = self._decider(view, core_pod(row), pod_stream(row))
+        if not isinstance(decided, Placement):
             self._waiting[uid] = row
             return False
         self._waiting.pop(uid, None)
-        hold = Hold(choice.node, choice.gpu_indices, choice.share_milli, choice.gpu_memory_mib, row["cpu_milli"],
-                    row["memory_mib"], pod_stream(row), pod_rules(row))
-        self._charge(uid, hold)
+        self._charge(uid, decided)
         figures = self.result.replayed
         figures.pods_placed += 1
         figures.pending_ms.append(now_ms - self._first_seen.get(uid, now_ms))
@@ -336,9 +334,10 @@ class Replayer:
     def _charge_recorded(self, uid: str, event: PlacementEvent) -> None:
         row = self._pods.get(uid)
         gpus = event.gpus
-        hold = Hold(event.node or "", tuple(sorted(g.index for g in gpus)), gpus[0].share_milli if gpus else 0,
-                    gpus[0].memory_mib if gpus else 0, row["cpu_milli"] if row else 0, row["memory_mib"] if row else 0,
-                    pod_stream(row) if row else None, pod_rules(row) if row else pod_rules({}))
+        hold = Placement(event.node or "", tuple(sorted(g.index for g in gpus)),
+                         gpus[0].share_milli if gpus else 0, gpus[0].memory_mib if gpus else 0,
+                         row["cpu_milli"] if row else 0, row["memory_mib"] if row else 0,
+                         pod_stream(row) if row else None, pod_rules(row) if row else pod_rules({}))
         self._charge(uid, hold)
 
     def _charge_bound_elsewhere(self, uid: str, row: Row, node: str) -> None:
@@ -353,18 +352,18 @@ class Replayer:
         # other scheduler and not charged; CPU and memory are charged up to what the node has left
         kept = tuple(i for i in gpu_indices if snapshot.free_share_milli[at, i] >= share
                      and snapshot.free_memory_mib[at, i] >= memory)
-        self._charge(uid, Hold(node, kept, share if kept else 0, memory if kept else 0,
-                               min(row["cpu_milli"], int(snapshot.cpu_free_milli[at])),
-                               min(row["memory_mib"], int(snapshot.memory_free_mib[at])),
-                               pod_stream(row), pod_rules(row)))
+        self._charge(uid, Placement(node, kept, share if kept else 0, memory if kept else 0,
+                                    min(row["cpu_milli"], int(snapshot.cpu_free_milli[at])),
+                                    min(row["memory_mib"], int(snapshot.memory_free_mib[at])),
+                                    pod_stream(row), pod_rules(row)))
 
-    def _charge(self, uid: str, hold: Hold) -> None:
+    def _charge(self, uid: str, hold: Placement) -> None:
         self._refund(uid)
         self._holds[uid] = hold
         if self._view is not None:
             self._charge_view(uid, hold)
 
-    def _charge_view(self, uid: str, hold: Hold) -> None:
+    def _charge_view(self, uid: str, hold: Placement) -> None:
         view = self._view
         assert view is not None
         try:

@@ -26,7 +26,7 @@ from gpuplace.core.latency.model import ClassProfile, LatencyModel, Stream, Tail
 from gpuplace.core.model import Gpu, GpuRequest, Node, Pod
 from gpuplace.core.node_rules import HostPort, NodeFacts, PodRules, Taint, Toleration
 from gpuplace.core.snapshot import ClusterSnapshot
-from gpuplace.usecases.cluster_view import ClusterView, Hold
+from gpuplace.usecases.cluster_view import ClusterView, Placement
 from gpuplace.usecases.decide import Decider
 from gpuplace.usecases.feedback import Unschedulable
 
@@ -81,8 +81,8 @@ def latency_scene(streams: tuple[tuple[int, int], ...] = ((14, 14), (16, 16), (3
     for node, per_gpu in zip(("h1", "h2", "h3"), streams, strict=True):
         for gpu, count in enumerate(per_gpu):
             for i in range(count):
-                view.charge(f"{node}-{gpu}-{i}", Hold(node, (gpu,), 10, 256, 100, 64,
-                                                      Stream(30.0, "det", deadline_ms=1000 / 30)))
+                view.charge(f"{node}-{gpu}-{i}", Placement(node, (gpu,), 10, 256, 100, 64,
+                                                           Stream(30.0, "det", deadline_ms=1000 / 30)))
     return view
 
 
