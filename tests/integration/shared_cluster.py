@@ -41,13 +41,15 @@ async def gpuplace_running(settings: Settings, kubeconfig: str, *, watcher: bool
 
 
 async def inventory_seen(settings: Settings, expect: int, *, timeout_s: float = 120) -> None:
-    """Wait until placement has stored `expect` nodes of `settings.cluster` (pods sent before would wait for
-    nodes gpuplace does not know yet, which is right but not what a test of the rules wants to compare)."""
+    """Wait until placement has stored `expect` nodes of `settings.cluster`, Ready (pods sent before would wait for
+    nodes gpuplace does not know yet, which is right but not what a test of the rules wants to compare; and a node
+    KWOK has not yet marked Ready carries gpuplace's not-ready taint, core/node_rules.py, which this stack's
+    kube-scheduler does not see: its node lifecycle controller, which adds that taint, does not run here)."""
     async with database(settings) as uow_factory:
         async def seen() -> bool:
             async with uow_factory() as uow:
-                return len(await uow.state.load_nodes(settings.cluster)) >= expect
-        await eventually(seen, timeout_s=timeout_s, what=f"placement to see {expect} nodes")
+                return sum(1 for node in await uow.state.load_nodes(settings.cluster) if node["ready"]) >= expect
+        await eventually(seen, timeout_s=timeout_s, what=f"placement to see {expect} Ready nodes")
 
 
 def node_manifest(name: str, run: str, *, cpu: str = "16", memory: str = "64Gi", pods: int = 110, gpus: int = 0,
