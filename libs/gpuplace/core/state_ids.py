@@ -48,13 +48,10 @@ class StateIds(ABC):
         """State id of every node of `snapshot`, (n_nodes,). Do not modify the returned array."""
         if snapshot.max_gpus != self.max_gpus:
             raise ValueError(f"snapshot GPU width {snapshot.max_gpus} differs from this cache's {self.max_gpus}")
-        if snapshot.uid != self._snapshot_uid or len(self._node_ids) != snapshot.n_nodes:
+        followed = snapshot.uid == self._snapshot_uid and len(self._node_ids) == snapshot.n_nodes
+        changed = np.flatnonzero(snapshot.version != self._versions) if followed else None
+        if changed is None or len(changed) > FULL_REKEY_ROWS:
             self._snapshot_uid = snapshot.uid
-            self._node_ids = self._intern_all(snapshot)
-            self._versions = snapshot.version.copy()
-            return self._node_ids
-        changed = np.flatnonzero(snapshot.version != self._versions)
-        if len(changed) > FULL_REKEY_ROWS:
             self._node_ids = self._intern_all(snapshot)
             self._versions = snapshot.version.copy()
             return self._node_ids
