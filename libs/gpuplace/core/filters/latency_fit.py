@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 from weakref import WeakKeyDictionary
 
 import numpy as np
@@ -87,9 +88,10 @@ def pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: B
     def solve() -> tuple[FloatArray, FloatArray, FloatArray]:
         return _solved(frozen, model, stream, gpu_exists, margin)
 
-    alone_ok = _alone_ok(load.speed, model, stream, margin)
+    own = _Own.of(load.speed, model, stream, margin)
+    alone_ok = _alone_ok(own, load.speed, model, stream)
     if model.tail(95).slope > 0:
-        feasible = _feasible(_residents(load, model, margin), load.speed, model, stream, gpu_exists, margin)
+        feasible = _feasible(_residents(load, model, margin), own, load.speed, model, stream, gpu_exists)
     else:  # p95 does not grow with the busy period: no cap on it, judge the solved figures
         p95, budget, _ = solve()
         feasible = gpu_exists & (p95 <= budget)
@@ -145,18 +147,29 @@ def _resident_terms(load: GpuLoad, model: LatencyModel, margin: float, rows: Int
     return work, period, gpu_load, tightest, all_solo_ok
 
 
-def _alone_ok(speed: FloatArray, model: LatencyModel, stream: Stream, margin: float) -> BoolArray:
+class _Own(NamedTuple):
+    """The pod's own terms on each node's GPUs, (n_nodes,), and its budget."""
+
+    service_ms: FloatArray
+    work_ms: FloatArray
+    budget_ms: float  # deadline x (1 - margin); inf without a deadline
+
+    @classmethod
+    def of(cls, speed: FloatArray, model: LatencyModel, stream: Stream, margin: float) -> _Own:
+        service = model.service_ms(stream) / speed
+        budget = np.inf if stream.deadline_ms is None else stream.deadline_ms * (1.0 - margin)
+        return cls(service, service * model.work_fraction(stream.workload_class), budget)
+
+
+def _alone_ok(own: _Own, speed: FloatArray, model: LatencyModel, stream: Stream) -> BoolArray:
     """(n_nodes,): the pod alone on an idle GPU of the node keeps its own budget."""
-    own_service = model.service_ms(stream) / speed
-    own_work = own_service * model.work_fraction(stream.workload_class)
-    alone_w = np.where(own_work / stream.period_ms < model.max_load, own_work, np.inf)
-    own_budget = np.inf if stream.deadline_ms is None else stream.deadline_ms * (1.0 - margin)
-    ok: BoolArray = percentile_ms(model, 95, own_service, alone_w, speed) <= own_budget
+    alone_w = np.where(own.work_ms / stream.period_ms < model.max_load, own.work_ms, np.inf)
+    ok: BoolArray = percentile_ms(model, 95, own.service_ms, alone_w, speed) <= own.budget_ms
     return ok
 
 
-def _feasible(residents: _Residents, speed: FloatArray, model: LatencyModel, stream: Stream, gpu_exists: BoolArray,
-              margin: float) -> BoolArray:
+def _feasible(residents: _Residents, own: _Own, speed: FloatArray, model: LatencyModel, stream: Stream,
+              gpu_exists: BoolArray) -> BoolArray:
     """Which GPUs keep every budget with the pod added, without solving for the busy period.
 
     Every p95 grows with the busy period's work W (slope > 0), so the pod fits on a GPU exactly when every budget
@@ -165,18 +178,15 @@ def _feasible(residents: _Residents, speed: FloatArray, model: LatencyModel, str
     W <= W_cap exactly when f(W_cap) <= W_cap: one weighted sum per GPU instead of a sort and a solve over its
     slots. A GPU where neither the pod nor any resident has a deadline constrains nothing, as in `_solved`."""
     tail = model.tail(95)
-    own_service = model.service_ms(stream) / speed  # (n_nodes,), on each node's GPUs
-    own_work = own_service * model.work_fraction(stream.workload_class)
     period = stream.period_ms
-    own_budget = np.inf if stream.deadline_ms is None else stream.deadline_ms * (1.0 - margin)
-    budget = np.minimum(residents.budget_ms, own_budget)  # (n_nodes, max_gpus)
+    budget = np.minimum(residents.budget_ms, own.budget_ms)  # (n_nodes, max_gpus)
     constrained = np.isfinite(budget)
     cap = np.where(constrained, (budget - tail.offset_ms / speed[:, None]) / tail.slope, 0.0)
     with np.errstate(invalid="ignore"):  # empty slots: 0 work x max(1, cap / inf)
         demand = (residents.work_ms * np.maximum(1.0, cap[..., None] / residents.period_ms)).sum(axis=2)
-    demand += own_work[:, None] * np.maximum(1.0, cap / period)
-    load = residents.load + (own_work / period)[:, None]
-    keeps = (residents.solo_ok & (tail.solo_ratio * own_service <= own_budget)[:, None]
+    demand += own.work_ms[:, None] * np.maximum(1.0, cap / period)
+    load = residents.load + (own.work_ms / period)[:, None]
+    keeps = (residents.solo_ok & (tail.solo_ratio * own.service_ms <= own.budget_ms)[:, None]
              & (load < min(model.max_load, 1.0)) & (demand <= cap))
     feasible: BoolArray = gpu_exists & np.where(constrained, keeps, True)
     return feasible
