@@ -106,25 +106,46 @@ def test_a_declared_shape_is_valued_from_the_first_pod(monkeypatch):
     assert _first_pod_goes_to(monkeypatch, 8.0, (GpuRequest(count=8, share_milli=1000),)) == "b"
 
 
-def test_whole_gpus_go_to_the_smallest_gpus_when_the_workload_asks_memory_slices():
-    """A training job of whole GPUs runs on any GPU; the perception slices after it are sized in MiB, and an H200
-    holds nine V100s' worth. Node waste counts every GPU as 1000 milli, so without the memory term the job took
-    the H200 node (first on ties) and `bench/dra_offline.py --training-scale 0.7` lost 30 of 2000 claims."""
-    snapshot = ClusterSnapshot([make_node("h200").cpu(96).gpus(8, "H200", 143771).build(),
-                                make_node("v100").cpu(96).gpus(8, "V100M16", 16384).build()])
+def _slice_fleet(*nodes: tuple[str, list[int]]) -> ClusterSnapshot:
+    """Nodes of 8 x 40 GiB; per node, the MiB already taken on each of its first GPUs (by slices, kind 1)."""
+    snapshot = ClusterSnapshot([make_node(name).cpu(96).gpus(8, "A100", 40960).build() for name, _ in nodes])
+    for row, (_, used) in enumerate(nodes):
+        for gpu, mib in enumerate(used):
+            snapshot.charge(row, [gpu], cpu_milli=1000, memory_mib=0, share_milli=mib * MILLI_PER_GPU // 40960,
+                            gpu_memory_mib=mib, kind=1)
+    return snapshot
+
+
+def _learned_slices(snapshot: ClusterSnapshot) -> Gpuplace:
     policy = Gpuplace(PolicyContext())
-    for i in range(200):  # the arriving mix: memory slices (past the prior's 128 pseudo-pods of whole GPUs)
-        policy.score(snapshot, resolve(make_pod(f"s{i}").cpu(1).gpu_memory_mib(6144).build(), snapshot),
-                     np.arange(2))
-    decision = decide(snapshot, resolve(make_pod("train").cpu(4).whole_gpus(2).build(), snapshot), policy)
-    assert decision.node_name == "v100"
+    for i in range(200):  # the arriving mix: 2 GiB slices (past the prior's pseudo-pods of whole GPUs)
+        policy.score(snapshot, resolve(make_pod(f"s{i}").cpu(1).gpu_memory_mib(2048).build(), snapshot),
+                     np.arange(snapshot.n_nodes))
+    return policy
 
 
-def test_without_memory_slices_in_the_mix_gpu_memory_does_not_steer_whole_gpus():
-    snapshot = ClusterSnapshot([make_node("h200").cpu(96).gpus(8, "H200", 143771).build(),
-                                make_node("v100").cpu(96).gpus(8, "V100M16", 16384).build()])
+def test_a_memory_slice_takes_the_smallest_hole_of_equal_score():
+    """Two partly used GPUs that any 2 GiB slice still fits after: the slice goes into the fuller one, so the larger
+    hole stays for a larger slice (the rule for shares takes the largest)."""
+    snapshot = _slice_fleet(("a", [8192, 30720]))
+    policy = _learned_slices(snapshot)
+    decision = decide(snapshot, resolve(make_pod("p").cpu(1).gpu_memory_mib(2048).build(), snapshot), policy)
+    assert decision.gpu_indices == (1,)
+
+
+def test_on_a_memory_slice_fleet_the_fuller_node_wins_equal_growth():
+    """Each node has one partly used GPU the slice fits into; the node that keeps less free wins, though it comes
+    second (ties go to the first node): the emptier one drains towards a whole node for multi-GPU jobs."""
+    snapshot = _slice_fleet(("empty", [20480]), ("fuller", [20480, 40960, 40960, 40960]))
+    policy = _learned_slices(snapshot)
+    assert policy._pack == gpuplace_policy.PACK_MILLI > 0
+    decision = decide(snapshot, resolve(make_pod("p").cpu(1).gpu_memory_mib(2048).build(), snapshot), policy)
+    assert (decision.node_name, decision.gpu_indices) == ("fuller", (0,))
+
+
+def test_without_memory_slices_in_the_mix_nodes_are_not_packed():
+    snapshot = _slice_fleet(("a", []), ("b", []))
     policy = Gpuplace(PolicyContext())
     for i in range(20):  # shares (as the Alibaba traces ask), no memory slices
         policy.score(snapshot, resolve(make_pod(f"s{i}").cpu(1).gpu_share(300).build(), snapshot), np.arange(2))
-    decide(snapshot, resolve(make_pod("train").cpu(4).whole_gpus(2).build(), snapshot), policy)
-    assert policy._whole_gpu_cost.shape == (2,) and not policy._whole_gpu_cost.any()
+    assert policy._pack == 0.0
