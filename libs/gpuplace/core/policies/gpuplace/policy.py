@@ -15,6 +15,11 @@ core/topology.py). Ties go to the
 first node (runtime.py); inside the node the pod takes the hole of the best option, the lowest GPU index among
 equal holes. Online only: running pods never move.
 
+One filter of its own, after the standard chain: the whole-GPU reserve (whole_gpu_reserve.py). Once the room in
+partly used GPUs could take the shared pods the seen mix still brings, a shared pod of more than half a GPU may not
+open a fresh GPU a whole-GPU pod could use; where no other node takes it, it waits (reason WholeGpuReserve).
+Setting: PolicyContext.whole_gpu_reserve (default WHOLE_GPU_RESERVE, 0 turns it off).
+
 The arriving workload is estimated from the pods scored so far (shape_estimate.py, half-life HALF_LIFE_PODS pods),
 over a floor that never decays: PRIOR_PODS pseudo-pods of the whole-GPU shapes the cluster's nodes could host
 (one GPU, powers of two, whole nodes; per GPU model when there are several) and of the shapes the operator declares
@@ -32,9 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuplace.core.arrays import FloatArray, IntArray
+from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.demand import Demand, RequestKey
-from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.framework.interface import Code, PolicyContext, Status
+from gpuplace.core.framework.verdicts import CycleState, Verdict, one_status
 from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.default_steps import DefaultSteps
@@ -43,6 +49,14 @@ from gpuplace.core.policies.gpuplace.node_waste import NodeWaste, pool_drift, sh
 from gpuplace.core.policies.gpuplace.shape_estimate import ShapeEstimate, declared_shapes, hostable_shapes
 from gpuplace.core.policies.gpuplace.state_terms import StateTerms
 from gpuplace.core.policies.gpuplace.states import StateIndex
+from gpuplace.core.policies.gpuplace.whole_gpu_reserve import (
+    PLUGIN,
+    REASON,
+    ReserveMix,
+    held_back,
+    reserve_mix,
+    takes_whole_gpus,
+)
 from gpuplace.core.snapshot import ClusterSnapshot, GpuType
 from gpuplace.core.workload import TypicalWorkload
 
@@ -70,6 +84,10 @@ SPAN_PENALTY_MILLI = 1000.0
 growth: a node where it fits in one domain wins unless it wastes a whole GPU more. Multi-GPU pods run slower
 across domains for as long as they run, while a GPU of waste is often taken back by the next small pod; below
 LOSS_WEIGHT, so it never outweighs hole loss."""
+WHOLE_GPU_RESERVE = 1.0
+"""The whole-GPU reserve's scale (whole_gpu_reserve.py): it holds once the room in partly used GPUs could take this
+many times the shared demand the seen mix still brings. `gpuplace sim --pods default --seeds 42-51`: 3.84 without
+it, 3.688 with it; scale 0.5 gives 3.58, 2 gives 3.79, 0.35 4.25 (bench/reserve_rule.py)."""
 MAX_TABLES = 4096
 """Score tables kept, one per distinct request; past it they are all dropped. Memory requests rarely repeat (each
 perception pod asks its own MiB), so without a bound a long-running service would keep a table per pod."""
@@ -96,8 +114,43 @@ class Gpuplace(DefaultSteps):
         self._tables: dict[RequestKey, FloatArray] = {}  # request -> best score per state id, NaN until computed
         self._holes: dict[RequestKey, FloatArray] = {}  # request -> free share of the GPU the best option takes
         self._whole_gpu_cost: FloatArray = np.zeros(0)  # per GPU type, milli per whole GPU taken (_whole_gpu_cost)
+        reserve = context.whole_gpu_reserve
+        self._reserve_scale = WHOLE_GPU_RESERVE if reserve is None else float(reserve)
+        self._reserve_mix: tuple[object, ReserveMix | None] | None = None  # (measure it came from, mix)
+        self.held_back = 0
+        """Decisions where the reserve kept a pod off every node the standard chain passed."""
+        self._held_in_a_row = 0  # such decisions since the last whole-GPU pod (whole_gpu_reserve.reserve_holds)
         self.rebuilds = 0
         """How often the measure was rebuilt (the estimate drifted or the cluster changed)."""
+
+    def verdicts(self, state: CycleState) -> list[Verdict]:
+        """The standard chain, then the whole-GPU reserve where it holds (whole_gpu_reserve.py)."""
+        chain = super().verdicts(state)
+        if takes_whole_gpus(state.demand):
+            self._held_in_a_row = 0
+        mix = self._mix_for_reserve()
+        if mix is None:
+            return chain
+        held = held_back(state.snapshot, state.demand, mix, self._reserve_scale, self._held_in_a_row)
+        if held is None:
+            return chain
+        passed: BoolArray = ~held
+        fits = np.logical_and.reduce([v.passed for v in chain])
+        if fits.any() and not (fits & passed).any():  # kept off every node it fits: held back
+            self.held_back += 1
+            self._held_in_a_row += 1
+        status = Status(Code.UNSCHEDULABLE, REASON, PLUGIN)
+        return [*chain, Verdict(PLUGIN, passed, lambda rows: one_status(status, rows))]
+
+    def _mix_for_reserve(self) -> ReserveMix | None:
+        """The reserve's view of the mix seen, from the current measure's workload (None before one is built, with
+        the reserve off, or when no whole-GPU pod was seen)."""
+        measure = self._waste_measure
+        if measure is None or self._reserve_scale <= 0:
+            return None
+        if self._reserve_mix is None or self._reserve_mix[0] is not measure:
+            self._reserve_mix = (measure, reserve_mix(measure.workload))
+        return self._reserve_mix[1]
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> FloatArray:
         self._estimate.observe(demand)
@@ -254,7 +307,7 @@ class Gpuplace(DefaultSteps):
             states.cpu_free_milli[todo][row] - demand.cpu_milli, states.memory_free_mib[todo][row] - demand.memory_mib,
             types[row], before, after) - waste[row]
         combined = _combined(loss, growth)
-        if _takes_whole_gpus(demand):
+        if takes_whole_gpus(demand):
             combined -= demand.gpu_count * self._whole_gpu_cost[types[row]]
         best, hole = np.full(len(todo), -np.inf), np.full(len(todo), np.nan)
         starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])  # options come grouped by state, in row order
@@ -264,11 +317,6 @@ class Gpuplace(DefaultSteps):
             first = reaching[np.r_[True, row[reaching][1:] != row[reaching][:-1]]]
             hole[row[first]] = free[row[first], col[first]]
         return best, hole
-
-
-def _takes_whole_gpus(demand: Demand) -> bool:
-    _, _, count, share, memory, _ = demand.request_key
-    return count > 0 and memory is None and (share is None or share >= MILLI_PER_GPU)
 
 
 def _whole_gpu_cost(shapes: TypicalWorkload, gpu_types: tuple[GpuType, ...]) -> FloatArray:
@@ -340,5 +388,5 @@ def _grown(table: FloatArray | None, size: int) -> FloatArray:
 
 __all__ = [
     "DRIFT_CHECK_PODS", "DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "HOLE_LOSS_MEMORY", "LOSS_WEIGHT", "MAX_TABLES",
-    "NAME", "POOL_CHECK_PODS", "PRIOR_PODS", "SEEN_FLOOR_PODS", "SPAN_PENALTY_MILLI",
+    "NAME", "POOL_CHECK_PODS", "PRIOR_PODS", "SEEN_FLOOR_PODS", "SPAN_PENALTY_MILLI", "WHOLE_GPU_RESERVE",
 ]
