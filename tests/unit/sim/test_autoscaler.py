@@ -57,7 +57,9 @@ def test_a_pod_no_shape_hosts_is_reported_not_looped_on() -> None:
 
 
 def test_on_a_fragmented_robotics_fleet_the_hints_add_fewer_nodes_and_both_place_every_pod() -> None:
-    scenario = fragmented_wave(7, n_nodes=12)
+    # the waiting pods are those gpuplace could not place (scale_scenario.py): at seed 7 it now leaves 7, too few to
+    # tell the autoscalers apart (3 nodes each; 31 before its prior became a floor, issue 19), at seed 5 it leaves 29
+    scenario = fragmented_wave(5, n_nodes=12)
     assert scenario.waiting, "the wave must leave pods waiting, else there is nothing to compare"
     whole = autoscaler.whole_gpu(scenario.snapshot, scenario.waiting, gpuplace)
     hinted = autoscaler.hint_driven(scenario.snapshot, scenario.waiting, gpuplace)
@@ -65,7 +67,7 @@ def test_on_a_fragmented_robotics_fleet_the_hints_add_fewer_nodes_and_both_place
     assert hinted.placed == whole.placed == len(scenario.waiting)
     assert 0 < hinted.nodes_added < whole.nodes_added
     assert hinted.hints[0].blocked().total() == len(scenario.waiting)  # every waiting pod has a verdict
-    again = fragmented_wave(7, n_nodes=12)
+    again = fragmented_wave(5, n_nodes=12)
     assert [p.name for p in again.waiting] == [p.name for p in scenario.waiting]  # seeded: the same wave
 
 

@@ -97,6 +97,10 @@ class PolicyContext:
     expected_shapes: tuple[GpuRequest, ...] = ()
     """GPU requests the operator expects before they are seen (a training job's 8 GPUs): policies that learn the
     mix online count them from the start (gpuplace: shape_estimate.set_prior)."""
+    whole_gpu_reserve: float | None = None
+    """gpuplace's whole-GPU reserve (policies/gpuplace/whole_gpu_reserve.py): the scale of the shared demand still
+    expected that the room in partly used GPUs must reach before a shared pod of more than half a GPU is kept from
+    opening a whole GPU; None: the policy's default (WHOLE_GPU_RESERVE), 0: off."""
 
 
 class Policy(Protocol):

@@ -14,10 +14,16 @@ runtime applies it, core/topology.py). Ties go to the first node (runtime.py); i
 hole of the best option (for a memory slice the smallest of equal score, otherwise the largest), the lowest GPU
 index among equal holes. Online only: running pods never move.
 
+One filter of its own, after the standard chain: the whole-GPU reserve (whole_gpu_reserve.py). Once the room in
+partly used GPUs could take the shared pods the seen mix still brings, a shared pod of more than half a GPU may not
+open a fresh GPU a whole-GPU pod could use; where no other node takes it, it waits (reason WholeGpuReserve).
+Setting: PolicyContext.whole_gpu_reserve (default WHOLE_GPU_RESERVE, 0 turns it off).
+
 The arriving workload is estimated from the pods scored so far (shape_estimate.py, half-life HALF_LIFE_PODS pods),
-on top of a prior that never decays: PRIOR_PODS pseudo-pods of the whole-GPU shapes the cluster's nodes could host
+over a floor that never decays: PRIOR_PODS pseudo-pods of the whole-GPU shapes the cluster's nodes could host
 (one GPU, powers of two, whole nodes; per GPU model when there are several) and of the shapes the operator declares
-(PolicyContext.expected_shapes). Learned only from pods seen, the policy did not know whole nodes were worth keeping
+(PolicyContext.expected_shapes), each counting only as far as the pods seen of its kind fall short of it
+(shape_estimate.prior_top_up). Learned only from pods seen, the policy did not know whole nodes were worth keeping
 until the first 8-GPU job came, and on small fleets that job then found every node broken (issue 19; `gpuplace bench
 robustness`). The context's TypicalWorkload is not used: FGD's 95% cut by count drops the rare multi-GPU shapes that
 hold 6% of the trace's GPU demand, and seeding the estimate with it starved 8-GPU pods early. The measure is rebuilt
@@ -30,9 +36,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuplace.core.arrays import FloatArray, IntArray
+from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.demand import Demand, RequestKey
-from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.core.framework.interface import Code, PolicyContext, Status
+from gpuplace.core.framework.verdicts import CycleState, Verdict, one_status
 from gpuplace.core.gpu_usable import usable_gpus
 from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.default_steps import DefaultSteps
@@ -41,6 +48,14 @@ from gpuplace.core.policies.gpuplace.node_waste import NodeWaste, pool_drift, sh
 from gpuplace.core.policies.gpuplace.shape_estimate import ShapeEstimate, declared_shapes, hostable_shapes
 from gpuplace.core.policies.gpuplace.state_terms import StateTerms
 from gpuplace.core.policies.gpuplace.states import StateIndex
+from gpuplace.core.policies.gpuplace.whole_gpu_reserve import (
+    PLUGIN,
+    REASON,
+    ReserveMix,
+    held_back,
+    reserve_mix,
+    takes_whole_gpus,
+)
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.core.workload import TypicalWorkload
 
@@ -76,6 +91,10 @@ fuller node then wins and the emptier ones drain. `gpuplace sim --scenario fleet
 and the smallest-hole rule against neither: stranded GPU memory lower on 9 of 10 seeds, GPU p99 pending lower on 8
 (bench/results/fleet-sim.md). Off for share requests (the Alibaba traces): no pod leaves there, and packing only
 spends holes (`default` 3.90 -> 3.93)."""
+WHOLE_GPU_RESERVE = 1.0
+"""The whole-GPU reserve's scale (whole_gpu_reserve.py): it holds once the room in partly used GPUs could take this
+many times the shared demand the seen mix still brings. `gpuplace sim --pods default --seeds 42-51`: 3.84 without
+it, 3.688 with it; scale 0.5 gives 3.58, 2 gives 3.79, 0.35 4.25 (bench/reserve_rule.py)."""
 MAX_TABLES = 4096
 """Score tables kept, one per distinct request; past it they are all dropped. Memory requests rarely repeat (each
 perception pod asks its own MiB), so without a bound a long-running service would keep a table per pod."""
@@ -102,8 +121,43 @@ class Gpuplace(DefaultSteps):
         self._tables: dict[RequestKey, FloatArray] = {}  # request -> best score per state id, NaN until computed
         self._holes: dict[RequestKey, FloatArray] = {}  # request -> free share of the GPU the best option takes
         self._pack = 0.0  # PACK_MILLI where the arriving workload asks memory slices, else 0 (_pack)
+        reserve = context.whole_gpu_reserve
+        self._reserve_scale = WHOLE_GPU_RESERVE if reserve is None else float(reserve)
+        self._reserve_mix: tuple[object, ReserveMix | None] | None = None  # (measure it came from, mix)
+        self.held_back = 0
+        """Decisions where the reserve kept a pod off every node the standard chain passed."""
+        self._held_in_a_row = 0  # such decisions since the last whole-GPU pod (whole_gpu_reserve.reserve_holds)
         self.rebuilds = 0
         """How often the measure was rebuilt (the estimate drifted or the cluster changed)."""
+
+    def verdicts(self, state: CycleState) -> list[Verdict]:
+        """The standard chain, then the whole-GPU reserve where it holds (whole_gpu_reserve.py)."""
+        chain = super().verdicts(state)
+        if takes_whole_gpus(state.demand):
+            self._held_in_a_row = 0
+        mix = self._mix_for_reserve()
+        if mix is None:
+            return chain
+        held = held_back(state.snapshot, state.demand, mix, self._reserve_scale, self._held_in_a_row)
+        if held is None:
+            return chain
+        passed: BoolArray = ~held
+        fits = np.logical_and.reduce([v.passed for v in chain])
+        if fits.any() and not (fits & passed).any():  # kept off every node it fits: held back
+            self.held_back += 1
+            self._held_in_a_row += 1
+        status = Status(Code.UNSCHEDULABLE, REASON, PLUGIN)
+        return [*chain, Verdict(PLUGIN, passed, lambda rows: one_status(status, rows))]
+
+    def _mix_for_reserve(self) -> ReserveMix | None:
+        """The reserve's view of the mix seen, from the current measure's workload (None before one is built, with
+        the reserve off, or when no whole-GPU pod was seen)."""
+        measure = self._waste_measure
+        if measure is None or self._reserve_scale <= 0:
+            return None
+        if self._reserve_mix is None or self._reserve_mix[0] is not measure:
+            self._reserve_mix = (measure, reserve_mix(measure.workload))
+        return self._reserve_mix[1]
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> FloatArray:
         self._estimate.observe(demand)
@@ -339,5 +393,5 @@ def _grown(table: FloatArray | None, size: int) -> FloatArray:
 
 __all__ = [
     "DRIFT_CHECK_PODS", "DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "HOLE_LOSS_MEMORY", "LOSS_WEIGHT", "MAX_TABLES",
-    "NAME", "PACK_MILLI", "POOL_CHECK_PODS", "PRIOR_PODS", "SEEN_FLOOR_PODS", "SPAN_PENALTY_MILLI",
+    "NAME", "PACK_MILLI", "POOL_CHECK_PODS", "PRIOR_PODS", "SEEN_FLOOR_PODS", "SPAN_PENALTY_MILLI", "WHOLE_GPU_RESERVE",
 ]
