@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     # DRA (resource.k8s.io/v1): GPUs from gpu.nvidia.com ResourceSlices, pods with ResourceClaims (adapters/kube/dra)
     dra_enabled: bool = True
     policy: str = "gpuplace"
+    # gpuplace's whole-GPU reserve (core/policies/gpuplace/whole_gpu_reserve.py): unset, the policy's default scale;
+    # 0 turns it off (no shared pod is ever held back from a GPU it fits)
+    whole_gpu_reserve: float | None = Field(default=None, ge=0.0)
     # admission keeps every pod's predicted p95 <= deadline x (1 - margin) on its GPU
     latency_margin: float = Field(default=0.1, ge=0.0, lt=1.0)
     # defragmentation: pods of at least this priority, blocked by fragmentation, may have others moved

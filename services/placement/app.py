@@ -37,7 +37,8 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
     async with resources(settings, kubeconfigs=kubeconfigs, client_id=NAME) as res:
         relay = OutboxRelay(res.uow_factory, res.broker, max_event_bytes=settings.max_event_bytes,
                             deadletter_topic=settings.topic(topics.DEADLETTER), metrics=metrics)
-        decide = decider(settings.policy, latency_margin=settings.latency_margin)
+        decide = decider(settings.policy, latency_margin=settings.latency_margin,
+                         whole_gpu_reserve=settings.whole_gpu_reserve)
         defrag = None
         if settings.defrag_enabled:
             def defrag(host: PlacementService) -> Defragmenter:

@@ -38,9 +38,10 @@ REFRESH_EVERY = 100  # pods between rebuilds of the policy's workload
 class _ClusterPolicy:
     """One cluster's policy instance; unless `keep`, rebuilt on the window of recent pods as it moves."""
 
-    def __init__(self, name: str, *, keep: bool = False) -> None:
+    def __init__(self, name: str, *, keep: bool = False, whole_gpu_reserve: float | None = None) -> None:
         self.name = name
         self.keep = keep
+        self.whole_gpu_reserve = whole_gpu_reserve
         self.recent: deque[Pod] = deque(maxlen=WINDOW_PODS)
         self.policy: Policy | None = None
         self.built_for: tuple[tuple[GpuType, ...], int] | None = None  # (GPU types, snapshot uid)
@@ -56,7 +57,8 @@ class _ClusterPolicy:
         key = (view.snapshot.gpu_types, view.snapshot.uid)
         if self.policy is None or self.built_for != key or self.since_refresh >= REFRESH_EVERY:
             workload = typical_workload(list(self.recent), view.snapshot.gpu_types)
-            self.policy = registry.create(self.name, PolicyContext(workload=workload))
+            self.policy = registry.create(
+                self.name, PolicyContext(workload=workload, whole_gpu_reserve=self.whole_gpu_reserve))
             self.built_for, self.since_refresh = key, 0
         return self.policy
 
@@ -68,11 +70,13 @@ class Decider:
     and every pod already there keep predicted p95 <= deadline x (1 - margin), by the view's latency model.
     """
 
-    def __init__(self, policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> None:
+    def __init__(self, policy_name: str, *, latency_margin: float = DEFAULT_MARGIN,
+                 whole_gpu_reserve: float | None = None) -> None:
         if policy_name not in registry.names():  # fail at start-up, not on the first pod
             raise registry.UnknownPolicy(f"unknown policy {policy_name!r}; known: {', '.join(registry.names())}")
         self.policy_name = policy_name
         self.latency_margin = latency_margin
+        self.whole_gpu_reserve = whole_gpu_reserve  # PolicyContext.whole_gpu_reserve (None: the policy's default)
         self.learns_online = learns_online(registry.POLICIES[policy_name])
         self._serving: dict[str, _ClusterPolicy] = {}
         self._planning: dict[str, _ClusterPolicy] = {}  # online learners only: the planner's own instances
@@ -85,7 +89,8 @@ class Decider:
         instances = self._planning if self.learns_online and not learn else self._serving
         cluster_policy = instances.get(view.cluster)
         if cluster_policy is None:
-            instances[view.cluster] = cluster_policy = _ClusterPolicy(self.policy_name, keep=self.learns_online)
+            instances[view.cluster] = cluster_policy = _ClusterPolicy(self.policy_name, keep=self.learns_online,
+                                                                  whole_gpu_reserve=self.whole_gpu_reserve)
         policy = cluster_policy.policy_for(view, pod, learn=learn)
         if stream is not None and view.gpu_load is not None:
             policy = latency_aware(policy, view.latency_model, view.gpu_load, {pod.name: stream},
@@ -114,8 +119,9 @@ class Decider:
         )
 
 
-def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN) -> Decider:
-    return Decider(policy_name, latency_margin=latency_margin)
+def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN,
+            whole_gpu_reserve: float | None = None) -> Decider:
+    return Decider(policy_name, latency_margin=latency_margin, whole_gpu_reserve=whole_gpu_reserve)
 
 
 def reasons_by_node_class(view: ClusterView, diagnosis: Diagnosis) -> dict[str, str]:

@@ -557,7 +557,9 @@ class PlacementService:
         if self._digests is None or self._digests[0] is not model:
             margin = getattr(self._decide, "latency_margin", None)
             self._digests = (model, provenance.policy_version(self._policy),
-                             provenance.config_digest(self._policy, margin) if margin is not None else None,
+                             provenance.config_digest(self._policy, margin,
+                                                      getattr(self._decide, "whole_gpu_reserve", None))
+                             if margin is not None else None,
                              provenance.latency_model_digest(model))
         _, version, config, model_digest = self._digests
         seen = Provenance(

@@ -41,9 +41,12 @@ def policy_version(name: str) -> str:
     return str(getattr(registry.POLICIES.get(name), "VERSION", None) or package_version())
 
 
-def config_digest(policy: str, latency_margin: float) -> str:
-    """Digest of the settings a decision depends on beyond the state: the policy, its version, the margin."""
-    config = {"policy": policy, "version": policy_version(policy), "latency_margin": latency_margin}
+def config_digest(policy: str, latency_margin: float, whole_gpu_reserve: float | None = None) -> str:
+    """Digest of the settings a decision depends on beyond the state: the policy, its version, the margin, and the
+    whole-GPU reserve where it is set (unset, the digest is the one it was before the setting existed)."""
+    config: dict[str, object] = {"policy": policy, "version": policy_version(policy), "latency_margin": latency_margin}
+    if whole_gpu_reserve is not None:
+        config["whole_gpu_reserve"] = whole_gpu_reserve
     return _digest(json.dumps(config, sort_keys=True).encode())
 
 

@@ -6,12 +6,15 @@ instance of their own so that they never count as arrivals of the serving one.
 """
 
 import pytest
+from pydantic import ValidationError
 
 from gpuplace.core.framework.interface import learns_online
 from gpuplace.core.policies import registry
 from gpuplace.core.policies.baselines.best_fit import BestFit
+from gpuplace.core.policies.gpuplace import policy as gpuplace_policy
 from gpuplace.core.policies.gpuplace.policy import Gpuplace
 from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.settings import Settings
 from gpuplace.usecases.cluster_view import ClusterView
 from gpuplace.usecases.decide import REFRESH_EVERY, Decider
 
@@ -84,3 +87,23 @@ def test_gpuplace_keeps_its_serving_instance_and_plans_on_another():
     for pod in pods(REFRESH_EVERY + 50):
         assert decide.policy(east, pod, None) is serving
     assert decide.planner_policy(east, pods(1)[0], None) is not serving
+
+
+@pytest.mark.parametrize(("setting", "scale"), [(None, 1.0), (0.0, 0.0), (2.0, 2.0)])
+def test_the_whole_gpu_reserve_setting_reaches_every_cluster_policy(setting, scale, monkeypatch):
+    """GPUPLACE_WHOLE_GPU_RESERVE -> Settings -> Decider -> each cluster's gpuplace (unset: the policy's default)."""
+    monkeypatch.setattr(gpuplace_policy, "WHOLE_GPU_RESERVE", 1.0)
+    if setting is not None:
+        monkeypatch.setenv("GPUPLACE_WHOLE_GPU_RESERVE", str(setting))
+    settings = Settings()
+    assert settings.whole_gpu_reserve == setting
+    decider = Decider("gpuplace", whole_gpu_reserve=settings.whole_gpu_reserve)
+    for cluster in ("east", "west"):
+        policy = decider.policy(view(cluster), pods(1)[0], None)
+        assert isinstance(policy, Gpuplace) and policy._reserve_scale == scale
+
+
+def test_a_negative_whole_gpu_reserve_is_refused(monkeypatch):
+    monkeypatch.setenv("GPUPLACE_WHOLE_GPU_RESERVE", "-1")
+    with pytest.raises(ValidationError, match="whole_gpu_reserve"):
+        Settings()
