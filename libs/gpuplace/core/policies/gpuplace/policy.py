@@ -17,7 +17,8 @@ index among equal holes. Online only: running pods never move.
 One filter of its own, after the standard chain: the whole-GPU reserve (whole_gpu_reserve.py). Once the room in
 partly used GPUs could take the shared pods the seen mix still brings, a shared pod of more than half a GPU may not
 open a fresh GPU a whole-GPU pod could use; where no other node takes it, it waits (reason WholeGpuReserve).
-Setting: PolicyContext.whole_gpu_reserve (default WHOLE_GPU_RESERVE, 0 turns it off).
+Setting: PolicyContext.whole_gpu_reserve, from GPUPLACE_WHOLE_GPU_RESERVE in the service (default WHOLE_GPU_RESERVE,
+0 turns it off).
 
 The arriving workload is estimated from the pods scored so far (shape_estimate.py, half-life HALF_LIFE_PODS pods),
 over a floor that never decays: PRIOR_PODS pseudo-pods of the whole-GPU shapes the cluster's nodes could host
