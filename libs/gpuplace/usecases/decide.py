@@ -14,6 +14,7 @@ pod's reasons cost one string per distinct reason, not one per node.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from gpuplace.core.framework import runtime
 from gpuplace.core.framework.diagnosis import Diagnosis
 from gpuplace.core.framework.interface import Policy, PolicyContext, Status, learns_online
 from gpuplace.core.latency.model import Stream
-from gpuplace.core.model import Pod
+from gpuplace.core.model import MILLI_PER_GPU, GpuRequest, Pod
 from gpuplace.core.policies import registry
 from gpuplace.core.policies.latency_aware import latency_aware
 from gpuplace.core.snapshot import GpuType
@@ -38,10 +39,10 @@ REFRESH_EVERY = 100  # pods between rebuilds of the policy's workload
 class _ClusterPolicy:
     """One cluster's policy instance; unless `keep`, rebuilt on the window of recent pods as it moves."""
 
-    def __init__(self, name: str, *, keep: bool = False, whole_gpu_reserve: float | None = None) -> None:
+    def __init__(self, name: str, *, keep: bool = False, options: PolicyContext | None = None) -> None:
         self.name = name
         self.keep = keep
-        self.whole_gpu_reserve = whole_gpu_reserve
+        self.options = options or PolicyContext()
         self.recent: deque[Pod] = deque(maxlen=WINDOW_PODS)
         self.policy: Policy | None = None
         self.built_for: tuple[tuple[GpuType, ...], int] | None = None  # (GPU types, snapshot uid)
@@ -57,8 +58,7 @@ class _ClusterPolicy:
         key = (view.snapshot.gpu_types, view.snapshot.uid)
         if self.policy is None or self.built_for != key or self.since_refresh >= REFRESH_EVERY:
             workload = typical_workload(list(self.recent), view.snapshot.gpu_types)
-            self.policy = registry.create(
-                self.name, PolicyContext(workload=workload, whole_gpu_reserve=self.whole_gpu_reserve))
+            self.policy = registry.create(self.name, replace(self.options, workload=workload))
             self.built_for, self.since_refresh = key, 0
         return self.policy
 
@@ -71,12 +71,13 @@ class Decider:
     """
 
     def __init__(self, policy_name: str, *, latency_margin: float = DEFAULT_MARGIN,
-                 whole_gpu_reserve: float | None = None) -> None:
+                 options: PolicyContext | None = None) -> None:
         if policy_name not in registry.names():  # fail at start-up, not on the first pod
             raise registry.UnknownPolicy(f"unknown policy {policy_name!r}; known: {', '.join(registry.names())}")
         self.policy_name = policy_name
         self.latency_margin = latency_margin
-        self.whole_gpu_reserve = whole_gpu_reserve  # PolicyContext.whole_gpu_reserve (None: the policy's default)
+        self.options = options or PolicyContext()
+        """The operator's policy settings (expected shapes, whole-GPU reserve) every cluster's policy is built with."""
         self.learns_online = learns_online(registry.POLICIES[policy_name])
         self._serving: dict[str, _ClusterPolicy] = {}
         self._planning: dict[str, _ClusterPolicy] = {}  # online learners only: the planner's own instances
@@ -90,7 +91,7 @@ class Decider:
         cluster_policy = instances.get(view.cluster)
         if cluster_policy is None:
             instances[view.cluster] = cluster_policy = _ClusterPolicy(self.policy_name, keep=self.learns_online,
-                                                                  whole_gpu_reserve=self.whole_gpu_reserve)
+                                                                  options=self.options)
         policy = cluster_policy.policy_for(view, pod, learn=learn)
         if stream is not None and view.gpu_load is not None:
             policy = latency_aware(policy, view.latency_model, view.gpu_load, {pod.name: stream},
@@ -119,9 +120,36 @@ class Decider:
         )
 
 
-def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN,
-            whole_gpu_reserve: float | None = None) -> Decider:
-    return Decider(policy_name, latency_margin=latency_margin, whole_gpu_reserve=whole_gpu_reserve)
+def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN, options: PolicyContext | None = None
+            ) -> Decider:
+    return Decider(policy_name, latency_margin=latency_margin, options=options)
+
+
+def parse_expected_shapes(text: str) -> tuple[GpuRequest, ...]:
+    """GPU requests the operator expects before any is seen (GPUPLACE_EXPECTED_SHAPES), separated by commas:
+    `COUNTxgpu` (whole GPUs), `COUNTxSHAREm` (milli of each GPU) or `COUNTxMEMORYMi` (GPU memory of each), each
+    optionally `@MODEL|MODEL`; e.g. "8xgpu,4xgpu@NVIDIA-H200,1x20480Mi". ValueError names the entry that is not one."""
+    requests = []
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        body, _, models = entry.partition("@")
+        count, sep, what = body.partition("x")
+        try:
+            if not sep or not count.isdigit() or int(count) < 1:
+                raise ValueError("COUNT must be a positive integer")
+            allowed = tuple(filter(None, models.split("|")))
+            if what == "gpu":
+                request = GpuRequest(int(count), share_milli=MILLI_PER_GPU, allowed_models=allowed)
+            elif what.endswith("Mi") and what[:-2].isdigit():
+                request = GpuRequest(int(count), memory_mib=int(what[:-2]), allowed_models=allowed)
+            elif what.endswith("m") and what[:-1].isdigit():
+                request = GpuRequest(int(count), share_milli=int(what[:-1]), allowed_models=allowed)
+            else:
+                raise ValueError("expected gpu, SHAREm or MEMORYMi after the x")
+        except ValueError as error:
+            raise ValueError(f"expected shape {entry!r}: {error} (COUNTxgpu, COUNTxSHAREm or COUNTxMEMORYMi, "
+                             "optionally @MODEL|MODEL)") from None
+        requests.append(request)
+    return tuple(requests)
 
 
 def reasons_by_node_class(view: ClusterView, diagnosis: Diagnosis) -> dict[str, str]:
@@ -176,4 +204,4 @@ def _text(status: Status, low: list[int], high: list[int]) -> str:
     return f"{reason} ({status.plugin})" if status.plugin else reason
 
 
-__all__ = ["Decider", "decider", "reasons_by_node_class"]
+__all__ = ["Decider", "decider", "parse_expected_shapes", "reasons_by_node_class"]

@@ -558,7 +558,7 @@ class PlacementService:
             margin = getattr(self._decide, "latency_margin", None)
             self._digests = (model, provenance.policy_version(self._policy),
                              provenance.config_digest(self._policy, margin,
-                                                      getattr(self._decide, "whole_gpu_reserve", None))
+                                                      getattr(self._decide, "options", None))
                              if margin is not None else None,
                              provenance.latency_model_digest(model))
         _, version, config, model_digest = self._digests

@@ -16,6 +16,7 @@ from functools import cache
 
 import numpy as np
 
+from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.latency.model import LatencyModel
 from gpuplace.core.policies import registry
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -41,12 +42,14 @@ def policy_version(name: str) -> str:
     return str(getattr(registry.POLICIES.get(name), "VERSION", None) or package_version())
 
 
-def config_digest(policy: str, latency_margin: float, whole_gpu_reserve: float | None = None) -> str:
+def config_digest(policy: str, latency_margin: float, options: PolicyContext | None = None) -> str:
     """Digest of the settings a decision depends on beyond the state: the policy, its version, the margin, and the
-    whole-GPU reserve where it is set (unset, the digest is the one it was before the setting existed)."""
+    operator's policy settings where set (unset, the digest is the one it was before those settings existed)."""
     config: dict[str, object] = {"policy": policy, "version": policy_version(policy), "latency_margin": latency_margin}
-    if whole_gpu_reserve is not None:
-        config["whole_gpu_reserve"] = whole_gpu_reserve
+    if options is not None and options.whole_gpu_reserve is not None:
+        config["whole_gpu_reserve"] = options.whole_gpu_reserve
+    if options is not None and options.expected_shapes:
+        config["expected_shapes"] = [repr(request) for request in options.expected_shapes]
     return _digest(json.dumps(config, sort_keys=True).encode())
 
 

@@ -5,18 +5,23 @@ FGD is rebuilt every REFRESH_EVERY pods on the window of recent pods. A policy t
 instance of their own so that they never count as arrivals of the serving one.
 """
 
+import re
+
 import pytest
 from pydantic import ValidationError
 
-from gpuplace.core.framework.interface import learns_online
+from gpuplace.core.framework.interface import PolicyContext, learns_online
+from gpuplace.core.model import GpuRequest
 from gpuplace.core.policies import registry
 from gpuplace.core.policies.baselines.best_fit import BestFit
 from gpuplace.core.policies.gpuplace import policy as gpuplace_policy
 from gpuplace.core.policies.gpuplace.policy import Gpuplace
+from gpuplace.core.policies.gpuplace.shape_estimate import declared_shapes
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.settings import Settings
+from gpuplace.usecases import provenance
 from gpuplace.usecases.cluster_view import ClusterView
-from gpuplace.usecases.decide import REFRESH_EVERY, Decider
+from gpuplace.usecases.decide import REFRESH_EVERY, Decider, parse_expected_shapes
 
 from ..core.builders import make_node, make_pod
 
@@ -91,13 +96,14 @@ def test_gpuplace_keeps_its_serving_instance_and_plans_on_another():
 
 @pytest.mark.parametrize(("setting", "scale"), [(None, 1.0), (0.0, 0.0), (2.0, 2.0)])
 def test_the_whole_gpu_reserve_setting_reaches_every_cluster_policy(setting, scale, monkeypatch):
-    """GPUPLACE_WHOLE_GPU_RESERVE -> Settings -> Decider -> each cluster's gpuplace (unset: the policy's default)."""
+    """GPUPLACE_WHOLE_GPU_RESERVE -> Settings -> the Decider's options -> each cluster's gpuplace (unset: the
+    policy's default)."""
     monkeypatch.setattr(gpuplace_policy, "WHOLE_GPU_RESERVE", 1.0)
     if setting is not None:
         monkeypatch.setenv("GPUPLACE_WHOLE_GPU_RESERVE", str(setting))
     settings = Settings()
     assert settings.whole_gpu_reserve == setting
-    decider = Decider("gpuplace", whole_gpu_reserve=settings.whole_gpu_reserve)
+    decider = Decider("gpuplace", options=PolicyContext(whole_gpu_reserve=settings.whole_gpu_reserve))
     for cluster in ("east", "west"):
         policy = decider.policy(view(cluster), pods(1)[0], None)
         assert isinstance(policy, Gpuplace) and policy._reserve_scale == scale
@@ -107,3 +113,30 @@ def test_a_negative_whole_gpu_reserve_is_refused(monkeypatch):
     monkeypatch.setenv("GPUPLACE_WHOLE_GPU_RESERVE", "-1")
     with pytest.raises(ValidationError, match="whole_gpu_reserve"):
         Settings()
+
+
+def test_expected_shapes_parse_into_gpu_requests():
+    assert parse_expected_shapes(" 8xgpu, 4xgpu@NVIDIA-H200|NVIDIA-H100-80GB-HBM3,1x20480Mi,1x500m ,") == (
+        GpuRequest(8, share_milli=1000), GpuRequest(4, share_milli=1000,
+                                                    allowed_models=("NVIDIA-H200", "NVIDIA-H100-80GB-HBM3")),
+        GpuRequest(1, memory_mib=20480), GpuRequest(1, share_milli=500))
+    assert parse_expected_shapes("") == ()
+
+
+@pytest.mark.parametrize("text", ["8", "xgpu", "0xgpu", "-1xgpu", "8xGPU", "1x1500m", "1x20GiB", "2x"])
+def test_a_bad_expected_shape_names_its_entry(text):
+    with pytest.raises(ValueError, match=f"expected shape '{re.escape(text)}'"):
+        parse_expected_shapes(f"8xgpu,{text}")
+
+
+def test_expected_shapes_reach_the_policy_and_the_config_digest():
+    """The declared shapes join gpuplace's prior (shape_estimate.declared_shapes), and a decision's config digest
+    changes with them; with no option set it is the digest it was before the options existed."""
+    expected = parse_expected_shapes("8xgpu")
+    decider = Decider("gpuplace", options=PolicyContext(expected_shapes=expected))
+    policy = decider.policy(view(), pods(1)[0], None)
+    assert isinstance(policy, Gpuplace) and policy._declared == declared_shapes(expected, gpuplace_policy.PRIOR_PODS)
+    plain = provenance.config_digest("gpuplace", 0.1)
+    assert provenance.config_digest("gpuplace", 0.1, PolicyContext()) == plain
+    assert provenance.config_digest("gpuplace", 0.1, PolicyContext(expected_shapes=expected)) != plain
+    assert provenance.config_digest("gpuplace", 0.1, PolicyContext(whole_gpu_reserve=0.0)) != plain
