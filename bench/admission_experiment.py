@@ -5,33 +5,31 @@
 On `default`, gpuplace ends at the 100% mark with ~3% of the cluster in 190m holes beside lone 810m pods while
 whole-GPU pods fail. The LP floor (lp_floor.py) drops ~240 810m pods and puts whole-GPU pods in their place. This
 wraps gpuplace with that trade as a rule: once the allocated share passes GATE, a shared one-GPU pod of at least
-MIN_SHARE_MILLI may not open a fresh GPU on a node that could still feed each of its free GPUs the CPU a whole-GPU
-pod asks per GPU (running mean over the whole-GPU pods seen, times --cpu-scale); it goes elsewhere or, if no node
-is left, is not placed. --steer-only never refuses: if every node is excluded the pod is placed as gpuplace says.
+MIN_SHARE_MILLI (trace_runs) may not open a fresh GPU on a node that could still feed each of its free GPUs the CPU a
+whole-GPU pod asks per GPU (running mean over the whole-GPU pods seen, times --cpu-scale); it goes elsewhere or, if no
+node is left, is not placed. --steer-only never refuses: if every node is excluded the pod is placed as gpuplace says.
 The KPI is read at the 100% mark, where the run stops.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from trace_runs import seeded_runs, trace_parser, unallocated_at_100
+from trace_runs import BehindFilter, opens_a_gpu, seeded_runs, trace_parser, unallocated_at_100
 
 from gpuplace.core.model import MILLI_PER_GPU
 
-MIN_SHARE_MILLI = 700
 
-
-class KeepWholeGpus:
+class KeepWholeGpus(BehindFilter):
     """gpuplace behind the reservation filter above."""
 
     name = "gpuplace+keep-whole"
 
     def __init__(self, base, total_milli: int, gate: float, cpu_scale: float, steer_only: bool) -> None:
-        self.base, self.total_milli, self.gate = base, total_milli, gate
+        super().__init__(base)
+        self.total_milli, self.gate = total_milli, gate
         self.cpu_scale, self.steer_only = cpu_scale, steer_only
         self.whole_cpu_milli, self.whole_gpus = 0.0, 0
         self.excluded_decisions = 0
-        self.refused = 0  # pods that fit somewhere but were left with no node
 
     def filter(self, snapshot, demand) -> np.ndarray:
         feasible = self.base.filter(snapshot, demand)
@@ -43,11 +41,9 @@ class KeepWholeGpus:
         if demand.gpu_count != 1 or not self.whole_gpus or allocated < self.gate:
             return feasible
         free = snapshot.free_share_milli
-        reservable = (share >= MIN_SHARE_MILLI) & (share < MILLI_PER_GPU)
-        into_used = ((free >= share[:, None]) & (free < MILLI_PER_GPU)).any(axis=1)
         cpu_per_gpu = self.cpu_scale * self.whole_cpu_milli / self.whole_gpus
         feeds_whole = snapshot.cpu_free_milli - demand.cpu_milli >= (free == MILLI_PER_GPU).sum(axis=1) * cpu_per_gpu
-        excluded = feasible & reservable & ~into_used & feeds_whole
+        excluded = feasible & opens_a_gpu(snapshot, share) & feeds_whole
         if not excluded.any():
             return feasible
         kept = feasible & ~excluded
@@ -57,12 +53,6 @@ class KeepWholeGpus:
             self.refused += 1
         self.excluded_decisions += 1
         return kept
-
-    def score(self, snapshot, demand, candidates):
-        return self.base.score(snapshot, demand, candidates)
-
-    def choose_gpus(self, snapshot, demand, node):
-        return self.base.choose_gpus(snapshot, demand, node)
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ Issue 19 asked `default` at <= 3.7. gpuplace places every pod that fits, and the
 the cluster in 190m holes whatever the placement (results/gpuplace-vs-fgd.md: shape dominance, LP floors); only
 refusing 810m pods that fit lets whole-GPU pods take their GPUs. admission_experiment.py refuses from a fixed
 allocated share (0.6, tuned on `default`). This one refuses only near the end, by a rule with no trace constant:
-a shared one-GPU pod of at least MIN_SHARE_MILLI may not open a fresh GPU once the whole GPUs whose node can
+a shared one-GPU pod of at least trace_runs.MIN_SHARE_MILLI may not open a fresh GPU once the whole GPUs whose node can
 still feed a whole-GPU pod's CPU (running mean per GPU of the whole-GPU pods seen) number no more than the part
 of the free capacity the arriving mix would give to whole-GPU pods (their part of the GPU demand seen x free
 GPUs), times -reserve. It assumes arrivals fill the cluster in the mix's proportions (the harness's arrivals run
@@ -16,22 +16,20 @@ to 130%; a live fleet's need not). A positive --reserve is instead a fixed share
 from __future__ import annotations
 
 import numpy as np
-from trace_runs import seeded_runs, trace_parser, unallocated_at_100
+from trace_runs import BehindFilter, opens_a_gpu, seeded_runs, trace_parser, unallocated_at_100
 
 from gpuplace.core.model import MILLI_PER_GPU
 
-MIN_SHARE_MILLI = 700
 
-
-class KeepLastWholeGpus:
+class KeepLastWholeGpus(BehindFilter):
     """gpuplace behind the reserve filter above."""
 
     name = "gpuplace+reserve"
 
     def __init__(self, base, total_gpus: int, reserve: float) -> None:
-        self.base, self.total_gpus, self.reserve = base, total_gpus, reserve
+        super().__init__(base)
+        self.total_gpus, self.reserve = total_gpus, reserve
         self.whole_cpu_milli, self.whole_gpus, self.gpu_demand = 0.0, 0, 0.0
-        self.refused = 0  # pods that fit somewhere but were left with no node
 
     def filter(self, snapshot, demand) -> np.ndarray:
         feasible = self.base.filter(snapshot, demand)
@@ -53,18 +51,10 @@ class KeepLastWholeGpus:
             limit = -self.reserve * self.whole_gpus / self.gpu_demand * free.sum() / MILLI_PER_GPU
         if feedable > limit:
             return feasible
-        reservable = (share >= MIN_SHARE_MILLI) & (share < MILLI_PER_GPU)
-        into_used = ((free >= share[:, None]) & (free < MILLI_PER_GPU)).any(axis=1)
-        kept = feasible & ~(reservable & ~into_used)
+        kept = feasible & ~opens_a_gpu(snapshot, share)
         if feasible.any() and not kept.any():
             self.refused += 1
         return kept
-
-    def score(self, snapshot, demand, candidates):
-        return self.base.score(snapshot, demand, candidates)
-
-    def choose_gpus(self, snapshot, demand, node):
-        return self.base.choose_gpus(snapshot, demand, node)
 
 
 def main() -> None:

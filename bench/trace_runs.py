@@ -1,4 +1,5 @@
-"""What the scripts beside this one share: their trace arguments, and a harness run read at the 100% mark."""
+"""What the scripts beside this one share: their trace arguments, a harness run read at the 100% mark, and the base
+of the experiments that put gpuplace behind a filter of their own."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 from gpuplace.cli.choices import parse_seeds
 from gpuplace.core.framework.runtime import bind, decide
+from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.sim import simulator
 from gpuplace.traces import alibaba
 
@@ -51,3 +55,32 @@ def arrivals_to_100(run: simulator.Prepared) -> Iterator[int]:
             return
         arrived += run.requested[index]
         yield int(index)
+
+
+MIN_SHARE_MILLI = 700
+"""The shared pods the reserve experiments may hold back: >= 700m, so no two of them share a GPU."""
+
+
+def opens_a_gpu(snapshot, share) -> np.ndarray:
+    """(n_nodes,): nodes where a shared one-GPU pod of `share` (per node, >= MIN_SHARE_MILLI) would open a GPU of
+    its own: no partly used GPU there has room for it."""
+    free = snapshot.free_share_milli
+    reservable = (share >= MIN_SHARE_MILLI) & (share < MILLI_PER_GPU)
+    into_used = ((free >= share[:, None]) & (free < MILLI_PER_GPU)).any(axis=1)
+    return reservable & ~into_used
+
+
+class BehindFilter:
+    """A base policy behind an experiment's `filter`: score and GPU choice stay the base's; `refused` counts the pods
+    the filter left with no node although they fit somewhere."""
+
+    def __init__(self, base) -> None:
+        self.base = base
+        self.refused = 0
+
+    def score(self, snapshot, demand, candidates):
+        return self.base.score(snapshot, demand, candidates)
+
+    def choose_gpus(self, snapshot, demand, node):
+        return self.base.choose_gpus(snapshot, demand, node)
+
