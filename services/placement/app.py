@@ -15,9 +15,8 @@ from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
 from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
-from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.settings import ConfigurationError, Settings
-from gpuplace.usecases.decide import decider, parse_expected_shapes
+from gpuplace.usecases.decide import decider, policy_options
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
 from gpuplace.usecases.scale_hints import HintSettings, ScaleHinter, parse_shapes
@@ -36,14 +35,13 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
     if not kubeconfigs:
         raise ConfigurationError("placement needs KUBECONFIG or GPUPLACE_KUBECONFIGS for the clusters it binds in")
     try:
-        expected = parse_expected_shapes(settings.expected_shapes)
+        options = policy_options(settings.expected_shapes, settings.whole_gpu_reserve)
     except ValueError as error:
         raise ConfigurationError(f"GPUPLACE_EXPECTED_SHAPES: {error}") from None
     async with resources(settings, kubeconfigs=kubeconfigs, client_id=NAME) as res:
         relay = OutboxRelay(res.uow_factory, res.broker, max_event_bytes=settings.max_event_bytes,
                             deadletter_topic=settings.topic(topics.DEADLETTER), metrics=metrics)
-        decide = decider(settings.policy, latency_margin=settings.latency_margin, options=PolicyContext(
-            expected_shapes=expected, whole_gpu_reserve=settings.whole_gpu_reserve))
+        decide = decider(settings.policy, latency_margin=settings.latency_margin, options=options)
         defrag = None
         if settings.defrag_enabled:
             def defrag(host: PlacementService) -> Defragmenter:

@@ -23,6 +23,7 @@ from gpuplace.adapters.kafka_event_log import read_cluster_log
 from gpuplace.contracts import topics
 from gpuplace.core.policies import registry
 from gpuplace.settings import Settings
+from gpuplace.usecases.decide import policy_options
 from gpuplace.usecases.replay import Entry, ReplayResult, RunFigures, replay
 
 SHOWN_DIFFERENCES = 5  # the first differences printed (all of them in --json and the report)
@@ -182,12 +183,18 @@ def replay_command(
     start_ms, end_ms = (parse_time(start) if start else None), (parse_time(end) if end else None)
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise typer.BadParameter(f"--to ({end}) must be after --from ({start})")
-    latency_margin = Settings().latency_margin if margin is None else margin
+    settings = Settings()
+    latency_margin = settings.latency_margin if margin is None else margin
+    try:  # decide again with the policy settings placement ran with (the same environment)
+        options = policy_options(settings.expected_shapes, settings.whole_gpu_reserve)
+    except ValueError as error:
+        raise typer.BadParameter(f"GPUPLACE_EXPECTED_SHAPES: {error}") from None
     entries = load_log(source, cluster, end_ms, suffix)
-    recorded = replay(cluster, entries, latency_margin=latency_margin, start_ms=start_ms)
+    recorded = replay(cluster, entries, latency_margin=latency_margin, options=options, start_ms=start_ms)
     replayed = None
     if policy is not None and policy != recorded.recorded_policy:
-        replayed = replay(cluster, entries, policy=policy, latency_margin=latency_margin, start_ms=start_ms)
+        replayed = replay(cluster, entries, policy=policy, latency_margin=latency_margin, options=options,
+                          start_ms=start_ms)
     plots = write_report(report, cluster, recorded, replayed) if report is not None else []
     if as_json:
         out: dict[str, Any] = {"replay": comparison(recorded)}

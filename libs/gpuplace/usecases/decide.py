@@ -125,6 +125,13 @@ def decider(policy_name: str, *, latency_margin: float = DEFAULT_MARGIN, options
     return Decider(policy_name, latency_margin=latency_margin, options=options)
 
 
+def policy_options(expected_shapes: str = "", whole_gpu_reserve: float | None = None) -> PolicyContext:
+    """The operator's policy settings (GPUPLACE_EXPECTED_SHAPES, GPUPLACE_WHOLE_GPU_RESERVE) as the options every
+    cluster's policy is built with: placement decides with them and a replay decides again with them. ValueError
+    names an expected shape that is not one."""
+    return PolicyContext(expected_shapes=parse_expected_shapes(expected_shapes), whole_gpu_reserve=whole_gpu_reserve)
+
+
 def parse_expected_shapes(text: str) -> tuple[GpuRequest, ...]:
     """GPU requests the operator expects before any is seen (GPUPLACE_EXPECTED_SHAPES), separated by commas:
     `COUNTxgpu` (whole GPUs), `COUNTxSHAREm` (milli of each GPU) or `COUNTxMEMORYMi` (GPU memory of each), each
@@ -204,4 +211,4 @@ def _text(status: Status, low: list[int], high: list[int]) -> str:
     return f"{reason} ({status.plugin})" if status.plugin else reason
 
 
-__all__ = ["Decider", "decider", "parse_expected_shapes", "reasons_by_node_class"]
+__all__ = ["Decider", "decider", "parse_expected_shapes", "policy_options", "reasons_by_node_class"]

@@ -25,6 +25,7 @@ from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
 from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
 from gpuplace.core.fragmentation import fragmentation
+from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
 from gpuplace.core.workload import typical_workload
@@ -112,11 +113,12 @@ class Replayer:
     """Replays one cluster's entries in order (`feed`, then `finish`)."""
 
     def __init__(self, cluster: str, *, policy: str | None = None, latency_margin: float = DEFAULT_MARGIN,
-                 start_ms: int | None = None) -> None:
+                 options: PolicyContext | None = None, start_ms: int | None = None) -> None:
         self.cluster = cluster
         self._compare_from = start_ms  # before it the recorded decisions are applied: the state at T1
         self._policy_override = policy
         self._margin = latency_margin
+        self._options = options  # the operator's policy settings placement ran with (decide.policy_options)
         self._decider: Decider | None = None
         self._nodes: dict[str, NodeEvent] = {}
         self._pods: dict[str, Row] = {}  # uid -> pods row
@@ -181,7 +183,7 @@ class Replayer:
             policy = self._policy_override or recorded_policy or "gpuplace"
             self.result = ReplayResult(self.cluster, policy, recorded_policy,
                                        what_if=self._policy_override not in (None, recorded_policy))
-            self._decider = Decider(policy, latency_margin=self._margin)
+            self._decider = Decider(policy, latency_margin=self._margin, options=self._options)
         return self.result
 
     # -- inputs ------------------------------------------------------------------------------------------
@@ -411,18 +413,21 @@ def _gpu_rows(event: NodeEvent) -> list[Row]:
 
 
 def replay(cluster: str, entries: Iterable[Entry], *, policy: str | None = None,
-           latency_margin: float = DEFAULT_MARGIN, start_ms: int | None = None) -> ReplayResult:
+           latency_margin: float = DEFAULT_MARGIN, options: PolicyContext | None = None,
+           start_ms: int | None = None) -> ReplayResult:
     """Replay `cluster`'s entries (log order) with its recorded policy, or with `policy` as a what-if; decisions
     before `start_ms` are applied as recorded (the state at T1), not decided again."""
-    return Replayer(cluster, policy=policy, latency_margin=latency_margin, start_ms=start_ms).feed(entries)
+    return Replayer(cluster, policy=policy, latency_margin=latency_margin, options=options,
+                    start_ms=start_ms).feed(entries)
 
 
 def what_if(cluster: str, entries: Sequence[Entry], policy: str, *, latency_margin: float = DEFAULT_MARGIN,
-            start_ms: int | None = None) -> tuple[ReplayResult, ReplayResult]:
+            options: PolicyContext | None = None, start_ms: int | None = None) -> tuple[ReplayResult, ReplayResult]:
     """The recorded run (replayed with its own policy: its figures, and whether it reproduces) beside a replay
     with `policy` that applies its own decisions."""
-    recorded = replay(cluster, entries, latency_margin=latency_margin, start_ms=start_ms)
-    return recorded, replay(cluster, entries, policy=policy, latency_margin=latency_margin, start_ms=start_ms)
+    recorded = replay(cluster, entries, latency_margin=latency_margin, options=options, start_ms=start_ms)
+    return recorded, replay(cluster, entries, policy=policy, latency_margin=latency_margin, options=options,
+                            start_ms=start_ms)
 
 
 __all__ = ["Difference", "Entry", "FinalState", "Outcome", "ReplayResult", "Replayer", "RunFigures", "replay",

@@ -16,7 +16,8 @@ import pytest
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
-from gpuplace.usecases.decide import decider
+from gpuplace.core.framework.interface import PolicyContext
+from gpuplace.usecases.decide import decider, policy_options
 from gpuplace.usecases.placement import PlacementService
 from gpuplace.usecases.replay import Entry, Outcome, replay
 from tests.builders import node_event, pod_event
@@ -56,9 +57,10 @@ class Recorder:
         self._drain_outbox()
 
 
-async def record(policy: str, *, pods: int = 60, seed: int = 3) -> list[Entry]:
+async def record(policy: str, *, pods: int = 60, seed: int = 3, options: PolicyContext | None = None) -> list[Entry]:
     uow_factory, api = FakeUnitOfWorkFactory(), FakeClusterApi()
-    recorder = Recorder(uow_factory, api, PlacementService(uow_factory, {"east": api}, decider(policy), policy=policy))
+    recorder = Recorder(uow_factory, api, PlacementService(uow_factory, {"east": api}, decider(policy, options=options),
+                                                           policy=policy))
     for i in range(4):
         await recorder.node(node_event(f"n{i}", gpus=2))
     rng = random.Random(seed)
@@ -90,6 +92,16 @@ async def test_replay_with_the_recorded_policy_reproduces_every_decision(policy)
     assert unschedulable > 0  # the run had pods wait, so replay compared those too
     assert result.compared == len(decided(entries)) + unschedulable
     assert result.differences == []
+
+
+async def test_a_replay_decides_with_the_policy_settings_placement_ran_with():
+    """GPUPLACE_EXPECTED_SHAPES moves gpuplace's decisions: the replay given the same settings (as `gpuplace replay`
+    reads them from the environment) reproduces every decision, the one without them does not."""
+    options = policy_options("2xgpu")
+    entries = await record("gpuplace", options=options)
+
+    assert replay("east", entries, options=options).differences == []
+    assert replay("east", entries).differences != []
 
 
 async def test_decisions_carry_their_provenance():
