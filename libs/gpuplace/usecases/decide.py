@@ -39,10 +39,10 @@ REFRESH_EVERY = 100  # pods between rebuilds of the policy's workload
 class _ClusterPolicy:
     """One cluster's policy instance; unless `keep`, rebuilt on the window of recent pods as it moves."""
 
-    def __init__(self, name: str, *, keep: bool = False, options: PolicyContext | None = None) -> None:
+    def __init__(self, name: str, options: PolicyContext, *, keep: bool = False) -> None:
         self.name = name
         self.keep = keep
-        self.options = options or PolicyContext()
+        self.options = options  # the Decider's: what every build of this policy starts from
         self.recent: deque[Pod] = deque(maxlen=WINDOW_PODS)
         self.policy: Policy | None = None
         self.built_for: tuple[tuple[GpuType, ...], int] | None = None  # (GPU types, snapshot uid)
@@ -90,8 +90,8 @@ class Decider:
         instances = self._planning if self.learns_online and not learn else self._serving
         cluster_policy = instances.get(view.cluster)
         if cluster_policy is None:
-            instances[view.cluster] = cluster_policy = _ClusterPolicy(self.policy_name, keep=self.learns_online,
-                                                                  options=self.options)
+            instances[view.cluster] = cluster_policy = _ClusterPolicy(self.policy_name, self.options,
+                                                                  keep=self.learns_online)
         policy = cluster_policy.policy_for(view, pod, learn=learn)
         if stream is not None and view.gpu_load is not None:
             policy = latency_aware(policy, view.latency_model, view.gpu_load, {pod.name: stream},
