@@ -7,6 +7,8 @@ import pytest
 from gpuplace.core.demand import resolve
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.framework.runtime import decide
+from gpuplace.core.gpu_load import GpuLoad
+from gpuplace.core.latency.model import ClassProfile, LatencyModel, Stream, Tail
 from gpuplace.core.policies.gpuplace.policy import Gpuplace
 from gpuplace.core.policies.gpuplace.shape_estimate import ShapeEstimate, hostable_shapes
 from gpuplace.core.policies.gpuplace.whole_gpu_reserve import (
@@ -16,10 +18,13 @@ from gpuplace.core.policies.gpuplace.whole_gpu_reserve import (
     reserve_holds,
     reserve_mix,
 )
+from gpuplace.core.policies.latency_aware import latency_aware
 from gpuplace.core.snapshot import ClusterSnapshot
 
 from ..core.builders import make_node, make_pod
 
+MODEL = LatencyModel(Tail(1.0, 2.0, 0.5), Tail(1.2, 2.0, 1.0), Tail(1.3, 2.5, 1.0),
+                     classes={"det": ClassProfile(4.0, 0.5)})  # as tests/unit/latency/test_policies.py
 MIX = ReserveMix(whole_part=0.5, cpu_per_gpu=2_000.0, cpu_per_whole_gpu=4_000.0)
 
 
@@ -141,11 +146,14 @@ def test_a_big_shared_pod_retried_with_no_whole_gpu_pod_coming_is_placed_in_the_
     snapshot = ClusterSnapshot([make_node("a").cpu(64).gpus(8).free(*(450,) * 8).build(),
                                 make_node("b").cpu(64).gpus(2).build()])
     policy = _taught(PolicyContext(), snapshot)
-    big = resolve(make_pod("p810").cpu(2).gpu_share(810).build(), snapshot)
-    tries = [decide(snapshot, big, policy).scheduled for _ in range(3)]
+
+    def retry() -> bool:  # each attempt resolves the pod again, as placement and the simulators do
+        return decide(snapshot, resolve(make_pod("p810").cpu(2).gpu_share(810).build(), snapshot), policy).scheduled
+
+    tries = [retry() for _ in range(3)]
     assert tries == [False, False, True]  # held while whole GPUs (2) outnumber the pods held in a row
     decide(snapshot, resolve(make_pod("w").cpu(4).whole_gpus(1).build(), snapshot), policy)
-    assert not decide(snapshot, big, policy).scheduled  # a whole-GPU pod came: the reserve holds again
+    assert not retry()  # a whole-GPU pod came: the reserve holds again
 
 
 def test_a_node_with_room_in_a_used_gpu_stays_open_though_it_also_has_a_fresh_one():
@@ -158,3 +166,18 @@ def test_a_node_with_room_in_a_used_gpu_stays_open_though_it_also_has_a_fresh_on
     big = resolve(make_pod("p810").cpu(2).gpu_share(810).build(), snapshot)
     held = held_back(snapshot, big, MIX, 1.0)
     assert held is not None and held.tolist() == [False, True, True]  # on c it would open the fresh one
+
+
+def test_a_held_back_decision_counts_once_behind_the_latency_filter():
+    """latency_aware asks its base for verdicts twice per decision (on the snapshot, then on its latency view): the
+    pod held back still counts once towards the release bound (whole_gpu_reserve.reserve_holds)."""
+    snapshot = ClusterSnapshot([make_node("a").cpu(64).gpus(8).free(*(450,) * 8).build(),
+                                make_node("b").cpu(64).gpus(2).build()])
+    base = _taught(PolicyContext(), snapshot)
+    streams = {"p810": Stream(30.0, "det", deadline_ms=1000 / 30)}
+    policy = latency_aware(base, MODEL, GpuLoad.for_snapshot(snapshot), streams)
+    big = resolve(make_pod("p810").cpu(2).gpu_share(810).build(), snapshot)
+    assert not decide(snapshot, big, policy).scheduled
+    assert base.held_back == 1
+    assert not decide(snapshot, resolve(make_pod("p810").cpu(2).gpu_share(810).build(), snapshot), policy).scheduled
+    assert base.held_back == 2  # a retry is a decision of its own

@@ -128,6 +128,7 @@ class Gpuplace(DefaultSteps):
         self.held_back = 0
         """Decisions where the reserve kept a pod off every node the standard chain passed."""
         self._held_in_a_row = 0  # such decisions since the last whole-GPU pod (whole_gpu_reserve.reserve_holds)
+        self._last_held: Demand | None = None  # the request of the last decision counted in held_back
         self.rebuilds = 0
         """How often the measure was rebuilt (the estimate drifted or the cluster changed)."""
 
@@ -144,7 +145,8 @@ class Gpuplace(DefaultSteps):
             return chain
         passed: BoolArray = ~held
         fits = np.logical_and.reduce([v.passed for v in chain])
-        if fits.any() and not (fits & passed).any():  # kept off every node it fits: held back
+        if fits.any() and not (fits & passed).any() and state.demand is not self._last_held:  # held back
+            self._last_held = state.demand  # once per decision: a wrapper (latency_aware) asks twice, on its view
             self.held_back += 1
             self._held_in_a_row += 1
         status = Status(Code.UNSCHEDULABLE, REASON, PLUGIN)
