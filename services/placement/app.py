@@ -60,7 +60,8 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
                                                       interval_s=settings.scale_hint_interval_s, shapes=declared))
         service = PlacementService(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
                                    topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag,
-                                   resync_s=settings.reconcile_interval_s or None, metrics=metrics, hints=hints)
+                                   resync_s=settings.reconcile_interval_s or None, metrics=metrics, hints=hints,
+                                   bind_concurrency=settings.bind_concurrency)
         routes = [Route(topics.NODES, NodeEvent, service.on_node),
                   Route(topics.PODS, PodEvent, service.on_pod, batch=service.on_pods),
                   Route(topics.PLACEMENTS, PlacementEvent, service.on_placement)]

@@ -102,7 +102,7 @@ class _Placed:
 
 class PlacementService:
     def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], decide: Decide, *,
-                 policy: str, topic_suffix: str = "", bind_concurrency: int = 16,
+                 policy: str, topic_suffix: str = "", bind_concurrency: int = 64,
                  outbox_written: Callable[[], None] = lambda: None,
                  defrag: Callable[[PlacementService], Defragmenter] | None = None,
                  resync_s: float | None = None, metrics: Metrics = NO_METRICS, hints: ScaleHinter | None = None

@@ -1,6 +1,8 @@
 """The placement service refuses a bad policy setting at start-up, before it connects to anything."""
 
 import asyncio
+import contextlib
+import types
 
 import pytest
 
@@ -16,3 +18,35 @@ def test_a_bad_expected_shape_stops_placement_before_it_connects(monkeypatch):
     settings = Settings(kubeconfig="/dev/null", expected_shapes="8xgpu,8xGPU")
     with pytest.raises(ConfigurationError, match=r"GPUPLACE_EXPECTED_SHAPES: expected shape '8xGPU'"):
         asyncio.run(app.run(settings, asyncio.Event()))
+
+
+def test_the_bind_concurrency_setting_reaches_the_placement_service(monkeypatch):
+    """GPUPLACE_BIND_CONCURRENCY (default 64) is what the service's binder is given."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    class Resources:
+        uow_factory = broker = None
+        cluster_apis: dict = {}
+
+    @contextlib.asynccontextmanager
+    async def resources(*args, **kwargs):
+        yield Resources()
+
+    def service(*args, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(app, "resources", resources)
+    monkeypatch.setattr(app, "OutboxRelay", lambda *args, **kwargs: types.SimpleNamespace(wake=None))
+    monkeypatch.setattr(app, "PlacementService", service)
+    assert Settings(kubeconfig="/dev/null").bind_concurrency == 64
+    monkeypatch.setenv("GPUPLACE_BIND_CONCURRENCY", "8")
+    with pytest.raises(Stop):
+        asyncio.run(app.run(Settings(kubeconfig="/dev/null"), asyncio.Event()))
+    assert seen["bind_concurrency"] == 8
+    monkeypatch.setenv("GPUPLACE_BIND_CONCURRENCY", "0")
+    with pytest.raises(ValueError, match="bind_concurrency"):
+        Settings(kubeconfig="/dev/null")
