@@ -1,4 +1,5 @@
-"""The placement service refuses a bad policy setting at start-up, before it connects to anything."""
+"""Placement's start-up: a bad policy setting is refused before it connects to anything, and its settings reach the
+service it builds."""
 
 import asyncio
 import contextlib
