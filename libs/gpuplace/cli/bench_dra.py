@@ -117,7 +117,8 @@ def bench_dra(
                + ", ".join(f"{kinds[f'training-{k}gpu']} x {k} whole GPU(s)" for k, _ in dra_stream.TRAINING),
         arrival=f"in waves of {wave}, each once the one before settled" if wave else "all at once (a burst)",
         over_ask=dra_stream.over_ask(stream, fleet).ratio, policy=policy if GPUPLACE in sides else "not run",
-        kube_scheduler=version, kube_scheduler_limits=limits.describe(), gpuplace_limits=gpuplace_client_limits())
+        kube_scheduler=version, kube_scheduler_limits=limits.describe(),
+        gpuplace_limits=gpuplace_client_limits(settings))
     report = dra_report.report_json(setup, runs)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dra_report.markdown(setup, runs))

@@ -118,7 +118,7 @@ def _against_kube_scheduler(settings: Settings, kubeconfigs: dict[str, str], *, 
         command=command, host=f"{platform.node()} ({platform.processor() or platform.machine()})", nodes=nodes,
         pods=pods, gpus_per_node=gpus_per_node, gpus_per_node_note=note, clusters=len(kubeconfigs), policy=policy,
         kube_scheduler=f"{version} ({found})", kube_scheduler_limits=limits.describe(),
-        gpuplace_limits=gpuplace_client_limits())
+        gpuplace_limits=gpuplace_client_limits(settings))
     report = pipeline_comparison_report.markdown(setup, runs)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report)
@@ -127,11 +127,12 @@ def _against_kube_scheduler(settings: Settings, kubeconfigs: dict[str, str], *, 
     typer.echo(report)
 
 
-def gpuplace_client_limits() -> str:
+def gpuplace_client_limits(settings: Settings) -> str:
     """How gpuplace's kube client is limited, for the report beside kube-scheduler's setting."""
     pool = client.Configuration().connection_pool_maxsize
     return (f"kubernetes_asyncio, no client-side rate limit (no QPS/burst); at most {pool} connections per "
-            "apiserver (connection_pool_maxsize)")
+            f"apiserver (connection_pool_maxsize) and {settings.bind_concurrency} binds in flight "
+            "(GPUPLACE_BIND_CONCURRENCY)")
 
 
 def _markdown(runs: list[dict], nodes: int, pods: int, policy: str, repeats: int, gpus: int,

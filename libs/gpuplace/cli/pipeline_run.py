@@ -266,6 +266,7 @@ class PipelineRun:
             "GPUPLACE_LEADER_ELECTION_NAMESPACE": self.namespace,
             "GPUPLACE_NODE_LABEL_SELECTOR": f"{FLEET_LABEL}={self.config.run_id}",
             "GPUPLACE_POLICY": self.policy, "GPUPLACE_SCHEDULER_NAME": self.settings.scheduler_name,
+            "GPUPLACE_BIND_CONCURRENCY": str(self.settings.bind_concurrency),
             # every service process serves /metrics and /readyz: on a free port each, many run on one machine
             "GPUPLACE_HTTP_PORT": "0",
             **extra,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gpuplace.cli import kube_scheduler_process, stack_env
+from gpuplace.cli.bench_pipeline import gpuplace_client_limits
 from gpuplace.cli.kube_scheduler_process import ClientLimits, config_text, find_binary
 from gpuplace.cli.kube_scheduler_run import gpu_limit, whole_gpu_manifest
 from gpuplace.cli.pipeline_comparison import whole_gpus_per_node
@@ -22,7 +23,8 @@ from gpuplace.cli.pipeline_comparison_report import (
     ratio,
     report_json,
 )
-from gpuplace.cli.pipeline_run import FLEET_LABEL, _pod_manifest
+from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _pod_manifest
+from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
 
 
@@ -163,3 +165,13 @@ def test_runs_without_a_cpu_measurement_leave_the_cpu_table_out() -> None:
     runs = [run("kube-scheduler", 1, 100.0, 2000.0), run("gpuplace", 1, 20.0, 50000.0)]
     assert cpu_medians(runs) == {}
     assert "CPU seconds" not in markdown(SETUP, runs)
+
+
+def test_the_bench_runs_its_services_with_the_bind_concurrency_it_reports(tmp_path: Path) -> None:
+    """Service processes get a clean environment (chaos_faults.service_env drops GPUPLACE_*), so the run passes
+    GPUPLACE_BIND_CONCURRENCY on; the report names the same number beside kube-scheduler's client limits."""
+    settings = Settings(bind_concurrency=8)
+    pipeline = PipelineRun(RunConfig(kubeconfigs={"east": "/dev/null", "west": "/dev/null"}), settings)
+    processes = pipeline.service_processes(tmp_path)
+    assert {p.env["GPUPLACE_BIND_CONCURRENCY"] for p in processes} == {"8"}
+    assert "8 binds in flight (GPUPLACE_BIND_CONCURRENCY)" in gpuplace_client_limits(settings)
