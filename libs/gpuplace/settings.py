@@ -66,9 +66,8 @@ class Settings(BaseSettings):
     expected_shapes: str = ""
     # admission keeps every pod's predicted p95 <= deadline x (1 - margin) on its GPU
     latency_margin: float = Field(default=0.1, ge=0.0, lt=1.0)
-    # binds in flight at once, over all the clusters of a placement worker: each is one pods/binding call, outside
-    # the cluster's lock. At 16 a burst of 2,000 reserved pods queued ~3 s for a slot (bench pipeline, 200 nodes);
-    # kubernetes_asyncio keeps at most 100 connections per apiserver, so more than that only queues in the client
+    # binds in flight at once, over all the clusters of a placement worker (usecases/binder.BIND_CONCURRENCY, why
+    # 64); kubernetes_asyncio keeps at most 100 connections per apiserver, so more than that only queues in the client
     bind_concurrency: int = Field(default=64, ge=1)
     # defragmentation: pods of at least this priority, blocked by fragmentation, may have others moved
     defrag_enabled: bool = True

@@ -47,7 +47,7 @@ from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases import dra, feedback, latency_learning, provenance
-from gpuplace.usecases.binder import Binder
+from gpuplace.usecases.binder import BIND_CONCURRENCY, Binder
 from gpuplace.usecases.cluster_state import ClusterState
 from gpuplace.usecases.cluster_view import ClusterView, Placement, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.decision_log import DecisionLog
@@ -102,7 +102,7 @@ class _Placed:
 
 class PlacementService:
     def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], decide: Decide, *,
-                 policy: str, topic_suffix: str = "", bind_concurrency: int = 64,
+                 policy: str, topic_suffix: str = "", bind_concurrency: int = BIND_CONCURRENCY,
                  outbox_written: Callable[[], None] = lambda: None,
                  defrag: Callable[[PlacementService], Defragmenter] | None = None,
                  resync_s: float | None = None, metrics: Metrics = NO_METRICS, hints: ScaleHinter | None = None
