@@ -14,6 +14,7 @@ from gpuplace.core.policies.gpuplace.shape_estimate import (
     ShapeEstimate,
     declared_shapes,
     hostable_shapes,
+    prior_shapes,
     prior_top_up,
 )
 from gpuplace.core.snapshot import ClusterSnapshot
@@ -181,3 +182,27 @@ def test_without_memory_slices_in_the_mix_nodes_are_not_packed():
     for i in range(20):  # shares (as the Alibaba traces ask), no memory slices
         policy.score(snapshot, resolve(make_pod(f"s{i}").cpu(1).gpu_share(300).build(), snapshot), np.arange(2))
     assert policy._pack == 0.0
+
+
+def test_declared_shapes_replace_the_hostable_ones_of_their_gpu_count():
+    hostable = hostable_shapes(np.array([8, 8]), ("A100", "V100"), 8.0)
+    declared = declared_shapes((GpuRequest(count=8, share_milli=1000, allowed_models=("A100",)),), 3.0)
+    prior = prior_shapes(hostable, declared)
+    assert prior == {**{k: w for k, w in hostable.items() if k[1] != 8}, (0, 8, MILLI_PER_GPU, -1, ("A100",)): 3.0}
+    assert prior_shapes(hostable, {}) == hostable
+
+
+def _one_gpu_pod_goes_to(expected=()):
+    # a (first): 8 x A100 free; b: 8 x V100 free. The pod asks one whole GPU of any model.
+    snapshot = ClusterSnapshot([make_node("a").cpu(96).gpus(8, "A100", 40960).build(),
+                                make_node("b").cpu(96).gpus(8, "V100", 16384).build()])
+    policy = Gpuplace(PolicyContext(expected_shapes=expected))
+    return decide(snapshot, resolve(make_pod("p").cpu(4).whole_gpus(1).build(), snapshot), policy).node_name
+
+
+def test_a_declared_8_gpu_shape_stops_keeping_whole_the_nodes_it_cannot_use():
+    """Issue 18: the hostable guess keeps an 8-GPU shape per model, so a V100 node is kept whole for 8-GPU jobs as
+    much as an A100 one (the pod takes the first node). Declared 8-GPU jobs that ask A100 make the V100 node the one
+    to break."""
+    assert _one_gpu_pod_goes_to() == "a"
+    assert _one_gpu_pod_goes_to((GpuRequest(count=8, share_milli=1000, allowed_models=("A100",)),)) == "b"

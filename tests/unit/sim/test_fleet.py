@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from gpuplace.core.defrag.eligibility import HOUR_S
 from gpuplace.core.defrag.model import Limits
 from gpuplace.core.model import GpuRequest, Node, Pod
+from gpuplace.core.policies.gpuplace.policy import DECLARED_PODS
+from gpuplace.core.policies.gpuplace.shape_estimate import declared_shapes
 from gpuplace.core.snapshot import ClusterSnapshot, kind_of
 from gpuplace.core.workload import typical_workload
 from gpuplace.sim.fleet import FleetScenario, FleetSim, make_plan
@@ -57,6 +59,17 @@ def test_the_plan_is_the_fleet_the_scenario_asks_for():
     assert {j.pod.gpu.count for j in plan.jobs if j.kind == "training"} == {1, 2, 4, 8}
     assert any(d.rollouts_s for d in plan.deployments) and any(e.add for e in plan.node_events)
     assert any(not e.add for e in plan.node_events)
+
+
+def test_the_operator_declares_the_training_shapes_and_the_learning_policy_gets_them():
+    """What an operator would set as GPUPLACE_EXPECTED_SHAPES: every training request the plan submits, no other."""
+    plan = make_plan(SMALL, 42)
+    assert set(plan.expected_shapes) == {j.pod.gpu for j in plan.jobs if j.kind == "training"}
+    assert all(set(r.allowed_models).isdisjoint({"Tesla-V100-SXM2-16GB"}) and r.allowed_models
+               for r in plan.expected_shapes if r.count >= 4)
+    sim = FleetSim(plan, "gpuplace")
+    assert all(c.base._declared == declared_shapes(plan.expected_shapes, DECLARED_PODS)
+               for c in sim.clusters.values())
 
 
 def test_same_seed_same_result_and_another_seed_another():

@@ -135,7 +135,7 @@ def test_expected_shapes_reach_the_policy_and_the_config_digest():
     expected = parse_expected_shapes("8xgpu")
     decider = Decider("gpuplace", options=PolicyContext(expected_shapes=expected))
     policy = decider.policy(view(), pods(1)[0], None)
-    assert isinstance(policy, Gpuplace) and policy._declared == declared_shapes(expected, gpuplace_policy.PRIOR_PODS)
+    assert isinstance(policy, Gpuplace) and policy._declared == declared_shapes(expected, gpuplace_policy.DECLARED_PODS)
     plain = provenance.config_digest("gpuplace", 0.1)
     assert provenance.config_digest("gpuplace", 0.1, PolicyContext()) == plain
     assert provenance.config_digest("gpuplace", 0.1, PolicyContext(expected_shapes=expected)) != plain

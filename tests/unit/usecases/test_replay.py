@@ -97,7 +97,7 @@ async def test_replay_with_the_recorded_policy_reproduces_every_decision(policy)
 async def test_a_replay_decides_with_the_policy_settings_placement_ran_with():
     """GPUPLACE_EXPECTED_SHAPES moves gpuplace's decisions: the replay given the same settings (as `gpuplace replay`
     reads them from the environment) reproduces every decision, the one without them does not."""
-    options = policy_options("2xgpu")
+    options = policy_options("8xgpu")
     entries = await record("gpuplace", options=options)
 
     assert replay("east", entries, options=options).differences == []

@@ -73,7 +73,8 @@ class Cluster:
 
     def __init__(self, name: str, region: str, nodes: tuple[Node, ...], policy: str, workload: TypicalWorkload,
                  rng_seed: int, streams: dict[str, Stream], model: LatencyModel | None, *, defrag: bool,
-                 on_gpu: Callable[[Cluster, int, Placed], None], max_decisions: int = 32) -> None:
+                 on_gpu: Callable[[Cluster, int, Placed], None], max_decisions: int = 32,
+                 expected_shapes: tuple[GpuRequest, ...] = ()) -> None:
         self.name, self.region = name, region
         self.nodes: list[Node] = list(nodes)
         self.workload = workload
@@ -82,7 +83,8 @@ class Cluster:
         self.defrag = defrag
         self.on_gpu = on_gpu
         self.max_decisions = max_decisions
-        context = PolicyContext(workload=workload, rng=np.random.default_rng([rng_seed, zlib.crc32(name.encode())]))
+        context = PolicyContext(workload=workload, rng=np.random.default_rng([rng_seed, zlib.crc32(name.encode())]),
+                                expected_shapes=expected_shapes)
         self.base: Policy = registry.create(policy, context)
         self.planner_base: Policy = (registry.create(policy, context) if getattr(self.base, "learns_online", False)
                                      else self.base)

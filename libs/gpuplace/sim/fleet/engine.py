@@ -118,7 +118,8 @@ class FleetSim:
                 plan.typical_pods[spec.name], _types(spec.nodes))
             self.clusters[spec.name] = Cluster(
                 spec.name, spec.region, spec.nodes, policy, workload, plan.seed, self.streams,
-                self.truth if latency else None, defrag=defrag, on_gpu=self._on_gpu)
+                self.truth if latency else None, defrag=defrag, on_gpu=self._on_gpu,
+                expected_shapes=plan.expected_shapes)
         self.regions = tuple(dict.fromkeys(c.region for c in self.clusters.values()))
         self._deployments = {d.name: _Deployment(d) for d in plan.deployments}
         self._events: list[tuple[float, int, str, Any]] = []

@@ -7,7 +7,8 @@ policy faces exactly the same fleet and the same demand:
 - perception deployments (robotics_fleet's classes: a memory slice, a frame rate and a deadline of one frame
   period) whose replicas follow a daily sine, and their rollouts: a new version (model memory and service
   time change a little) that replaces every replica (engine.py does the rolling update);
-- training jobs: one pod of 1, 2, 4 or 8 whole GPUs for a log-normal duration (4 GPUs and up: no V100);
+- training jobs: one pod of 1, 2, 4 or 8 whole GPUs for a log-normal duration (4 GPUs and up: no V100); these
+  shapes, not their frequencies, are what the fleet's operator declares (`expected_shapes`);
 - CPU-only pods (controllers, data loaders) with exponential lifetimes;
 - node additions (a product the cluster already has) and drains (never the first node of a product, so the
   cluster's GPU types stay the same and in the same order: the typical workload is resolved against them).
@@ -32,6 +33,8 @@ CLASSES = (PERCEPTION, TRAINING, CPU_ONLY)
 PERCEPTION_PRIORITY = 100
 """Perception serves robots: it goes before training in the queue, and may have training pods moved for it."""
 REGIONS = ("us-east", "us-west", "eu-central", "ap-northeast", "ap-south")
+TRAINING_GPUS = (1, 2, 4, 8)
+"""The GPU counts training jobs ask (`_training` draws them 40/25/20/15%)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,10 @@ class FleetPlan:
     typical_pods: dict[str, list[Pod]] = field(default_factory=dict)
     """Per cluster, pods in the proportions the plan submits them (`_typical`): the typical workload FGD is given
     and against which stranded memory is measured."""
+    expected_shapes: tuple[GpuRequest, ...] = ()
+    """The training jobs' GPU requests, as the fleet's operator declares them to a placement service
+    (GPUPLACE_EXPECTED_SHAPES): which GPU counts come and on which models, not how often. Policies that learn the
+    mix online are given them (PolicyContext.expected_shapes), as FGD is given `typical_pods`."""
 
 
 def replicas(deployment: Deployment, at_s: float, swing: float) -> int:
@@ -181,7 +188,8 @@ def make_plan(scenario: FleetScenario, seed: int) -> FleetPlan:
             typical[name] = _typical(deps, cluster_jobs, scenario)
     jobs.sort(key=lambda j: (j.at_s, j.pod.name))
     events.sort(key=lambda e: (e.at_s, e.cluster, e.node.name))
-    return FleetPlan(scenario, seed, tuple(clusters), tuple(deployments), tuple(jobs), tuple(events), typical)
+    return FleetPlan(scenario, seed, tuple(clusters), tuple(deployments), tuple(jobs), tuple(events), typical,
+                     tuple(training_request(k) for k in TRAINING_GPUS))
 
 
 def _node(name: str, product: int, gpus: int) -> Node:
@@ -235,21 +243,25 @@ def _deployments(scenario: FleetScenario, cluster: str, nodes: list[Node], phase
 
 
 def _training(scenario: FleetScenario, cluster: str, nodes: list[Node], rng: np.random.Generator) -> list[Job]:
-    counts = np.array([1, 2, 4, 8])
+    counts = np.array(TRAINING_GPUS)
     probs = np.array([0.4, 0.25, 0.2, 0.15])
     mean_h = scenario.training_median_h * math.exp(scenario.training_sigma ** 2 / 2)
     gpus = sum(len(n.gpus) for n in nodes)
     rate = scenario.training_gpus * gpus / (float(counts @ probs) * mean_h * HOUR_S)
-    big = tuple(p.name for p in GPU_PRODUCTS if p.memory_mib >= 40_000)
     jobs = []
     for i, at in enumerate(_poisson_times(rate, scenario.duration_s, rng)):
         k = int(rng.choice(counts, p=probs))
         hours = float(rng.lognormal(math.log(scenario.training_median_h), scenario.training_sigma))
         pod = Pod(f"{cluster}-train-{i:05d}", cpu_milli=6_000 * k, memory_mib=32_768 * k,
-                  gpu=GpuRequest(count=k, share_milli=1000, allowed_models=big if k >= 4 else ()),
-                  workload_class=TRAINING)
+                  gpu=training_request(k), workload_class=TRAINING)
         jobs.append(Job(pod, TRAINING, cluster, at, hours * HOUR_S))
     return jobs
+
+
+def training_request(gpus: int) -> GpuRequest:
+    """A training job's GPUs: whole ones, and from 4 up only on models of 40 GB or more."""
+    big = tuple(p.name for p in GPU_PRODUCTS if p.memory_mib >= 40_000)
+    return GpuRequest(count=gpus, share_milli=1000, allowed_models=big if gpus >= 4 else ())
 
 
 def _cpu_pods(scenario: FleetScenario, cluster: str, nodes: list[Node], rng: np.random.Generator) -> list[Job]:
@@ -311,6 +323,6 @@ def _poisson_times(rate_per_s: float, until_s: float, rng: np.random.Generator) 
 
 __all__ = [
     "CLASSES", "CPU_ONLY", "ClusterPlan", "DAY_S", "Deployment", "FleetPlan", "FleetScenario", "HOUR_S", "Job",
-    "NodeEvent", "PERCEPTION", "PERCEPTION_PRIORITY", "REGIONS", "TRAINING", "Template", "make_plan",
-    "perception_pod", "replicas",
+    "NodeEvent", "PERCEPTION", "PERCEPTION_PRIORITY", "REGIONS", "TRAINING", "TRAINING_GPUS", "Template",
+    "make_plan", "perception_pod", "replicas", "training_request",
 ]

@@ -22,9 +22,10 @@ Setting: PolicyContext.whole_gpu_reserve, from GPUPLACE_WHOLE_GPU_RESERVE in the
 
 The arriving workload is estimated from the pods scored so far (shape_estimate.py, half-life HALF_LIFE_PODS pods),
 over a floor that never decays: PRIOR_PODS pseudo-pods of the whole-GPU shapes the cluster's nodes could host (one
-GPU, powers of two, whole nodes; per GPU model when there are several) and of the shapes the operator declares
-(PolicyContext.expected_shapes; GPUPLACE_EXPECTED_SHAPES in the service), each counting only as far as the pods seen
-of its kind fall short of it (shape_estimate.prior_top_up). Learned only from pods seen, the policy did not know whole
+GPU, powers of two, whole nodes; per GPU model when there are several) and DECLARED_PODS of each shape the operator
+declares (PolicyContext.expected_shapes; GPUPLACE_EXPECTED_SHAPES in the service), which replace the hostable shapes
+of their GPU count (shape_estimate.prior_shapes), each counting only as far as the pods seen of its kind fall short of
+it (shape_estimate.prior_top_up). Learned only from pods seen, the policy did not know whole
 nodes were worth keeping until the first 8-GPU job came, and on small fleets that job then found every node broken
 (issue 19; `gpuplace bench robustness`). The context's TypicalWorkload is not used: FGD's 95% cut by count drops the
 rare multi-GPU shapes that hold 6% of the trace's GPU demand, and seeding the estimate with it starved 8-GPU pods
@@ -46,7 +47,12 @@ from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.core.policies.default_steps import DefaultSteps
 from gpuplace.core.policies.gpuplace.hole_loss import HoleLoss
 from gpuplace.core.policies.gpuplace.node_waste import NodeWaste, pool_drift, shape_weights
-from gpuplace.core.policies.gpuplace.shape_estimate import ShapeEstimate, declared_shapes, hostable_shapes
+from gpuplace.core.policies.gpuplace.shape_estimate import (
+    ShapeEstimate,
+    declared_shapes,
+    hostable_shapes,
+    prior_shapes,
+)
 from gpuplace.core.policies.gpuplace.state_terms import StateTerms
 from gpuplace.core.policies.gpuplace.states import StateIndex
 from gpuplace.core.policies.gpuplace.whole_gpu_reserve import (
@@ -71,8 +77,15 @@ filling holes -- on 50 nodes of 8 x V100 (`gpuplace bench robustness`, v100-8gpu
 against 1.7% with it off, FGD 1.7%. Share requests (the Alibaba traces) keep it."""
 PRIOR_PODS = 32.0
 """Pseudo-pods of each whole-GPU shape the cluster could host (shape_estimate.hostable_shapes, shared among GPU
-models) and of each declared shape, in the estimate before and beside the pods seen. Two-models family, seeds 0-7:
-8 gave a mean of 7.9, 32 gave 6.0 and 128 gave 6.3 (FGD 10.1)."""
+models), in the estimate before and beside the pods seen. Two-models family, seeds 0-7: 8 gave a mean of 7.9, 32 gave
+6.0 and 128 gave 6.3 (FGD 10.1)."""
+DECLARED_PODS = 16.0
+"""Pseudo-pods of each shape the operator declares. A declared shape stands in for the hostable ones of its GPU count,
+and it is known to come, so it needs no more weight than a hostable shape's share had. The 7-day fleet with its
+training shapes declared (`gpuplace sim --scenario fleet --days 7 --seeds 42-51`), against nothing declared: 16 gave
+GPU p99 pending 0.76x (geometric mean; lower on 9 of 10 seeds) and stranded memory 0.3% more in total; 8 gave 0.77x
+and 1.9% more, 32 gave 0.84x and 1.5% more. Seed 42's p99 swings with it (3,129 / 1,675 / 3,243 s at 8 / 16 / 32;
+bench/results/fleet-sim.md)."""
 SEEN_FLOOR_PODS = 0.0
 """A shape once seen never weighs less than this many pods (decaying, not forgotten); off until measured."""
 POOL_CHECK_PODS = 256
@@ -109,7 +122,7 @@ class Gpuplace(DefaultSteps):
     def __init__(self, context: PolicyContext) -> None:
         # the workload is estimated online (shape_estimate.py), not taken from a snapshot; the operator's
         # expected shapes join the prior
-        self._declared = declared_shapes(context.expected_shapes, PRIOR_PODS)
+        self._declared = declared_shapes(context.expected_shapes, DECLARED_PODS)
         self._estimate = ShapeEstimate(HALF_LIFE_PODS, seen_floor_pods=SEEN_FLOOR_PODS)
         self._since_check = 0
         self._since_pool_check = 0
@@ -241,10 +254,8 @@ class Gpuplace(DefaultSteps):
             if cluster != self._cluster:  # other GPU types or nodes: nothing computed before carries over
                 self._terms = StateTerms()
                 models = tuple(snapshot.gpu_types[t].model for t in snapshot.gpu_type_id)
-                prior = hostable_shapes(snapshot.gpu_count, models, PRIOR_PODS)
-                for key, pods in self._declared.items():
-                    prior[key] = prior.get(key, 0.0) + pods
-                self._estimate.set_prior(prior)
+                self._estimate.set_prior(prior_shapes(hostable_shapes(snapshot.gpu_count, models, PRIOR_PODS),
+                                                      self._declared))
             workload = workload or self._estimate.build(snapshot.gpu_types)
             self._waste_measure = NodeWaste(workload, snapshot)
             self._loss = None  # priced when a request first needs it (_hole_loss)
@@ -395,6 +406,7 @@ def _grown(table: FloatArray | None, size: int) -> FloatArray:
 
 
 __all__ = [
-    "DRIFT_CHECK_PODS", "DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "HOLE_LOSS_MEMORY", "LOSS_WEIGHT", "MAX_TABLES",
-    "NAME", "PACK_MILLI", "POOL_CHECK_PODS", "PRIOR_PODS", "SEEN_FLOOR_PODS", "SPAN_PENALTY_MILLI", "WHOLE_GPU_RESERVE",
+    "DECLARED_PODS", "DRIFT_CHECK_PODS", "DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "HOLE_LOSS_MEMORY", "LOSS_WEIGHT",
+    "MAX_TABLES", "NAME", "PACK_MILLI", "POOL_CHECK_PODS", "PRIOR_PODS", "SEEN_FLOOR_PODS", "SPAN_PENALTY_MILLI",
+    "WHOLE_GPU_RESERVE",
 ]

@@ -230,6 +230,19 @@ def declared_shapes(requests: tuple[GpuRequest, ...], pseudo_pods: float) -> dic
     return shapes
 
 
+def prior_shapes(hostable: dict[ShapeKey, float], declared: dict[ShapeKey, float]) -> dict[ShapeKey, float]:
+    """The prior: every declared shape, and the hostable ones of the GPU counts no declared shape has.
+
+    A declaration says what pods of its GPU count ask, models included; beside it, hostable_shapes' guess of one
+    such shape per GPU model would keep nodes whole for pods the operator says never come (the fleet's V100 nodes
+    kept whole for 8-GPU jobs that ask A100 and up, issue 18)."""
+    counts = {key[1] for key in declared}
+    prior = {key: pods for key, pods in hostable.items() if key[1] not in counts}
+    for key, pods in declared.items():
+        prior[key] = prior.get(key, 0.0) + pods
+    return prior
+
+
 def _bucket(memory_mib: int) -> int:
     return -(-memory_mib // MEMORY_BUCKET_MIB) * MEMORY_BUCKET_MIB
 
@@ -262,5 +275,5 @@ def _resolve(keys: tuple[ShapeKey, ...], gpu_types: tuple[GpuType, ...]) -> tupl
 
 __all__ = [
     "ArrivingWorkload", "MAX_SHAPES", "MEMORY_BUCKET_MIB", "MIN_PROBABILITY", "ShapeEstimate", "ShapeKey",
-    "declared_shapes", "hostable_shapes", "prior_top_up",
+    "declared_shapes", "hostable_shapes", "prior_shapes", "prior_top_up",
 ]
