@@ -62,7 +62,8 @@ class Settings(BaseSettings):
     # 0 turns it off (no shared pod is ever held back from a GPU it fits)
     whole_gpu_reserve: float | None = Field(default=None, ge=0.0)
     # GPU requests the operator expects before any is seen, so that the policy keeps room for them from the start
-    # (a training job's 8 whole GPUs): "8xgpu,4xgpu@NVIDIA-H200,1x20480Mi" (usecases/decide.parse_expected_shapes)
+    # (a training job's 8 whole GPUs): "8xgpu,4xgpu@NVIDIA-H200,1x20480Mi" (usecases/decide.parse_expected_shapes);
+    # they replace gpuplace's own guess of whole-GPU shapes of the same GPU counts (shape_estimate.prior_shapes)
     expected_shapes: str = ""
     # admission keeps every pod's predicted p95 <= deadline x (1 - margin) on its GPU
     latency_margin: float = Field(default=0.1, ge=0.0, lt=1.0)
