@@ -148,6 +148,17 @@ def _pod_manifest(pod: Pod, namespace: str, scheduler: str, service_ms: float | 
     }
 
 
+def policy_env(settings: Settings) -> dict[str, str]:
+    """The policy's settings as the environment variables placement reads (those set; the rest keep their defaults).
+    Service processes start from a clean environment (service_env), so a bench given them must pass them on."""
+    env = {"GPUPLACE_LATENCY_MARGIN": str(settings.latency_margin)}
+    if settings.expected_shapes:
+        env["GPUPLACE_EXPECTED_SHAPES"] = settings.expected_shapes
+    if settings.whole_gpu_reserve is not None:
+        env["GPUPLACE_WHOLE_GPU_RESERVE"] = str(settings.whole_gpu_reserve)
+    return env
+
+
 class PipelineRun:
     def __init__(self, config: RunConfig, settings: Settings, progress: Progress | None = None) -> None:
         if not config.kubeconfigs:
@@ -267,6 +278,8 @@ class PipelineRun:
             "GPUPLACE_NODE_LABEL_SELECTOR": f"{FLEET_LABEL}={self.config.run_id}",
             "GPUPLACE_POLICY": self.policy, "GPUPLACE_SCHEDULER_NAME": self.settings.scheduler_name,
             "GPUPLACE_BIND_CONCURRENCY": str(self.settings.bind_concurrency),
+            # the policy's settings, as the bench was given them: placement decides as the user asked
+            **policy_env(self.settings),
             # every service process serves /metrics and /readyz: on a free port each, many run on one machine
             "GPUPLACE_HTTP_PORT": "0",
             **extra,

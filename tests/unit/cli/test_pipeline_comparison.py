@@ -175,3 +175,15 @@ def test_the_bench_runs_its_services_with_the_bind_concurrency_it_reports(tmp_pa
     processes = pipeline.service_processes(tmp_path)
     assert {p.env["GPUPLACE_BIND_CONCURRENCY"] for p in processes} == {"8"}
     assert "8 binds in flight (GPUPLACE_BIND_CONCURRENCY)" in gpuplace_client_limits(settings)
+
+
+def test_the_bench_runs_placement_with_the_policy_settings_it_was_given(tmp_path: Path) -> None:
+    """GPUPLACE_EXPECTED_SHAPES, GPUPLACE_WHOLE_GPU_RESERVE and GPUPLACE_LATENCY_MARGIN move decisions: a bench given
+    them runs its services with them; unset, placement keeps its defaults."""
+    settings = Settings(expected_shapes="8xgpu", whole_gpu_reserve=0.0, latency_margin=0.2)
+    pipeline = PipelineRun(RunConfig(kubeconfigs={"east": "/dev/null"}), settings)
+    for process in pipeline.service_processes(tmp_path):
+        assert (process.env["GPUPLACE_EXPECTED_SHAPES"], process.env["GPUPLACE_WHOLE_GPU_RESERVE"],
+                process.env["GPUPLACE_LATENCY_MARGIN"]) == ("8xgpu", "0.0", "0.2")
+    plain = PipelineRun(RunConfig(kubeconfigs={"east": "/dev/null"}), Settings()).service_processes(tmp_path)
+    assert not any({"GPUPLACE_EXPECTED_SHAPES", "GPUPLACE_WHOLE_GPU_RESERVE"} & set(p.env) for p in plain)
