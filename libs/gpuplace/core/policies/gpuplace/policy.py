@@ -25,9 +25,9 @@ over a floor that never decays: PRIOR_PODS pseudo-pods of the whole-GPU shapes t
 GPU, powers of two, whole nodes; per GPU model when there are several) and DECLARED_PODS of each shape the operator
 declares (PolicyContext.expected_shapes; GPUPLACE_EXPECTED_SHAPES in the service), which replace the hostable shapes
 of their GPU count (shape_estimate.prior_shapes), each counting only as far as the pods seen of its kind fall short of
-it (shape_estimate.prior_top_up). Learned only from pods seen, the policy did not know whole
-nodes were worth keeping until the first 8-GPU job came, and on small fleets that job then found every node broken
-(issue 19; `gpuplace bench robustness`). The context's TypicalWorkload is not used: FGD's 95% cut by count drops the
+it (shape_estimate.prior_top_up). Learned only from pods seen, the policy did not know whole nodes were worth keeping
+until the first 8-GPU job came, and on small fleets that job then found every node broken (issue 19; `gpuplace bench
+robustness`). The context's TypicalWorkload is not used: FGD's 95% cut by count drops the
 rare multi-GPU shapes that hold 6% of the trace's GPU demand, and seeding the estimate with it starved 8-GPU pods
 early. The measure is rebuilt when the estimate (checked every DRIFT_CHECK_PODS pods) or the shapes' node pools (every
 POOL_CHECK_PODS) move by more than DRIFT_TV in total variation; between rebuilds a state's waste and a request's best
@@ -80,12 +80,11 @@ PRIOR_PODS = 32.0
 models), in the estimate before and beside the pods seen. Two-models family, seeds 0-7: 8 gave a mean of 7.9, 32 gave
 6.0 and 128 gave 6.3 (FGD 10.1)."""
 DECLARED_PODS = 16.0
-"""Pseudo-pods of each shape the operator declares. A declared shape stands in for the hostable ones of its GPU count,
-and it is known to come, so it needs no more weight than a hostable shape's share had. The 7-day fleet with its
-training shapes declared (`gpuplace sim --scenario fleet --days 7 --seeds 42-51`), against nothing declared: 16 gave
-GPU p99 pending 0.76x (geometric mean; lower on 9 of 10 seeds) and stranded memory 0.3% more in total; 8 gave 0.77x
-and 1.9% more, 32 gave 0.84x and 1.5% more. Seed 42's p99 swings with it (3,129 / 1,675 / 3,243 s at 8 / 16 / 32;
-bench/results/fleet-sim.md)."""
+"""Pseudo-pods of each shape the operator declares (in place of the hostable ones of its GPU count). Chosen on the
+7-day fleet with its training shapes declared (`gpuplace sim --scenario fleet --days 7 --seeds 42-51`), against
+nothing declared: 16 gave GPU p99 pending 0.76x (geometric mean; lower on 9 of 10 seeds) and stranded memory 0.3% more
+in total; 8 gave 0.77x and 1.9% more, 32 gave 0.84x and 1.5% more. Seed 42's p99 swings with it (3,129 / 1,675 /
+3,243 s at 8 / 16 / 32; bench/results/fleet-sim.md)."""
 SEEN_FLOOR_PODS = 0.0
 """A shape once seen never weighs less than this many pods (decaying, not forgotten); off until measured."""
 POOL_CHECK_PODS = 256
@@ -121,7 +120,7 @@ class Gpuplace(DefaultSteps):
 
     def __init__(self, context: PolicyContext) -> None:
         # the workload is estimated online (shape_estimate.py), not taken from a snapshot; the operator's
-        # expected shapes join the prior
+        # expected shapes join the prior, in place of its guess for their GPU counts
         self._declared = declared_shapes(context.expected_shapes, DECLARED_PODS)
         self._estimate = ShapeEstimate(HALF_LIFE_PODS, seen_floor_pods=SEEN_FLOOR_PODS)
         self._since_check = 0
