@@ -35,6 +35,7 @@ PERCEPTION_PRIORITY = 100
 REGIONS = ("us-east", "us-west", "eu-central", "ap-northeast", "ap-south")
 TRAINING_GPUS = (1, 2, 4, 8)
 """The GPU counts training jobs ask (`_training` draws them 40/25/20/15%)."""
+_BIG_MODELS = tuple(p.name for p in GPU_PRODUCTS if p.memory_mib >= 40_000)
 
 
 @dataclass(frozen=True)
@@ -260,8 +261,7 @@ def _training(scenario: FleetScenario, cluster: str, nodes: list[Node], rng: np.
 
 def training_request(gpus: int) -> GpuRequest:
     """A training job's GPUs: whole ones, and from 4 up only on models of 40 GB or more."""
-    big = tuple(p.name for p in GPU_PRODUCTS if p.memory_mib >= 40_000)
-    return GpuRequest(count=gpus, share_milli=1000, allowed_models=big if gpus >= 4 else ())
+    return GpuRequest(count=gpus, share_milli=1000, allowed_models=_BIG_MODELS if gpus >= 4 else ())
 
 
 def _cpu_pods(scenario: FleetScenario, cluster: str, nodes: list[Node], rng: np.random.Generator) -> list[Job]:

@@ -237,10 +237,7 @@ def prior_shapes(hostable: dict[ShapeKey, float], declared: dict[ShapeKey, float
     such shape per GPU model would keep nodes whole for pods the operator says never come (the fleet's V100 nodes
     kept whole for 8-GPU jobs that ask A100 and up, issue 18)."""
     counts = {key[1] for key in declared}
-    prior = {key: pods for key, pods in hostable.items() if key[1] not in counts}
-    for key, pods in declared.items():
-        prior[key] = prior.get(key, 0.0) + pods
-    return prior
+    return {**{key: pods for key, pods in hostable.items() if key[1] not in counts}, **declared}
 
 
 def _bucket(memory_mib: int) -> int:
