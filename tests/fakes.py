@@ -13,14 +13,23 @@ import itertools
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.contracts.rejected import Rejected, reused_id
 from gpuplace.usecases.pod_states import HOLDING, PLACED, WAITING, PodState, check, check_initial
-from gpuplace.usecases.ports import BindOutcome, EvictOutcome, GpuGrant, Json, Reservation, Row
+from gpuplace.usecases.ports import (
+    BindOutcome,
+    DefragPlanRecord,
+    EvictOutcome,
+    GpuGrant,
+    Json,
+    PlanState,
+    Reservation,
+    Row,
+)
 
 
 @dataclass
@@ -32,6 +41,7 @@ class FakeDatabase:
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     allocations: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    plans: dict[tuple[str, str], DefragPlanRecord] = field(default_factory=dict)  # (cluster, plan id), planned order
     outbox: list[dict[str, Any]] = field(default_factory=list)
     processed: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (consumer, event id) -> digest
     latency: list[dict[str, Any]] = field(default_factory=list)
@@ -40,7 +50,7 @@ class FakeDatabase:
     clock: itertools.count = field(default_factory=lambda: itertools.count(1), repr=False)
 
     def tables(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("nodes", "gpus", "pods", "allocations", "decisions", "outbox",
+        return {k: getattr(self, k) for k in ("nodes", "gpus", "pods", "allocations", "decisions", "plans", "outbox",
                                               "processed", "latency", "latency_models")}
 
 
@@ -278,11 +288,26 @@ class FakeStateRepository:
         return [copy.deepcopy(d) for d in self.t["decisions"]
                 if d["cluster"] == cluster and d["kind"] == kind and d["reasons"].get(key) == value]
 
-    async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
-        for decision in reversed(self.t["decisions"]):  # appended in commit order
-            if decision["cluster"] == cluster and decision["pod_uid"] == pod_uid and decision["kind"] in kinds:
-                return copy.deepcopy(decision)
-        return None
+    async def add_plan(self, plan: DefragPlanRecord) -> None:
+        self.t["plans"][(plan.cluster, plan.plan_id)] = plan  # insertion order: the order they were planned
+
+    async def open_plans(self, cluster: str) -> list[DefragPlanRecord]:
+        return [p for (c, _), p in self.t["plans"].items() if c == cluster and p.state is PlanState.PLANNED]
+
+    async def plan_state(self, cluster: str, plan_id: str) -> PlanState | None:
+        plan = self.t["plans"].get((cluster, plan_id))
+        return plan.state if plan else None
+
+    async def settle_plan(self, cluster: str, plan_id: str, state: PlanState, reason: str | None = None) -> bool:
+        plan = self.t["plans"].get((cluster, plan_id))
+        if plan is None or plan.state is not PlanState.PLANNED:
+            return False
+        self.t["plans"][(cluster, plan_id)] = replace(plan, state=state, reason=reason)
+        return True
+
+    async def plan_moving(self, cluster: str, uid: str) -> DefragPlanRecord | None:
+        return next((p for (c, _), p in reversed(self.t["plans"].items())
+                     if c == cluster and any(m.uid == uid for m in p.moves)), None)
 
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
         """The row keeps the payload as JSON text (what tests read back); take_unpublished decodes it, as

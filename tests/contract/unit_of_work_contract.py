@@ -17,7 +17,7 @@ import pytest
 
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.usecases.pod_states import IllegalTransition, PodState
-from gpuplace.usecases.ports import GpuGrant, Reservation
+from gpuplace.usecases.ports import DefragPlanRecord, GpuGrant, PlannedMove, PlanState, Reservation
 from tests.contract.covers import covers
 
 CLUSTER = "contract"
@@ -37,6 +37,13 @@ def pod_row(uid: str, name: str | None = None) -> dict[str, Any]:
 def decision_row(decision_id: str, pod_uid: str, kind: str, reasons: dict[str, str] | None = None) -> dict[str, Any]:
     return {"id": decision_id, "cluster": CLUSTER, "namespace": "ns", "pod": f"pod-{pod_uid}", "pod_uid": pod_uid,
             "kind": kind, "node": "n1", "gpus": [], "policy": "bestfit", "reasons": reasons or {}}
+
+
+def plan_record(plan_id: str, beneficiary: str, *victims: str) -> DefragPlanRecord:
+    return DefragPlanRecord(CLUSTER, plan_id, beneficiary, tuple(
+        PlannedMove(uid=v, namespace="ns", name=f"pod-{v}", from_node="n1", from_gpu_indices=(1, 0), share_milli=250,
+                    memory_mib=4096, cpu_milli=500, pod_memory_mib=1024, promise=f"promise-{plan_id}-{i}")
+        for i, v in enumerate(victims)))
 
 
 def window_row(pod: str) -> dict[str, Any]:
@@ -345,23 +352,48 @@ class UnitOfWorkContract:
             others = await uow.state.co_runners(CLUSTER, "n1", 0, exclude_uid="a")
             assert [(r["uid"], r["frame_rate_hz"], r["workload"]) for r in others] == [("b", 12.5, "slam")]
 
-    @covers("add_decisions", "latest_decision")
-    async def test_the_latest_decision_of_some_kinds_for_a_pod(self) -> None:
-        uow_factory = await self._seeded()
-        for i, (uid, kind) in enumerate([("a", "decided"), ("a", "defrag_planned"), ("b", "defrag_planned"),
-                                         ("a", "defrag_aborted"), ("a", "bound")]):
-            async with uow_factory() as uow:  # one transaction each, as their writers do
-                await uow.state.add_decisions([decision_row(f"d{i}", uid, kind, {"plan": f'{{"n":{i}}}'})])
+    @covers("add_plan", "open_plans", "plan_state", "plan_moving")
+    async def test_plans_are_kept_with_their_moves_in_order(self) -> None:
+        uow_factory = await self._fresh()
+        first, second = plan_record("p1", "b1", "v1", "v2"), plan_record("p2", "b2", "v3", "v1")
+        for plan in (first, second):
+            async with uow_factory() as uow:  # one transaction each, as the defragmenter plans them
+                await uow.state.add_plan(plan)
                 await uow.commit()
-        plans = ("defrag_planned", "defrag_completed", "defrag_aborted")
         async with uow_factory() as uow:
-            latest = await uow.state.latest_decision(CLUSTER, "a", plans)
-            assert latest is not None and (latest["id"], latest["kind"]) == ("d3", "defrag_aborted")
-            assert latest["reasons"] == {"plan": '{"n":3}'}
-            planned = await uow.state.latest_decision(CLUSTER, "b", plans)
-            assert planned is not None and planned["id"] == "d2"
-            assert await uow.state.latest_decision(CLUSTER, "a", ("evicted",)) is None
-            assert await uow.state.latest_decision(CLUSTER, "c", plans) is None
+            assert await uow.state.open_plans(CLUSTER) == [first, second]
+            assert await uow.state.open_plans("elsewhere") == []
+            assert await uow.state.plan_state(CLUSTER, "p1") is PlanState.PLANNED
+            assert await uow.state.plan_state(CLUSTER, "p9") is None
+            assert await uow.state.plan_moving(CLUSTER, "v1") == second  # moved again: the later plan
+            assert await uow.state.plan_moving(CLUSTER, "v2") == first
+            assert await uow.state.plan_moving(CLUSTER, "b1") is None  # a beneficiary is not moved
+
+    @covers("settle_plan")
+    async def test_a_plan_is_settled_once(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            await uow.state.add_plan(plan_record("p1", "b1", "v1"))
+            await uow.state.add_plan(plan_record("p2", "b2", "v2"))
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert await uow.state.settle_plan(CLUSTER, "p1", PlanState.ABORTED, "refused")
+            assert not await uow.state.settle_plan(CLUSTER, "p1", PlanState.COMPLETED)
+            assert not await uow.state.settle_plan(CLUSTER, "p9", PlanState.COMPLETED)
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert [p.plan_id for p in await uow.state.open_plans(CLUSTER)] == ["p2"]
+            settled = await uow.state.plan_moving(CLUSTER, "v1")
+            assert settled is not None and (settled.state, settled.reason) == (PlanState.ABORTED, "refused")
+
+        async def settle(state: PlanState) -> bool:
+            async with uow_factory() as uow:
+                won = await uow.state.settle_plan(CLUSTER, "p2", state)
+                await asyncio.sleep(0.05)  # hold the transaction open while the other one tries
+                await uow.commit()
+                return won
+
+        assert sorted(await asyncio.gather(settle(PlanState.COMPLETED), settle(PlanState.ABORTED))) == [False, True]
 
     @covers("decisions_of", "decisions_with_reason")
     async def test_a_pods_decisions_oldest_first_and_decisions_found_by_a_reason(self) -> None:

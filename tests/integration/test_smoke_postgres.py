@@ -19,7 +19,8 @@ from .conftest import asyncpg_dsn, unique_name
 pytestmark = pytest.mark.integration
 
 # Tables DESIGN §5 names; the migrations may hold more.
-STATE_TABLES = {"nodes", "gpus", "pods", "allocations", "decisions", "outbox", "processed_events"}
+STATE_TABLES = {"nodes", "gpus", "pods", "allocations", "decisions", "defrag_plans", "defrag_moves", "outbox",
+                "processed_events"}
 
 
 async def _tables(dsn: str) -> set[str]:
@@ -89,3 +90,39 @@ async def test_migrations_upgrade_to_head_and_downgrade_to_base(fresh_database: 
     # And back up: the downgrade left nothing that blocks a second upgrade.
     await asyncio.to_thread(migrate.upgrade, fresh_database, "head")
     assert STATE_TABLES <= await _tables(dsn)
+
+
+async def test_the_plans_migration_copies_the_plans_still_open_in_decisions(fresh_database: str) -> None:
+    """0008 moves plans out of their `defrag_planned` decisions' JSON: the open ones are copied with their moves
+    (one whose JSON is unreadable without any, which recover() aborts); settled ones stay history only."""
+    dsn = asyncpg_dsn(fresh_database)
+    await asyncio.to_thread(migrate.upgrade, fresh_database, "0007")
+    victim = {"uid": "v1", "namespace": "ns", "name": "victim", "from_node": "n1", "from_gpu_indices": [1, 0],
+              "share_milli": 250, "memory_mib": 4096, "cpu_milli": 500, "pod_memory_mib": 1024,
+              "promise": "promise-p1-0"}
+    decisions = [  # (id, pod, kind, reasons, seconds after the first)
+        ("d1", "open", "defrag_planned", {"plan": json.dumps({"plan_id": "p1", "victims": [victim]})}, 0),
+        ("d2", "settled", "defrag_planned", {"plan": json.dumps({"plan_id": "p2", "victims": [victim]})}, 0),
+        ("d3", "settled", "defrag_completed", {}, 1),
+        ("d4", "unreadable", "defrag_planned", {"plan": "{not json"}, 0),
+        ("d5", "replanned", "defrag_planned", {"plan": json.dumps({"plan_id": "p3", "victims": []})}, 0),
+        ("d6", "replanned", "defrag_aborted", {}, 1),
+        ("d7", "replanned", "defrag_planned", {"plan": json.dumps({"plan_id": "p4", "victims": [victim]})}, 2),
+    ]
+    connection = await asyncpg.connect(dsn)
+    try:
+        for decision_id, pod, kind, reasons, after_s in decisions:
+            await connection.execute(
+                "INSERT INTO decisions (id, cluster, namespace, pod, pod_uid, kind, reasons, created_at) "
+                "VALUES ($1, 'c', 'ns', $2, $2, $3, $4::jsonb, now() + make_interval(secs => $5))",
+                decision_id, pod, kind, json.dumps(reasons), after_s)
+        await asyncio.to_thread(migrate.upgrade, fresh_database, "head")
+        plans = await connection.fetch("SELECT plan_id, beneficiary_uid, state FROM defrag_plans ORDER BY plan_id")
+        moves = await connection.fetch("SELECT plan_id, seq, uid, from_gpu_indices, promise FROM defrag_moves "
+                                       "ORDER BY plan_id")
+    finally:
+        await connection.close()
+    assert [tuple(p) for p in plans] == [("p1", "open", "planned"), ("p4", "replanned", "planned"),
+                                         ("unrecorded-unreadable", "unreadable", "planned")]
+    assert [tuple(m) for m in moves] == [("p1", 0, "v1", [1, 0], "promise-p1-0"),
+                                         ("p4", 0, "v1", [1, 0], "promise-p1-0")]

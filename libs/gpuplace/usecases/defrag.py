@@ -19,13 +19,14 @@ marks it `deleted` but leaves its hold to the plan, which releases it as it sett
 requeueing or binding the pod (_deleted_mid_plan).
 
 A process that dies between 1 and 4 leaves a `reserved` (or deleted but holding) beneficiary on GPUs
-victims may still run on. `defrag_planned` therefore carries the plan in machine-readable form
-(reasons["plan"]), and `recover()` settles such plans from it before the restarted process binds anything:
-completed if every victim is gone, aborted as in 3 otherwise. Evictions are not resumed.
+victims may still run on. Step 1 therefore records the plan and its moves in their own rows (defrag_plans,
+defrag_moves), and `recover()` settles the open ones before the restarted process binds anything: completed
+if every victim is gone, aborted as in 3 otherwise. Evictions are not resumed.
 
-Each plan is settled (3 or 4) exactly once. Any placement worker that loads the cluster runs recover() and
-may settle a plan another live worker is still carrying out; the plan's own worker then finds it settled
-(_plan_open) and stops: it evicts no further victim, records nothing, binds nothing.
+Each plan is settled (3 or 4) exactly once: settling is a conditional update of its row (StateRepository.
+settle_plan), and the first to make it wins. Any placement worker that loads the cluster runs recover() and
+may settle a plan another live worker is still carrying out; the plan's own worker then finds it settled and
+stops: it evicts no further victim, records nothing, binds nothing.
 
 Each plan is counted (Metrics.defrag_plan) as it is planned, completed or aborted, by whoever records it, and
 each eviction call with its outcome.
@@ -34,12 +35,11 @@ each eviction call with its outcome.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gpuplace.core.defrag import planner
@@ -50,22 +50,22 @@ from gpuplace.usecases.pod_states import PLACED, WAITING, PodState
 from gpuplace.usecases.ports import (
     NO_METRICS,
     ClusterApi,
+    DefragPlanRecord,
     EvictOutcome,
     EvictResult,
     GpuGrant,
     Metrics,
+    PlannedMove,
+    PlanState,
     PodRow,
-    Row,
     UnitOfWork,
     UnitOfWorkFactory,
 )
 
 log = logging.getLogger(__name__)
-PLAN_KEY = "plan"  # the reasons entry of `defrag_planned` that recover() reads back
 RESTARTED = "placement restarted mid-plan"
 BENEFICIARY_DELETED = {"beneficiary": "deleted"}  # in the outcome's reasons: its hold released, nothing bound
 SETTLED_ELSEWHERE = "settled by another placement worker"
-_PLAN_KINDS = ("defrag_planned", "defrag_completed", "defrag_aborted")
 _EVICT_RESULTS: dict[EvictOutcome, EvictResult] = {
     EvictOutcome.EVICTED: "evicted", EvictOutcome.REFUSED: "refused", EvictOutcome.GONE: "gone"}
 
@@ -86,23 +86,6 @@ class DefragSettings:
     limits: Limits = field(default_factory=Limits)
     restart_s: float = 30.0  # assumed restart time of a moved pod (the planner's cost)
     eviction_wait_s: float = 120.0  # how long evicted pods may take to go before the plan is aborted
-
-
-@dataclass(frozen=True)
-class _Victim:
-    """One pod a plan evicts, as `defrag_planned` records it: all an abort needs to undo the move, so that
-    a restarted process, which lost the planner's RunningPods, can undo it too."""
-
-    uid: str
-    namespace: str
-    name: str
-    from_node: str  # where it ran: an abort gives it these GPUs back
-    from_gpu_indices: tuple[int, ...]
-    share_milli: int  # per GPU it held there
-    memory_mib: int  # per GPU it held there
-    cpu_milli: int
-    pod_memory_mib: int
-    promise: str  # uid of the `promised` row its replacement adopts
 
 
 class Defragmenter:
@@ -192,7 +175,7 @@ class Defragmenter:
         return result, running
 
     async def _reserve(self, row: PodRow, plan: Plan, running: dict[str, RunningPod]
-                       ) -> tuple[str, list[_Victim]] | None:
+                       ) -> tuple[str, list[PlannedMove]] | None:
         """Step 1, one transaction: victims' places promised at their targets, the beneficiary reserved.
 
         Returns the plan's id and its victims (one per move, in order, with their promises), or None when the
@@ -200,7 +183,7 @@ class Defragmenter:
         """
         cluster, plan_id = row["cluster"], uuid.uuid4().hex[:12]
         promises = [f"promise-{plan_id}-{i}" for i in range(len(plan.moves))]
-        victims: list[_Victim] = []
+        victims: list[PlannedMove] = []
         async with self._uow_factory() as uow:
             current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
             if current is None or current["state"] not in WAITING:
@@ -216,7 +199,7 @@ class Defragmenter:
                                                          "owner")},
                            "cluster": cluster, "uid": promises[i], "name": promises[i], "state": PodState.PROMISED}
                 await uow.state.upsert_pod(promise)
-                victims.append(_Victim(
+                victims.append(PlannedMove(
                     uid=move.uid, namespace=victim_row["namespace"], name=victim_row["name"],
                     from_node=victim.node_name, from_gpu_indices=victim.gpu_indices, share_milli=victim.share_milli,
                     memory_mib=victim.memory_mib, cpu_milli=victim.pod.cpu_milli,
@@ -237,8 +220,9 @@ class Defragmenter:
                 return None
             await uow.state.set_pod_state(cluster, row["uid"], PodState.RESERVED, node=plan.node,
                                           reason=f"awaiting {len(plan.moves)} eviction(s)")
+            await uow.state.add_plan(DefragPlanRecord(cluster, plan_id, row["uid"], tuple(victims)))
             await self._host.decisions.record(uow, row, "defrag_planned", node=plan.node,
-                                              reasons=_plan_reasons(plan, plan_id, victims))
+                                              reasons=_plan_reasons(plan, plan_id))
             await self._host.decisions.commit(uow)
         return plan_id, victims
 
@@ -287,13 +271,13 @@ class Defragmenter:
                 await asyncio.sleep(0.2)
         return True
 
-    async def _complete(self, row: PodRow, plan_id: str | None, node: str | None, reasons: dict[str, str]) -> bool:
+    async def _complete(self, row: PodRow, plan_id: str, node: str | None, reasons: dict[str, str]) -> bool:
         """Step 4's record, one transaction: `defrag_completed`. Returns whether the beneficiary is to be
         bound; a beneficiary deleted mid-plan is not: its hold is released instead, as the victims left.
-        A plan another worker already settled is left as it was settled (see _plan_open)."""
+        A plan another worker already settled is left as it was settled (see _settle)."""
         async with self._uow_factory() as uow:
             deleted = await _deleted_mid_plan(uow, row)
-            if not await _plan_open(uow, row, plan_id):
+            if not await _settle(uow, row, plan_id, PlanState.COMPLETED):
                 return False
             if deleted:
                 await _release_beneficiary(uow, row)
@@ -303,17 +287,17 @@ class Defragmenter:
         self._metrics.defrag_plan(row["cluster"], "completed")
         return not deleted
 
-    async def _abort(self, row: PodRow, plan_id: str | None, victims: Sequence[_Victim], gone: Collection[str], *,
+    async def _abort(self, row: PodRow, plan_id: str, victims: Sequence[PlannedMove], gone: Collection[str], *,
                      reason: str) -> None:
         """Step 3, one transaction: every reservation not yet used is released. Victims still running get
         their GPUs back and lose their promises; victims in `gone` (evicted and left) keep theirs. The beneficiary
         waits again, unless it was deleted mid-plan. Shared by a refused eviction (relieve) and a plan a
         restart interrupted (recover). A plan already settled, by another placement worker's recover, is left
-        as it was settled (see _plan_open)."""
+        as it was settled (see _settle)."""
         cluster = row["cluster"]
         async with self._uow_factory() as uow:
             deleted = await _deleted_mid_plan(uow, row)
-            if not await _plan_open(uow, row, plan_id):
+            if not await _settle(uow, row, plan_id, PlanState.ABORTED, reason):
                 return
             await _release_beneficiary(uow, row)
             if not deleted:
@@ -342,36 +326,36 @@ class Defragmenter:
         """Settle the plans a previous process left half done; returns how many there were.
 
         PlacementService._resume calls this before it binds the cluster's reserved pods, so that no
-        beneficiary is bound on GPUs a victim still runs on. A plan is interrupted when its beneficiary is
-        still `reserved`, or `deleted` but still holding GPUs, and the pod's latest defrag decision is
-        `defrag_planned`. If every victim is gone, only the bind was left: `defrag_completed` is recorded and
-        the caller binds the pod as it binds any reserved pod (a deleted one's hold is released instead).
-        Otherwise the plan is aborted as a refusal aborts it. Evictions are not resumed: the process that
-        planned them is gone, and the pod asks again when it is retried.
+        beneficiary is bound on GPUs a victim still runs on. A plan is interrupted when it is still open (its
+        beneficiary is then `reserved`, or `deleted` but still holding GPUs). If every victim is gone, only the
+        bind was left: `defrag_completed` is recorded and the caller binds the pod as it binds any reserved pod
+        (a deleted one's hold is released instead). Otherwise the plan is aborted as a refusal aborts it.
+        Evictions are not resumed: the process that planned them is gone, and the pod asks again when it is
+        retried.
         """
         async with self._uow_factory() as uow:
             interrupted = []
-            beneficiaries = await uow.state.pods_in_state(cluster, (PodState.RESERVED,)) + \
-                await uow.state.pods_holding(cluster, (PodState.DELETED,))
-            for row in beneficiaries:
-                if row["uid"] in self.beneficiaries:
+            for plan in await uow.state.open_plans(cluster):
+                if plan.beneficiary_uid in self.beneficiaries:
                     continue  # this process carries the plan out still (its partitions were reassigned)
-                latest = await uow.state.latest_decision(cluster, row["uid"], _PLAN_KINDS)
-                if latest is not None and latest["kind"] == "defrag_planned":
-                    interrupted.append((row, _recorded_plan(latest)))
-        for row, recorded in interrupted:
-            if recorded is None:  # planned before plans were recorded: who to give GPUs back to is unknown
-                await self._abort(row, None, (), (), reason=f"{RESTARTED}; its moves were not recorded")
+                row = await uow.state.get_pod(cluster, plan.beneficiary_uid)
+                if row is None:  # cannot happen: a beneficiary's row outlives its plan (deleted is a state)
+                    log.error("defrag plan %s: its beneficiary %s has no row", plan.plan_id, plan.beneficiary_uid)
+                    continue
+                interrupted.append((row, plan))
+        for row, plan in interrupted:
+            if not plan.moves:  # from before plans had tables (migration 0008): whom to give GPUs back is unknown
+                await self._abort(row, plan.plan_id, (), (), reason=f"{RESTARTED}; its moves were not recorded")
                 continue
-            plan_id, victims = recorded
-            gone = {v.uid for v in victims if await self._gone(cluster, v)}
-            if len(gone) < len(victims):
-                await self._abort(row, plan_id, victims, gone, reason=RESTARTED)
+            gone = {v.uid for v in plan.moves if await self._gone(cluster, v)}
+            if len(gone) < len(plan.moves):
+                await self._abort(row, plan.plan_id, plan.moves, gone, reason=RESTARTED)
                 continue
-            await self._complete(row, plan_id, row["node"], {"moves": str(len(victims)), "recovered": RESTARTED})
+            await self._complete(row, plan.plan_id, row["node"], {"moves": str(len(plan.moves)),
+                                                                  "recovered": RESTARTED})
         return len(interrupted)
 
-    async def _gone(self, cluster: str, victim: _Victim) -> bool:
+    async def _gone(self, cluster: str, victim: PlannedMove) -> bool:
         """The victim's pod has left: deleted as the state saw it, or as the API answers (as _wait_gone).
 
         A read that fails counts as present: an abort is always safe, a bind over a running victim is not.
@@ -392,7 +376,7 @@ class Defragmenter:
         async with self._uow_factory() as uow:
             if await _deleted_mid_plan(uow, row):
                 return "beneficiary deleted"
-            if not await _plan_open(uow, row, plan_id):
+            if await uow.state.plan_state(row["cluster"], plan_id) is not PlanState.PLANNED:
                 return SETTLED_ELSEWHERE
         return ""
 
@@ -411,44 +395,30 @@ async def _deleted_mid_plan(uow: UnitOfWork, row: PodRow) -> bool:
     return current is None or current["state"] == PodState.DELETED
 
 
-async def _plan_open(uow: UnitOfWork, row: PodRow, plan_id: str | None) -> bool:
-    """The plan `plan_id` is still the beneficiary's latest, unsettled plan (None: any unreadable one).
+async def _settle(uow: UnitOfWork, row: PodRow, plan_id: str, state: PlanState, reason: str | None = None) -> bool:
+    """Settle the plan `plan_id` as `state`: False when it was settled already, and then left as it was.
 
     Settling is done once, whoever does it. Another placement worker that loads the cluster (a restart, a
-    new worker) runs recover() and may settle a plan this process is still carrying out; the first to record
-    `defrag_completed` or `defrag_aborted` wins, the other leaves it so: no second bind, no GPUs given back
-    twice, no eviction after the abort. Call after _deleted_mid_plan, whose row lock orders the two.
+    new worker) runs recover() and may settle a plan this process is still carrying out; the first to settle
+    it wins, the other leaves it so: no second bind, no GPUs given back twice, no eviction after the abort.
+    Call after _deleted_mid_plan, whose row lock orders the two.
     """
-    latest = await uow.state.latest_decision(row["cluster"], row["uid"], _PLAN_KINDS)
-    if latest is None or latest["kind"] != "defrag_planned":
-        log.info("defrag plan of %s was settled by another placement worker", row["name"])
-        return False
-    recorded = _recorded_plan(latest)
-    return recorded is None or plan_id is None or recorded[0] == plan_id
+    if await uow.state.settle_plan(row["cluster"], plan_id, state, reason):
+        return True
+    log.info("defrag plan of %s was settled by another placement worker", row["name"])
+    return False
 
 
 async def _release_beneficiary(uow: UnitOfWork, row: PodRow) -> None:
     await uow.state.release(row["cluster"], row["uid"], cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"])
 
 
-def _plan_reasons(plan: Plan, plan_id: str, victims: Sequence[_Victim]) -> dict[str, str]:
-    """For people: the moves, the cost and the planner's reasons. For recover(): PLAN_KEY, as JSON."""
+def _plan_reasons(plan: Plan, plan_id: str) -> dict[str, str]:
+    """For people: the plan's id (its rows in defrag_plans), the moves, the cost and the planner's reasons."""
     moves = "; ".join(f"{m.uid} {m.from_node}{list(m.from_gpu_indices)} -> {m.to_node}{list(m.to_gpu_indices)}"
                       for m in plan.moves)
-    record = json.dumps({"plan_id": plan_id, "victims": [asdict(v) for v in victims]}, separators=(",", ":"))
-    return {"moves": moves, "cost": f"{plan.cost:.1f}", **{f"why{i}": r for i, r in enumerate(plan.reasons)},
-            PLAN_KEY: record}
-
-
-def _recorded_plan(planned: Row) -> tuple[str, list[_Victim]] | None:
-    """The plan id and victims a `defrag_planned` decision recorded; None when it recorded none readable."""
-    try:
-        record = json.loads(planned["reasons"][PLAN_KEY])
-        return record["plan_id"], [_Victim(**{**v, "from_gpu_indices": tuple(v["from_gpu_indices"])})
-                                   for v in record["victims"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        log.warning("defrag plan of %s is not readable: %r", planned["pod_uid"], exc)
-        return None
+    return {"plan": plan_id, "moves": moves, "cost": f"{plan.cost:.1f}",
+            **{f"why{i}": r for i, r in enumerate(plan.reasons)}}
 
 
 def _movable(row: PodRow) -> bool:

@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any
 
 from gpuplace.usecases.cluster_view import RUNNERS_UP_KEY, SCORE_KEY
-from gpuplace.usecases.defrag import PLAN_KEY
 from gpuplace.usecases.placement import ADOPTED
 from gpuplace.usecases.pod_states import WAITING, PodState
 from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
@@ -234,29 +233,16 @@ async def _moves(uow: UnitOfWork, e: Explanation, decisions: list[Row]) -> None:
     reasons = d["reasons"] or {}
     move = Move(d["created_at"], reasons.get("for", "?"), d["node"], [], reasons.get("to"))
     e.moved = move
-    namespace, _, name = move.beneficiary.partition("/")
-    promise = None
-    for beneficiary in await uow.state.find_pods(name, namespace=namespace, cluster=e.cluster):
-        for plan in await uow.state.decisions_of(e.cluster, beneficiary["uid"]):
-            victim = _victim(plan, e.uid) if plan["kind"] == "defrag_planned" else None
-            if victim is not None:
-                move.from_gpus, promise = list(victim.get("from_gpu_indices", [])), victim.get("promise")
-    if promise is None:
+    plan = await uow.state.plan_moving(e.cluster, e.uid)
+    victim = next((m for m in plan.moves if m.uid == e.uid), None) if plan else None
+    if victim is None:
         return
-    for adopted in await uow.state.decisions_with_reason(e.cluster, "decided", "defrag", ADOPTED + promise):
+    move.from_gpus = list(victim.from_gpu_indices)
+    for adopted in await uow.state.decisions_with_reason(e.cluster, "decided", "defrag", ADOPTED + victim.promise):
         replacement = await uow.state.get_pod(e.cluster, adopted["pod_uid"])
         move.replacement = f"{adopted['namespace']}/{adopted['pod']}"
         move.replacement_node = adopted["node"]
         move.replacement_state = replacement["state"] if replacement else "gone"
-
-
-def _victim(planned: Row, uid: str) -> dict[str, Any] | None:
-    """The victim `uid` in a `defrag_planned` decision's machine-readable plan, None if it is not one."""
-    try:
-        victims = json.loads((planned["reasons"] or {})[PLAN_KEY])["victims"]
-    except (KeyError, TypeError, ValueError):
-        return None
-    return next((v for v in victims if v.get("uid") == uid), None)
 
 
 def _gpus_text(gpus: list[Gpu]) -> str:

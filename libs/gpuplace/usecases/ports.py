@@ -78,6 +78,45 @@ class Reservation:
     decision_id: str
 
 
+class PlanState(enum.StrEnum):
+    """Where a defragmentation plan stands (defrag_plans.state). It is settled once: planned -> completed, or
+    planned -> aborted."""
+
+    PLANNED = "planned"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+
+
+@dataclass(frozen=True)
+class PlannedMove:
+    """One pod a defragmentation plan evicts, as the plan's record keeps it: all an abort needs to undo the
+    move, so that a restarted process, which lost the planner's view, can undo it too."""
+
+    uid: str
+    namespace: str
+    name: str
+    from_node: str  # where it ran: an abort gives it these GPUs back
+    from_gpu_indices: tuple[int, ...]
+    share_milli: int  # per GPU it held there
+    memory_mib: int  # per GPU it held there
+    cpu_milli: int
+    pod_memory_mib: int
+    promise: str  # uid of the `promised` row its replacement adopts
+
+
+@dataclass(frozen=True)
+class DefragPlanRecord:
+    """A defragmentation plan as the state keeps it (defrag_plans and its defrag_moves, in move order).
+    A plan with no moves predates the table (migration 0008 found its record unreadable)."""
+
+    cluster: str
+    plan_id: str
+    beneficiary_uid: str
+    moves: tuple[PlannedMove, ...]
+    state: PlanState = PlanState.PLANNED
+    reason: str | None = None  # why it was aborted
+
+
 class StateRepository(Protocol):
     """The fleet state, read and written inside one unit of work's transaction.
 
@@ -209,12 +248,29 @@ class StateRepository(Protocol):
         ...
 
     async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:
-        """Record decisions (the columns of `decisions`); read back by latest_decision and count_bound_twice."""
+        """Record decisions (the columns of `decisions`); read back by decisions_of and count_bound_twice."""
         ...
 
-    async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
-        """The pod's most recent decision of one of `kinds`, None if it has none. Decisions are ordered by their
-        unit of work's time: ask only about kinds written in separate units of work."""
+    async def add_plan(self, plan: DefragPlanRecord) -> None:
+        """Record a new plan (state planned) with its moves."""
+        ...
+
+    async def open_plans(self, cluster: str) -> list[DefragPlanRecord]:
+        """The cluster's plans not yet settled, oldest first."""
+        ...
+
+    async def plan_state(self, cluster: str, plan_id: str) -> PlanState | None:
+        """Where the plan stands; None for a plan the state does not know."""
+        ...
+
+    async def settle_plan(self, cluster: str, plan_id: str, state: PlanState, reason: str | None = None) -> bool:
+        """Move a planned plan to `state` (completed or aborted): True if this call settled it, False if it was
+        settled already (or is unknown). Locks the plan's row, so of two units of work settling the same plan
+        the second waits and gets False."""
+        ...
+
+    async def plan_moving(self, cluster: str, uid: str) -> DefragPlanRecord | None:
+        """The latest plan that moved the pod `uid`, None if none did."""
         ...
 
     async def decisions_of(self, cluster: str, pod_uid: str) -> list[Row]:
@@ -506,7 +562,8 @@ NO_METRICS: Metrics = NullMetrics()
 
 
 __all__ = [
-    "AttemptResult", "BindOutcome", "BindResult", "ClusterApi", "ClusterGauges", "EvictOutcome", "EvictResult",
-    "GpuGrant", "Json", "Metrics", "NO_METRICS", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason",
-    "PlanOutcome", "PodReader", "PodRow", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
+    "AttemptResult", "BindOutcome", "BindResult", "ClusterApi", "ClusterGauges", "DefragPlanRecord", "EvictOutcome",
+    "EvictResult", "GpuGrant", "Json", "Metrics", "NO_METRICS", "NullMetrics", "OutboxStore", "OutboxUnitOfWork",
+    "PendingReason", "PlanOutcome", "PlanState", "PlannedMove", "PodReader", "PodRow", "Row", "StateRepository",
+    "UnitOfWork", "UnitOfWorkFactory",
 ]

@@ -4,7 +4,7 @@ and, after a restart mid-plan, complete or abort the plan from what the state re
 import asyncio
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -12,7 +12,7 @@ from gpuplace.core.defrag.model import Limits
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
-from gpuplace.usecases.ports import NO_METRICS
+from gpuplace.usecases.ports import NO_METRICS, PlanState
 from tests.builders import node_event, pod_event
 from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
 
@@ -324,6 +324,29 @@ async def test_a_restart_after_every_eviction_completes_the_plan_and_binds_once(
     await restarted.drain()
     assert api.bound[("robots", "victim-1")] == "n3"
     assert not [p for p in uow_factory.db.pods.values() if p["state"] == "promised"]
+
+
+async def test_a_restart_aborts_an_open_plan_whose_moves_were_not_recorded():
+    """Migration 0008 copies a plan whose decision's JSON it cannot read without moves: whom to give GPUs back
+    is unknown, so a restart aborts it rather than bind the beneficiary over a victim that may still run."""
+    api = DyingApi(die_in="evict")
+    uow_factory, api, placement, victim = await fragmented_fleet(api=api)
+    await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))
+    await api.died.wait()
+    for task in list(placement._background):
+        task.cancel()
+    await placement.drain()
+    [(key, plan)] = uow_factory.db.plans.items()
+    uow_factory.db.plans[key] = replace(plan, moves=())
+    api.die_in = ""
+    restarted = service(uow_factory, api)
+    await restarted.load("east")
+    await restarted.drain()
+    assert ("robots", "urgent") not in api.bound and api.evicted == []
+    assert uow_factory.db.plans[key].state is PlanState.ABORTED
+    urgent = pod_named(uow_factory, "urgent")
+    assert urgent["state"] == "unschedulable" and "its moves were not recorded" in urgent["reason"]
+    assert not [a for a in uow_factory.db.allocations.values() if a["pod_uid"] == urgent["uid"]]
 
 
 async def test_a_reserved_pod_no_plan_holds_is_still_bound_on_resume():

@@ -1,4 +1,4 @@
-"""SQL for the fleet state: nodes, GPUs, pods, allocations, decisions, outbox, processed events.
+"""SQL for the fleet state: nodes, GPUs, pods, allocations, decisions, defrag plans, outbox, processed events.
 
 Every method runs inside the caller's transaction (see unit_of_work.py). Capacity is checked by the
 database itself: `reserve()` adds to a GPU's assigned memory only where the sum stays within capacity,
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, fields
 from typing import Any, cast
 
 from sqlalchemy import Result, and_, delete, func, select, text, update
@@ -19,6 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gpuplace.adapters.postgres.tables import (
     allocations,
     decisions,
+    defrag_moves,
+    defrag_plans,
     gpus,
     latency_models,
     latency_windows,
@@ -29,7 +32,17 @@ from gpuplace.adapters.postgres.tables import (
 )
 from gpuplace.contracts.rejected import Rejected, reused_id
 from gpuplace.usecases.pod_states import HOLDING, PLACED, WAITING, PodState, check, check_initial, sources
-from gpuplace.usecases.ports import GpuGrant, PodRow, Reservation, Row
+from gpuplace.usecases.ports import (
+    DefragPlanRecord,
+    GpuGrant,
+    PlannedMove,
+    PlanState,
+    PodRow,
+    Reservation,
+    Row,
+)
+
+_MOVE_FIELDS = tuple(f.name for f in fields(PlannedMove))  # defrag_moves' columns that a PlannedMove holds
 
 # A batch's reservations (reserve_many), as arrays unnested into rows: one plan whatever the batch's size.
 _RESERVE_NODES = text("""
@@ -393,18 +406,6 @@ class StateRepository:
         if decisions_:
             await self._conn.execute(insert(decisions), [dict(d) for d in decisions_])
 
-    async def latest_decision(self, cluster: str, pod_uid: str, kinds: Sequence[str]) -> Row | None:
-        """The pod's most recent decision of one of `kinds`, None if it has none.
-
-        Decisions are ordered by their transaction's time, so ask only about kinds that are written in
-        separate transactions (as a plan's `defrag_planned` and its outcome are).
-        """
-        result = await self._conn.execute(select(decisions).where(
-            decisions.c.cluster == cluster, decisions.c.pod_uid == pod_uid, decisions.c.kind.in_(kinds))
-            .order_by(decisions.c.created_at.desc()).limit(1))
-        row = result.first()
-        return _row(row) if row else None
-
     async def decisions_of(self, cluster: str, pod_uid: str) -> list[Row]:
         """The pod's decisions, oldest first (index decisions_by_pod); within one transaction in no set order."""
         result = await self._conn.execute(select(decisions).where(
@@ -418,6 +419,52 @@ class StateRepository:
             decisions.c.cluster == cluster, decisions.c.kind == kind, decisions.c.reasons[key].astext == value)
             .order_by(decisions.c.created_at))
         return _rows(result)
+
+    # -- defragmentation plans ----------------------------------------------------------------------------
+    async def add_plan(self, plan: DefragPlanRecord) -> None:
+        await self._conn.execute(insert(defrag_plans).values(
+            cluster=plan.cluster, plan_id=plan.plan_id, beneficiary_uid=plan.beneficiary_uid, state=plan.state))
+        if plan.moves:
+            await self._conn.execute(insert(defrag_moves), [
+                {"cluster": plan.cluster, "plan_id": plan.plan_id, "seq": i, **asdict(m),
+                 "from_gpu_indices": list(m.from_gpu_indices)} for i, m in enumerate(plan.moves)])
+
+    async def open_plans(self, cluster: str) -> list[DefragPlanRecord]:
+        result = await self._conn.execute(select(defrag_plans).where(
+            defrag_plans.c.cluster == cluster, defrag_plans.c.state == PlanState.PLANNED)
+            .order_by(defrag_plans.c.planned_at, defrag_plans.c.plan_id))
+        return [await self._plan(row) for row in result.all()]
+
+    async def plan_state(self, cluster: str, plan_id: str) -> PlanState | None:
+        state = await self._conn.scalar(select(defrag_plans.c.state).where(
+            defrag_plans.c.cluster == cluster, defrag_plans.c.plan_id == plan_id))
+        return PlanState(state) if state else None
+
+    async def settle_plan(self, cluster: str, plan_id: str, state: PlanState, reason: str | None = None) -> bool:
+        """One conditional UPDATE: the row lock makes a second settler wait, then find the plan settled."""
+        settled = await self._conn.execute(update(defrag_plans).where(
+            defrag_plans.c.cluster == cluster, defrag_plans.c.plan_id == plan_id,
+            defrag_plans.c.state == PlanState.PLANNED)
+            .values(state=state, reason=reason, settled_at=func.now()).returning(defrag_plans.c.plan_id))
+        return settled.first() is not None
+
+    async def plan_moving(self, cluster: str, uid: str) -> DefragPlanRecord | None:
+        """Index defrag_moves_by_pod; a pod moved again later is in a later plan."""
+        row = (await self._conn.execute(select(defrag_plans).join(defrag_moves, and_(
+            defrag_moves.c.cluster == defrag_plans.c.cluster, defrag_moves.c.plan_id == defrag_plans.c.plan_id))
+            .where(defrag_moves.c.cluster == cluster, defrag_moves.c.uid == uid)
+            .order_by(defrag_plans.c.planned_at.desc()).limit(1))).first()
+        return await self._plan(row) if row else None
+
+    async def _plan(self, row: SqlRow[*tuple[Any, ...]]) -> DefragPlanRecord:
+        moves = await self._conn.execute(select(*(defrag_moves.c[f] for f in _MOVE_FIELDS)).where(
+            defrag_moves.c.cluster == row.cluster, defrag_moves.c.plan_id == row.plan_id)
+            .order_by(defrag_moves.c.seq))
+        return DefragPlanRecord(
+            cluster=row.cluster, plan_id=row.plan_id, beneficiary_uid=row.beneficiary_uid,
+            state=PlanState(row.state), reason=row.reason,
+            moves=tuple(PlannedMove(**{**m._mapping, "from_gpu_indices": tuple(m.from_gpu_indices)})
+                        for m in moves))
 
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
         await self._conn.execute(insert(outbox).values(topic=topic, key=key, payload=json.loads(payload_json)))

@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
     func,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 metadata = MetaData()
 
@@ -139,6 +139,42 @@ decisions = Table(
 )
 Index("decisions_by_pod", decisions.c.cluster, decisions.c.pod_uid)
 
+# A defragmentation plan (usecases/defrag.py) and the pods it moves, in move order. The plan's row is what
+# settles it exactly once (planned -> completed | aborted) and what recover() reads after a restart; its
+# `defrag_planned` / `defrag_completed` / `defrag_aborted` decisions are the story people read.
+defrag_plans = Table(
+    "defrag_plans", metadata,
+    Column("cluster", Text, primary_key=True),
+    Column("plan_id", Text, primary_key=True),
+    Column("beneficiary_uid", Text, nullable=False),
+    Column("state", Text, nullable=False, server_default="planned"),
+    Column("reason", Text),
+    Column("planned_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("settled_at", DateTime(timezone=True)),
+    CheckConstraint("state IN ('planned','completed','aborted')", name="defrag_plan_state"),
+)
+Index("defrag_plans_open", defrag_plans.c.cluster, postgresql_where=defrag_plans.c.state == "planned")
+
+defrag_moves = Table(
+    "defrag_moves", metadata,
+    Column("cluster", Text, primary_key=True),
+    Column("plan_id", Text, primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("uid", Text, nullable=False),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("from_node", Text, nullable=False),
+    Column("from_gpu_indices", ARRAY(Integer), nullable=False),
+    Column("share_milli", Integer, nullable=False),
+    Column("memory_mib", BigInteger, nullable=False),
+    Column("cpu_milli", BigInteger, nullable=False),
+    Column("pod_memory_mib", BigInteger, nullable=False),
+    Column("promise", Text, nullable=False),
+    ForeignKeyConstraint(["cluster", "plan_id"], ["defrag_plans.cluster", "defrag_plans.plan_id"],
+                         ondelete="CASCADE"),
+)
+Index("defrag_moves_by_pod", defrag_moves.c.cluster, defrag_moves.c.uid)
+
 outbox = Table(
     "outbox", metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
@@ -187,5 +223,5 @@ latency_models = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
-__all__ = ["metadata", "nodes", "gpus", "pods", "allocations", "decisions", "outbox", "processed_events",
-           "latency_windows", "latency_models"]
+__all__ = ["metadata", "nodes", "gpus", "pods", "allocations", "decisions", "defrag_plans", "defrag_moves", "outbox",
+           "processed_events", "latency_windows", "latency_models"]
