@@ -85,7 +85,10 @@ class FakeStateRepository:
     async def upsert_node(self, node: Mapping[str, Any]) -> None:
         key = (node["cluster"], node["name"])
         current = self.t["nodes"].get(key, {"cpu_assigned_milli": 0, "memory_assigned_mib": 0})
-        self.t["nodes"][key] = {**current, **node}
+        given = {k: node[k] for k in ("cluster", "name", "region", "cpu_milli", "memory_mib", "gpu_model", "gpu_count",
+                                      "gpu_memory_mib", "ready", "unschedulable", "labels", "taints")}
+        self.t["nodes"][key] = {**current, **given, "max_pods": node.get("max_pods"),
+                                "extended": node.get("extended") or {}, "updated_at": self._now()}
         for i in range(node["gpu_count"]):
             gkey = (node["cluster"], node["name"], i)
             gpu = self.t["gpus"].get(gkey, {"cluster": node["cluster"], "node": node["name"], "index": i,
@@ -135,7 +138,8 @@ class FakeStateRepository:
         check_initial(pod["state"])  # as PostgreSQL's: checked on every call, not only on insert
         if current is None:
             current = {"node": None, "reason": None, "first_seen_at": self._now(), "reserved_at": None,
-                       "bound_at": None, "move_requested_at": None, "managed": True, **pod}
+                       "bound_at": None, "move_requested_at": None, "managed": True, "service_ms": None,
+                       "rules": None, **pod}
         else:
             current.update({k: v for k, v in pod.items() if k not in ("cluster", "uid", "state", "node", "reason")})
         self.t["pods"][key] = current
@@ -221,7 +225,7 @@ class FakeStateRepository:
                 raise ValueError(f"duplicate allocation {key}")  # the primary key would refuse it
             self.t["allocations"][key] = {"cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index,
                                           "node": node, "memory_mib": g.memory_mib, "share_milli": g.share_milli,
-                                          "decision_id": decision_id}
+                                          "decision_id": decision_id, "created_at": self._now()}
         return None
 
     async def reserve_many(self, cluster: str, reservations: Sequence[Reservation]) -> str | None:
@@ -259,7 +263,8 @@ class FakeStateRepository:
             gpu["share_assigned_milli"] += g.share_milli
             self.t["allocations"][(cluster, pod_uid, g.index)] = {
                 "cluster": cluster, "pod_uid": pod_uid, "gpu_index": g.index, "node": node,
-                "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": decision_id}
+                "memory_mib": g.memory_mib, "share_milli": g.share_milli, "decision_id": decision_id,
+                "created_at": self._now()}
         return refused
 
     async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:

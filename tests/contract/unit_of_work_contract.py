@@ -17,7 +17,18 @@ import pytest
 
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.usecases.pod_states import IllegalTransition, PodState
-from gpuplace.usecases.ports import DefragPlanRecord, GpuGrant, PlannedMove, PlanState, Reservation
+from gpuplace.usecases.ports import (
+    AllocationRow,
+    DecisionRow,
+    DefragPlanRecord,
+    GpuGrant,
+    GpuRow,
+    NodeRow,
+    PlannedMove,
+    PlanState,
+    PodRow,
+    Reservation,
+)
 from tests.contract.covers import covers
 
 CLUSTER = "contract"
@@ -351,6 +362,25 @@ class UnitOfWorkContract:
             assert await uow.state.load_latency_model("fleet", for_update=True) == {"classes": {"slam": [2.0, 0.5]}}
             others = await uow.state.co_runners(CLUSTER, "n1", 0, exclude_uid="a")
             assert [(r["uid"], r["frame_rate_hz"], r["workload"]) for r in others] == [("b", 12.5, "slam")]
+
+    @covers("load_nodes", "load_gpus", "load_allocations", "get_pod", "decisions_of")
+    async def test_rows_carry_exactly_the_columns_their_port_types_name(self) -> None:
+        """ports.py types the rows (NodeRow, ...) beside tables.py's columns: a column added to one only fails here."""
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            assert await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(0, 100, 10)],
+                                           cpu_milli=0, memory_mib=0, decision_id="d-a") is None
+            await uow.state.add_decisions([decision_row("d1", "a", "decided")])
+            await uow.commit()
+        async with uow_factory() as uow:
+            rows = {NodeRow: (await uow.state.load_nodes(CLUSTER))[0], GpuRow: (await uow.state.load_gpus(CLUSTER))[0],
+                    AllocationRow: (await uow.state.load_allocations(CLUSTER))[0],
+                    PodRow: await uow.state.get_pod(CLUSTER, "a"),
+                    DecisionRow: (await uow.state.decisions_of(CLUSTER, "a"))[0]}
+        for row_type, row in rows.items():
+            assert row is not None
+            columns = set(row_type.__annotations__)
+            assert set(row) == columns, (row_type.__name__, set(row) ^ columns)
 
     @covers("add_plan", "open_plans", "plan_state", "plan_moving")
     async def test_plans_are_kept_with_their_moves_in_order(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from gpuplace.usecases.cluster_view import RUNNERS_UP_KEY, SCORE_KEY
 from gpuplace.usecases.placement import ADOPTED
 from gpuplace.usecases.pod_states import WAITING, PodState
-from gpuplace.usecases.ports import Row, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import DecisionRow, UnitOfWork, UnitOfWorkFactory
 
 _PLAN_OUTCOMES = {"defrag_completed": "completed", "defrag_aborted": "aborted"}
 
@@ -196,7 +196,7 @@ async def _where(uow: UnitOfWork, e: Explanation) -> None:
     e.node = e.node or e.gpus[0].node
 
 
-def _history(e: Explanation, decisions: list[Row]) -> None:
+def _history(e: Explanation, decisions: list[DecisionRow]) -> None:
     """Policy and score, the attempts and reasons, and the plans tried, from the pod's decisions in order."""
     for d in decisions:
         kind, reasons = d["kind"], d["reasons"] or {}
@@ -224,7 +224,7 @@ def _history(e: Explanation, decisions: list[Row]) -> None:
         e.reasons = {}
 
 
-async def _moves(uow: UnitOfWork, e: Explanation, decisions: list[Row]) -> None:
+async def _moves(uow: UnitOfWork, e: Explanation, decisions: list[DecisionRow]) -> None:
     """Was the pod evicted by a plan? For whom, from which GPUs (the plan's record), and who took its place."""
     evicted = [d for d in decisions if d["kind"] == "evicted"]
     if not evicted:

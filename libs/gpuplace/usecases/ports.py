@@ -57,6 +57,80 @@ class PodRow(TypedDict):
     """Node rules and what rides with them (placement._RULE_FIELDS)."""
 
 
+class NodeRow(TypedDict):
+    """A row of the nodes table as load_nodes returns it: a node's capacity and what is assigned on it."""
+
+    cluster: str
+    name: str
+    region: str
+    cpu_milli: int
+    memory_mib: int
+    cpu_assigned_milli: int
+    memory_assigned_mib: int
+    gpu_model: str | None
+    gpu_count: int
+    gpu_memory_mib: int
+    ready: bool
+    unschedulable: bool
+    labels: dict[str, str]
+    taints: list[str]
+    """As kube prints them, "key=value:Effect"."""
+    max_pods: int | None
+    extended: dict[str, int]
+    """Allocatable countable resources (MIG profiles, ...)."""
+    updated_at: datetime
+
+
+class GpuRow(TypedDict):
+    """A row of the gpus table as load_gpus returns it: one GPU, what is assigned on it and what it reports."""
+
+    cluster: str
+    node: str
+    index: int
+    uuid: str | None
+    model: str | None
+    memory_total_mib: int
+    memory_assigned_mib: int
+    share_assigned_milli: int
+    memory_observed_mib: int | None
+    utilization_pct: float | None
+    healthy: bool
+    telemetry_at: datetime | None
+    slo_blocked_at: datetime | None
+    """Set when a pod here missed its deadline: no new pod goes here until cleared."""
+    numa_node: int | None
+    nvlink_domain: int | None
+
+
+class AllocationRow(TypedDict):
+    """A row of the allocations table: what one pod holds of one GPU."""
+
+    cluster: str
+    pod_uid: str
+    gpu_index: int
+    node: str
+    memory_mib: int
+    share_milli: int
+    decision_id: str
+    created_at: datetime
+
+
+class DecisionRow(TypedDict):
+    """A row of the decisions table as decisions_of returns it: one step of a pod's story."""
+
+    id: str
+    cluster: str
+    namespace: str
+    pod: str
+    pod_uid: str
+    kind: str
+    node: str | None
+    gpus: list[Json]
+    policy: str | None
+    reasons: dict[str, str]
+    created_at: datetime
+
+
 @dataclass(frozen=True)
 class GpuGrant:
     """What one pod takes of one GPU: the argument of StateRepository.reserve()."""
@@ -151,11 +225,11 @@ class StateRepository(Protocol):
         False, storing nothing, when the GPU is not in the inventory."""
         ...
 
-    async def load_nodes(self, cluster: str) -> list[Row]:
+    async def load_nodes(self, cluster: str) -> list[NodeRow]:
         """The cluster's nodes, by name, with what is assigned on each (cpu_assigned_milli, ...)."""
         ...
 
-    async def load_gpus(self, cluster: str) -> list[Row]:
+    async def load_gpus(self, cluster: str) -> list[GpuRow]:
         """The cluster's GPUs, by node then index, with what is assigned and observed on each."""
         ...
 
@@ -199,7 +273,7 @@ class StateRepository(Protocol):
         """gpuplace's own pods (`managed`) in `clusters`, counted by state; pods it only charges are not counted."""
         ...
 
-    async def load_allocations(self, cluster: str) -> list[Row]:
+    async def load_allocations(self, cluster: str) -> list[AllocationRow]:
         """Every GPU grant held in the cluster: (pod_uid, node, gpu_index, memory_mib, share_milli, ...)."""
         ...
 
@@ -273,12 +347,12 @@ class StateRepository(Protocol):
         """The latest plan that moved the pod `uid`, None if none did."""
         ...
 
-    async def decisions_of(self, cluster: str, pod_uid: str) -> list[Row]:
+    async def decisions_of(self, cluster: str, pod_uid: str) -> list[DecisionRow]:
         """Every decision recorded about the pod, oldest first (by their unit of work's time), each with its
         `created_at`: the pod's history as `gpuplace explain` tells it."""
         ...
 
-    async def decisions_with_reason(self, cluster: str, kind: str, key: str, value: str) -> list[Row]:
+    async def decisions_with_reason(self, cluster: str, kind: str, key: str, value: str) -> list[DecisionRow]:
         """The cluster's decisions of `kind` whose reasons[key] is `value`, oldest first: e.g. the `decided` of
         the replacement that adopted a promise (reasons {"defrag": "place promised as <uid>"})."""
         ...
@@ -562,8 +636,8 @@ NO_METRICS: Metrics = NullMetrics()
 
 
 __all__ = [
-    "AttemptResult", "BindOutcome", "BindResult", "ClusterApi", "ClusterGauges", "DefragPlanRecord", "EvictOutcome",
-    "EvictResult", "GpuGrant", "Json", "Metrics", "NO_METRICS", "NullMetrics", "OutboxStore", "OutboxUnitOfWork",
-    "PendingReason", "PlanOutcome", "PlanState", "PlannedMove", "PodReader", "PodRow", "Row", "StateRepository",
-    "UnitOfWork", "UnitOfWorkFactory",
+    "AllocationRow", "AttemptResult", "BindOutcome", "BindResult", "ClusterApi", "ClusterGauges", "DecisionRow",
+    "DefragPlanRecord", "EvictOutcome", "EvictResult", "GpuGrant", "GpuRow", "Json", "Metrics", "NO_METRICS",
+    "NodeRow", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason", "PlanOutcome", "PlanState",
+    "PlannedMove", "PodReader", "PodRow", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
 ]

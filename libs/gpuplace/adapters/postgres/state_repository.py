@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, fields
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Result, and_, delete, func, select, text, update
 from sqlalchemy import Row as SqlRow
@@ -33,8 +33,12 @@ from gpuplace.adapters.postgres.tables import (
 from gpuplace.contracts.rejected import Rejected, reused_id
 from gpuplace.usecases.pod_states import HOLDING, PLACED, WAITING, PodState, check, check_initial, sources
 from gpuplace.usecases.ports import (
+    AllocationRow,
+    DecisionRow,
     DefragPlanRecord,
     GpuGrant,
+    GpuRow,
+    NodeRow,
     PlannedMove,
     PlanState,
     PodRow,
@@ -42,6 +46,7 @@ from gpuplace.usecases.ports import (
     Row,
 )
 
+_T = TypeVar("_T")
 _MOVE_FIELDS = tuple(f.name for f in fields(PlannedMove))  # defrag_moves' columns that a PlannedMove holds
 
 # A batch's reservations (reserve_many), as arrays unnested into rows: one plan whatever the batch's size.
@@ -76,6 +81,12 @@ def _row(row: SqlRow[*tuple[Any, ...]]) -> Row:
 
 def _rows(result: Result[Any]) -> list[Row]:
     return [_row(r) for r in result]
+
+
+def _typed(result: Result[Any], row_type: type[_T]) -> list[_T]:
+    """Result rows as one of the port's typed rows (NodeRow, ...): their RowMappings, whose keys are the columns
+    the TypedDict names (tables.py and ports.py declare them side by side; the contract suite reads them)."""
+    return [cast(_T, r._mapping) for r in result]
 
 
 def _pod(row: SqlRow[*tuple[Any, ...]]) -> PodRow:
@@ -167,14 +178,14 @@ class StateRepository:
         ).values(**observed, telemetry_at=func.now()).returning(gpus.c.index))
         return result.first() is not None
 
-    async def load_nodes(self, cluster: str) -> list[Row]:
+    async def load_nodes(self, cluster: str) -> list[NodeRow]:
         result = await self._conn.execute(select(nodes).where(nodes.c.cluster == cluster).order_by(nodes.c.name))
-        return _rows(result)
+        return _typed(result, NodeRow)
 
-    async def load_gpus(self, cluster: str) -> list[Row]:
+    async def load_gpus(self, cluster: str) -> list[GpuRow]:
         result = await self._conn.execute(
             select(gpus).where(gpus.c.cluster == cluster).order_by(gpus.c.node, gpus.c.index))
-        return _rows(result)
+        return _typed(result, GpuRow)
 
     # -- pods --------------------------------------------------------------------------------------
     async def upsert_pod(self, pod: Mapping[str, Any]) -> PodRow:
@@ -272,9 +283,9 @@ class StateRepository:
     async def delete_pod(self, cluster: str, uid: str) -> None:
         await self._conn.execute(delete(pods).where(pods.c.cluster == cluster, pods.c.uid == uid))
 
-    async def load_allocations(self, cluster: str) -> list[Row]:
+    async def load_allocations(self, cluster: str) -> list[AllocationRow]:
         result = await self._conn.execute(select(allocations).where(allocations.c.cluster == cluster))
-        return _rows(result)
+        return _typed(result, AllocationRow)
 
     # -- reservations ------------------------------------------------------------------------------
     async def reserve(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant],
@@ -406,19 +417,19 @@ class StateRepository:
         if decisions_:
             await self._conn.execute(insert(decisions), [dict(d) for d in decisions_])
 
-    async def decisions_of(self, cluster: str, pod_uid: str) -> list[Row]:
+    async def decisions_of(self, cluster: str, pod_uid: str) -> list[DecisionRow]:
         """The pod's decisions, oldest first (index decisions_by_pod); within one transaction in no set order."""
         result = await self._conn.execute(select(decisions).where(
             decisions.c.cluster == cluster, decisions.c.pod_uid == pod_uid).order_by(decisions.c.created_at))
-        return _rows(result)
+        return _typed(result, DecisionRow)
 
-    async def decisions_with_reason(self, cluster: str, kind: str, key: str, value: str) -> list[Row]:
+    async def decisions_with_reason(self, cluster: str, kind: str, key: str, value: str) -> list[DecisionRow]:
         """Decisions of `kind` with reasons[key] == value: a scan of the cluster's decisions of that kind, for the
         rare question `gpuplace explain` asks (who adopted a promise), not for a hot path."""
         result = await self._conn.execute(select(decisions).where(
             decisions.c.cluster == cluster, decisions.c.kind == kind, decisions.c.reasons[key].astext == value)
             .order_by(decisions.c.created_at))
-        return _rows(result)
+        return _typed(result, DecisionRow)
 
     # -- defragmentation plans ----------------------------------------------------------------------------
     async def add_plan(self, plan: DefragPlanRecord) -> None:
