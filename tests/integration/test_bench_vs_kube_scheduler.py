@@ -47,6 +47,7 @@ async def test_small_comparison_binds_every_pod_on_both_sides_and_reports_both(
         assert run["gpus_overcommitted"] == 0 and run["bound_twice"] == 0, (side, run)
         assert run["binds_per_s"] > 0 and run["pending_to_bound_ms"]["p99"] > 0, (side, run)
         assert run["gpus_total"] == 80, (side, run)  # the same fleet: 10 nodes x 8 GPUs
+        assert 0 < run["burst_cpu_s"]["wall_s"] < run["cpu_s"]["wall_s"], (side, run)  # a window within the run
     assert report["ratios"]["binds_per_s"] == pytest.approx(
         sides["gpuplace"]["binds_per_s"] / sides["kube-scheduler"]["binds_per_s"], abs=1e-3)
     assert report["ratios"]["p99"] == pytest.approx(
@@ -56,6 +57,7 @@ async def test_small_comparison_binds_every_pod_on_both_sides_and_reports_both(
     assert "| kube-scheduler |" in text and "| gpuplace |" in text and "| ratio of the medians |" in text
     assert "clientConnection.qps 5000, clientConnection.burst 10000" in text
     assert "Kubernetes v1." in text
+    assert "| scheduler + kafka + postgres, ms per pod bound |" in text
 
     assert our_kube_schedulers() == [], "the bench left its kube-scheduler running"
     assert _stack_schedulers() == before, "the stack's kube-schedulers were restarted"

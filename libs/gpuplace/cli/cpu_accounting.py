@@ -17,6 +17,7 @@ submitted, watched until bound) and is reported apart.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -81,10 +82,17 @@ def sample() -> dict[str, float]:
     return found
 
 
+def mark() -> dict[str, float]:
+    """A sample with the monotonic time it was taken, under WALL: spent() between two marks gives the window's
+    wall time too."""
+    return {**sample(), WALL: time.monotonic()}
+
+
 def spent(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """CPU seconds each component used between two samples, rounded to 0.1 s (never below 0: a process that
-    left between the samples takes its time with it, unless it was a reaped child of ours)."""
+    left between the samples takes its time with it, unless it was a reaped child of ours); between two marks,
+    the seconds between them too (WALL)."""
     return {k: round(max(after.get(k, 0.0) - before.get(k, 0.0), 0.0), 1) for k in after}
 
 
-__all__ = ["BENCH", "COMPONENTS", "OTHER", "SCHEDULER", "WALL", "sample", "spent"]
+__all__ = ["BENCH", "COMPONENTS", "OTHER", "SCHEDULER", "WALL", "mark", "sample", "spent"]

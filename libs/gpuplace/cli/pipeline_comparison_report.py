@@ -12,7 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuplace.cli.cpu_accounting import WALL
+from gpuplace.cli.cpu_accounting import SCHEDULER, WALL
 
 KUBE_SCHEDULER = "kube-scheduler"
 GPUPLACE = "gpuplace"
@@ -133,30 +133,48 @@ def markdown(setup: Setup, runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines + _cpu_lines(runs))
 
 
-def cpu_medians(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per side, the median over the runs that measured it (`cpu_s`) of each component's CPU seconds and of the
-    measurement's wall time (`wall_s`); sides with no measurement are left out."""
+def cpu_medians(runs: list[dict[str, Any]], key: str = "cpu_s") -> dict[str, dict[str, float]]:
+    """Per side, the median over the runs that measured it (`key`: "cpu_s", the whole run, or "burst_cpu_s") of
+    each component's CPU seconds and of the measurement's wall time (`wall_s`); sides with no measurement are
+    left out."""
     found: dict[str, dict[str, float]] = {}
     for side in SIDES:
-        measured = [r for r in runs if r["side"] == side and r.get("cpu_s")]
+        measured = [r for r in runs if r["side"] == side and r.get(key)]
         if measured:
-            keys = list(dict.fromkeys(k for r in measured for k in r["cpu_s"]))
-            found[side] = {k: float(statistics.median(r["cpu_s"].get(k, 0.0) for r in measured)) for k in keys}
+            keys = list(dict.fromkeys(k for r in measured for k in r[key]))
+            found[side] = {k: float(statistics.median(r[key].get(k, 0.0) for r in measured)) for k in keys}
     return found
 
 
+_WHOLE_RUN = ("CPU seconds spent during a run, from the fleet's creation to the burst drained and the scheduler "
+              "stopped (start-up included; medians over the repeats; read from /proc by `gpuplace.cli.cpu_accounting`"
+              "). `other` is anything else on the machine. \"cores busy\" is all of it over that window's wall time.")
+_BURST = ("The same over the burst alone, from the first submit until every pod was bound: what each side's "
+          "scheduling costs the machine while the apiservers take the pods. The last row is the scheduler's own "
+          "CPU per pod bound, with what it needs to run (gpuplace's Kafka and PostgreSQL).")
+_PIPELINE = (SCHEDULER, "kafka", "postgres")
+
+
 def _cpu_lines(runs: list[dict[str, Any]]) -> list[str]:
-    """Where the CPU went during the runs: the medians of cpu_medians, a column per side."""
-    per_side = cpu_medians(runs)
+    """Where the CPU went: the medians of cpu_medians, a column per side, over the whole run and over the burst."""
+    lines = _cpu_table(_WHOLE_RUN, cpu_medians(runs))
+    burst = cpu_medians(runs, "burst_cpu_s")
+    if burst:
+        bound = {side: statistics.median(r["pods_bound"] for r in runs if r["side"] == side) for side in burst}
+        per_pod = {side: 1000.0 * sum(burst[side].get(k, 0.0) for k in _PIPELINE) / bound[side] if bound[side]
+                   else None for side in burst}
+        lines += _cpu_table(_BURST, burst)[:-1]
+        lines += ["| scheduler + kafka + postgres, ms per pod bound | " + " | ".join(
+            f"{per_pod[s]:.2f}" if per_pod[s] is not None else "n/a" for s in burst) + " |", ""]
+    return lines
+
+
+def _cpu_table(title: str, per_side: dict[str, dict[str, float]]) -> list[str]:
     if not per_side:
         return []
     sides = list(per_side)
     components = list(dict.fromkeys(k for side in sides for k in per_side[side] if k != WALL))
-    lines = ["CPU seconds spent during a run, from the fleet's creation to the burst drained and the scheduler "
-             "stopped (start-up included; medians over the repeats; read from /proc by `gpuplace.cli.cpu_accounting`"
-             "). `other` is anything else on the machine. \"cores busy\" is all of it over that window's wall "
-             "time.", "",
-             "| component | " + " | ".join(sides) + " |", "|---|" + "---|" * len(sides)]
+    lines = [title, "", "| component | " + " | ".join(sides) + " |", "|---|" + "---|" * len(sides)]
     for component in components:
         lines.append(f"| {component} | " + " | ".join(f"{per_side[s].get(component, 0.0):.1f}" for s in sides) + " |")
     totals = {s: sum(v for k, v in per_side[s].items() if k != WALL) for s in sides}

@@ -89,11 +89,13 @@ class RunResult:
     bound_at: dict[str, float] = field(repr=False, default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
     """CPU seconds each component of the stack spent during the run (cli/cpu_accounting), when measured."""
+    burst_cpu_s: dict[str, float] = field(default_factory=dict)
+    """The same over the burst alone: from the first submit until every pod was bound (or waits for a reason)."""
 
     def summary(self) -> dict[str, Any]:
         keys = ("run_id", "clusters", "pods_submitted", "pods_bound", "pods_unschedulable", "gpus_overcommitted",
                 "bound_twice", "gpus_used", "gpus_total", "gpu_memory_used_pct", "pending_to_bound_ms",
-                "binds_per_s", "seconds", "cpu_s")
+                "binds_per_s", "seconds", "cpu_s", "burst_cpu_s")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -184,8 +186,9 @@ class PipelineRun:
                                                 "node_label_selector": f"{FLEET_LABEL}={self.config.run_id}",
                                                 **overrides})
 
-    async def run(self, *, before_submit: Hook | None = None) -> RunResult:
-        """Fleet up, services up, inventory seen, [hook], pods submitted, settled, measured, cleaned up."""
+    async def run(self, *, before_submit: Hook | None = None, after_drain: Hook | None = None) -> RunResult:
+        """Fleet up, services up, inventory seen, [before_submit], pods submitted, settled, [after_drain],
+        measured, cleaned up."""
         await self._prepare()
         stop = asyncio.Event()
         started = time.monotonic()
@@ -204,6 +207,8 @@ class PipelineRun:
                     await before_submit(self)
                 await self._submit(apis)
                 await self._wait_done(tasks)
+                if after_drain is not None:
+                    await after_drain(self)
                 return await self._result(apis, fleets, time.monotonic() - started)
             finally:
                 stop.set()

@@ -161,6 +161,21 @@ def test_the_cpu_table_gives_each_sides_median_per_component_its_total_and_the_c
     assert "| cores busy | 1.44 | 2.78 |" in text
 
 
+def test_the_burst_table_gives_the_schedulers_cpu_per_pod_bound_with_kafka_and_postgres() -> None:
+    runs = [run("kube-scheduler", 1, 100.0, 2000.0), run("gpuplace", 1, 20.0, 50000.0, bound=20)]
+    runs[0]["burst_cpu_s"] = {"kube-apiserver": 8.0, "scheduler under test": 0.4, "kafka": 0.0, "postgres": 0.0,
+                              "wall_s": 4.0}
+    runs[1]["burst_cpu_s"] = {"kube-apiserver": 9.0, "scheduler under test": 1.0, "kafka": 0.5, "postgres": 0.1,
+                              "wall_s": 8.0}
+    text = markdown(SETUP, runs)
+    assert "The same over the burst alone" in text
+    assert "| **all** | **8.4** | **10.6** |" in text and "| cores busy | 2.10 | 1.32 |" in text
+    # 0.4 CPU-s over 40 pods bound; (1.0 + 0.5 + 0.1) CPU-s over 20
+    assert "| scheduler + kafka + postgres, ms per pod bound | 10.00 | 80.00 |" in text
+    assert "burst alone" not in markdown(SETUP, [run("kube-scheduler", 1, 100.0, 2000.0), run("gpuplace", 1, 20.0,
+                                                                                             50000.0)])
+
+
 def test_runs_without_a_cpu_measurement_leave_the_cpu_table_out() -> None:
     runs = [run("kube-scheduler", 1, 100.0, 2000.0), run("gpuplace", 1, 20.0, 50000.0)]
     assert cpu_medians(runs) == {}
