@@ -170,10 +170,6 @@ class FakeStateRepository:
                  and namespace in (None, p["namespace"]) and cluster in (None, c)]
         return sorted(found, key=lambda p: (-p["first_seen_at"].timestamp(), p["cluster"], p["uid"]))
 
-    async def pods_holding(self, cluster: str, states: Sequence[PodState]) -> list[Row]:
-        holders = {a["pod_uid"] for a in self.t["allocations"].values() if a["cluster"] == cluster}
-        return [p for p in await self.pods_in_state(cluster, states) if p["uid"] in holders]
-
     async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
         counts: dict[str, int] = {}
         for (c, _), pod in self.t["pods"].items():

@@ -319,23 +319,6 @@ class UnitOfWorkContract:
             assert [p["uid"] for p in await uow.state.pods_in_state(CLUSTER, ("pending",))] == ["b"]
             await uow.commit()
 
-    @covers("pods_holding")
-    async def test_pods_still_holding_allocations_in_some_states(self) -> None:
-        uow_factory = await self._seeded()
-        async with uow_factory() as uow:
-            await uow.state.upsert_pod(pod_row("c"))
-            for uid in ("a", "c"):
-                await uow.state.reserve(cluster=CLUSTER, pod_uid=uid, node="n1", grants=[GpuGrant(0, 100, 10)],
-                                        cpu_milli=0, memory_mib=0, decision_id=f"d-{uid}")
-            for uid in ("a", "b"):
-                await uow.state.set_pod_state(CLUSTER, uid, "deleted")
-            await uow.commit()
-        async with uow_factory() as uow:
-            # a: deleted, still holding; b: deleted, holding nothing; c: holding, but pending
-            assert [p["uid"] for p in await uow.state.pods_holding(CLUSTER, ("deleted",))] == ["a"]
-            assert [p["uid"] for p in await uow.state.pods_holding(CLUSTER, ("deleted", "pending"))] == ["a", "c"]
-            assert await uow.state.pods_holding(CLUSTER, ("bound",)) == []
-
     @covers("delete_node")
     async def test_removing_a_node_drops_its_gpus_and_allocations(self) -> None:
         uow_factory = await self._seeded()

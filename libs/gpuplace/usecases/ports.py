@@ -264,11 +264,6 @@ class StateRepository(Protocol):
         (first_seen_at): a name may have been used by several pods over time, and in several clusters."""
         ...
 
-    async def pods_holding(self, cluster: str, states: Sequence[PodState]) -> list[PodRow]:
-        """The pods in `states` that still hold allocations, oldest first: for states whose pods normally hold
-        none (`deleted`), without reading every such pod."""
-        ...
-
     async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
         """gpuplace's own pods (`managed`) in `clusters`, counted by state; pods it only charges are not counted."""
         ...

@@ -248,15 +248,6 @@ class StateRepository:
         result = await self._conn.execute(query.order_by(pods.c.first_seen_at.desc(), pods.c.cluster, pods.c.uid))
         return _pods(result)
 
-    async def pods_holding(self, cluster: str, states: Sequence[PodState]) -> list[PodRow]:
-        """Pods in `states` that still hold allocations: for states whose pods normally hold none (`deleted`),
-        without reading every such pod."""
-        holds = select(allocations.c.pod_uid).where(
-            allocations.c.cluster == pods.c.cluster, allocations.c.pod_uid == pods.c.uid).exists()
-        result = await self._conn.execute(select(pods).where(
-            pods.c.cluster == cluster, pods.c.state.in_(states), holds).order_by(pods.c.first_seen_at))
-        return _pods(result)
-
     async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
         """gpuplace's own pods by state (other schedulers' pods, only charged, are not counted)."""
         result = await self._conn.execute(select(pods.c.state, func.count()).where(
