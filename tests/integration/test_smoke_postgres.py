@@ -92,22 +92,27 @@ async def test_migrations_upgrade_to_head_and_downgrade_to_base(fresh_database: 
     assert STATE_TABLES <= await _tables(dsn)
 
 
-async def test_the_plans_migration_copies_the_plans_still_open_in_decisions(fresh_database: str) -> None:
-    """0008 moves plans out of their `defrag_planned` decisions' JSON: the open ones are copied with their moves
-    (one whose JSON is unreadable without any, which recover() aborts); settled ones stay history only."""
+async def test_the_plans_migration_copies_the_plans_recorded_in_decisions(fresh_database: str) -> None:
+    """0008 moves plans out of their `defrag_planned` decisions' JSON, settled as the pod's next plan decision says;
+    an open one whose JSON is unreadable is copied without moves (recover() aborts it), a settled one left out."""
     dsn = asyncpg_dsn(fresh_database)
     await asyncio.to_thread(migrate.upgrade, fresh_database, "0007")
     victim = {"uid": "v1", "namespace": "ns", "name": "victim", "from_node": "n1", "from_gpu_indices": [1, 0],
               "share_milli": 250, "memory_mib": 4096, "cpu_milli": 500, "pod_memory_mib": 1024,
               "promise": "promise-p1-0"}
+
+    def planned(plan_id: str) -> dict[str, str]:
+        return {"plan": json.dumps({"plan_id": plan_id, "victims": [victim]})}
+
     decisions = [  # (id, pod, kind, reasons, seconds after the first)
-        ("d1", "open", "defrag_planned", {"plan": json.dumps({"plan_id": "p1", "victims": [victim]})}, 0),
-        ("d2", "settled", "defrag_planned", {"plan": json.dumps({"plan_id": "p2", "victims": [victim]})}, 0),
+        ("d1", "open", "defrag_planned", planned("p1"), 0),
+        ("d2", "settled", "defrag_planned", planned("p2"), 0),
         ("d3", "settled", "defrag_completed", {}, 1),
         ("d4", "unreadable", "defrag_planned", {"plan": "{not json"}, 0),
-        ("d5", "replanned", "defrag_planned", {"plan": json.dumps({"plan_id": "p3", "victims": []})}, 0),
-        ("d6", "replanned", "defrag_aborted", {}, 1),
-        ("d7", "replanned", "defrag_planned", {"plan": json.dumps({"plan_id": "p4", "victims": [victim]})}, 2),
+        ("d5", "replanned", "defrag_planned", {"plan": "{not json"}, 0),
+        ("d6", "replanned", "defrag_aborted", {"reason": "refused"}, 1),
+        ("d7", "replanned", "defrag_planned", planned("p4"), 2),
+        ("d8", "replanned", "defrag_aborted", {"reason": "placement restarted mid-plan"}, 3),
     ]
     connection = await asyncpg.connect(dsn)
     try:
@@ -117,12 +122,14 @@ async def test_the_plans_migration_copies_the_plans_still_open_in_decisions(fres
                 "VALUES ($1, 'c', 'ns', $2, $2, $3, $4::jsonb, now() + make_interval(secs => $5))",
                 decision_id, pod, kind, json.dumps(reasons), after_s)
         await asyncio.to_thread(migrate.upgrade, fresh_database, "head")
-        plans = await connection.fetch("SELECT plan_id, beneficiary_uid, state FROM defrag_plans ORDER BY plan_id")
+        plans = await connection.fetch("SELECT plan_id, beneficiary_uid, state, reason, settled_at IS NOT NULL "
+                                       "FROM defrag_plans ORDER BY plan_id")
         moves = await connection.fetch("SELECT plan_id, seq, uid, from_gpu_indices, promise FROM defrag_moves "
                                        "ORDER BY plan_id")
     finally:
         await connection.close()
-    assert [tuple(p) for p in plans] == [("p1", "open", "planned"), ("p4", "replanned", "planned"),
-                                         ("unrecorded-unreadable", "unreadable", "planned")]
-    assert [tuple(m) for m in moves] == [("p1", 0, "v1", [1, 0], "promise-p1-0"),
-                                         ("p4", 0, "v1", [1, 0], "promise-p1-0")]
+    assert [tuple(p) for p in plans] == [
+        ("p1", "open", "planned", None, False), ("p2", "settled", "completed", None, True),
+        ("p4", "replanned", "aborted", "placement restarted mid-plan", True),
+        ("unrecorded-unreadable", "unreadable", "planned", None, False)]
+    assert [tuple(m) for m in moves] == [(p, 0, "v1", [1, 0], "promise-p1-0") for p in ("p1", "p2", "p4")]

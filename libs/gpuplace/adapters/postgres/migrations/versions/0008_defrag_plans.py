@@ -1,9 +1,10 @@
 """Defragmentation plans in their own tables: defrag_plans (settled once) and defrag_moves (the pods moved).
 
-Until now a plan lived as JSON in its `defrag_planned` decision's reasons. The upgrade copies every plan still
-open there (the pod's latest plan decision is `defrag_planned`) into the tables, so that a placement process
-started on the new schema settles it as before; one whose JSON is unreadable is copied without moves, which
-recover() aborts (who to give GPUs back to is unknown).
+Until now a plan lived as JSON in its `defrag_planned` decision's reasons. The upgrade copies every plan recorded
+there into the tables, settled as the pod's next `defrag_completed` / `defrag_aborted` says (`gpuplace explain`
+reads a moved pod's old GPUs and its replacement from them), so that a placement process started on the new
+schema settles the open ones as before. An open plan whose JSON is unreadable is copied without moves, which
+recover() aborts (whom to give GPUs back is unknown); a settled one is left out.
 
 Revision ID: 0008
 Revises: 0007
@@ -21,12 +22,11 @@ down_revision = "0007"
 branch_labels = None
 depends_on = None
 
-_OPEN_PLANS = sa.text("""
-    SELECT cluster, pod_uid, reasons, created_at FROM (
-        SELECT DISTINCT ON (cluster, pod_uid) cluster, pod_uid, kind, reasons, created_at FROM decisions
-        WHERE kind IN ('defrag_planned', 'defrag_completed', 'defrag_aborted')
-        ORDER BY cluster, pod_uid, created_at DESC, id DESC) AS latest
-    WHERE kind = 'defrag_planned'""")
+_PLAN_DECISIONS = sa.text("""
+    SELECT cluster, pod_uid, kind, reasons, created_at FROM decisions
+    WHERE kind IN ('defrag_planned', 'defrag_completed', 'defrag_aborted')
+    ORDER BY cluster, pod_uid, created_at, id""")
+_SETTLED = {"defrag_completed": "completed", "defrag_aborted": "aborted"}
 _MOVE_COLUMNS = ("uid", "namespace", "name", "from_node", "from_gpu_indices", "share_milli", "memory_mib",
                  "cpu_milli", "pod_memory_mib", "promise")
 
@@ -63,17 +63,30 @@ def upgrade() -> None:
                                 ondelete="CASCADE"),
     )
     op.create_index("defrag_moves_by_pod", "defrag_moves", ["cluster", "uid"])
-    for cluster, uid, reasons, planned_at in op.get_bind().execute(_OPEN_PLANS).all():
+    recorded: list[dict[str, object]] = []
+    moved: list[dict[str, object]] = []
+    open_plan: dict[tuple[str, str], dict[str, object]] = {}  # (cluster, pod) -> its plan not settled yet
+    for cluster, uid, kind, reasons, at in op.get_bind().execute(_PLAN_DECISIONS).all():
+        if kind != "defrag_planned":
+            plan = open_plan.pop((cluster, uid), None)
+            if plan is not None:
+                plan.update(state=_SETTLED[kind], reason=(reasons or {}).get("reason"), settled_at=at)
+            continue
         try:
             record = json.loads((reasons or {})["plan"])
             plan_id, victims = str(record["plan_id"]), [{k: v[k] for k in _MOVE_COLUMNS} for v in record["victims"]]
         except (KeyError, TypeError, ValueError):
             plan_id, victims = f"unrecorded-{uid}", []
-        op.bulk_insert(plans, [{"cluster": cluster, "plan_id": plan_id, "beneficiary_uid": uid,
-                                "planned_at": planned_at}])
-        if victims:
-            op.bulk_insert(moves, [{"cluster": cluster, "plan_id": plan_id, "seq": i, **v}
-                                   for i, v in enumerate(victims)])
+        plan = {"cluster": cluster, "plan_id": plan_id, "beneficiary_uid": uid, "state": "planned", "reason": None,
+                "planned_at": at, "settled_at": None}
+        open_plan[(cluster, uid)] = plan
+        recorded.append(plan)
+        moved += [{"cluster": cluster, "plan_id": plan_id, "seq": i, **v} for i, v in enumerate(victims)]
+    kept = [p for p in recorded if p["state"] == "planned" or not str(p["plan_id"]).startswith("unrecorded-")]
+    if kept:
+        op.bulk_insert(plans, kept)
+    if moved:
+        op.bulk_insert(moves, moved)
 
 
 def downgrade() -> None:
