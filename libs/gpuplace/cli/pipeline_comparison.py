@@ -93,19 +93,16 @@ async def run_then_clean(run: PipelineRun) -> RunResult:
     clean-up (pods first, with no grace), and its namespace gone, so that the next run does not pay for deleting
     this one's pods."""
     kubeconfigs = run.config.kubeconfigs
-    marks: dict[str, dict[str, float]] = {}
+    burst: list[dict[str, float]] = []  # marked at the first submit and once every pod is bound
 
-    async def burst_starts(_: PipelineRun) -> None:
-        marks["burst"] = cpu_accounting.mark()
-
-    async def burst_drained(_: PipelineRun) -> None:
-        marks["drained"] = cpu_accounting.mark()
+    async def mark(_: PipelineRun) -> None:
+        burst.append(cpu_accounting.mark())
 
     try:
         before = cpu_accounting.mark()
-        result = await run.run(before_submit=burst_starts, after_drain=burst_drained)
+        result = await run.run(before_submit=mark, after_drain=mark)
         result.cpu_s = cpu_accounting.spent(before, cpu_accounting.mark())
-        result.burst_cpu_s = cpu_accounting.spent(marks["burst"], marks["drained"])
+        result.burst_cpu_s = cpu_accounting.spent(*burst)
     finally:
         await run.cleanup()
     if not await namespace_gone(kubeconfigs, run.namespace):

@@ -94,10 +94,6 @@ def _pod(row: SqlRow[*tuple[Any, ...]]) -> PodRow:
     return cast(PodRow, row._mapping)
 
 
-def _pods(result: Result[Any]) -> list[PodRow]:
-    return [_pod(r) for r in result]
-
-
 def _per_gpu(node: Mapping[str, Any], key: str) -> list[int | None]:
     """A node's per-GPU topology list, or None per GPU where the node does not describe it."""
     values = node.get(key) or []
@@ -209,7 +205,7 @@ class StateRepository:
         refresh = {k: stmt.excluded[k] for k in pods_[0] if k not in ("cluster", "uid", "state", "node", "reason")}
         result = await self._conn.execute(stmt.on_conflict_do_update(
             index_elements=[pods.c.cluster, pods.c.uid], set_=refresh).returning(*pods.c), [dict(p) for p in pods_])
-        stored = {(row["cluster"], row["uid"]): row for row in _pods(result)}
+        stored = {(row["cluster"], row["uid"]): row for row in _typed(result, PodRow)}
         return [stored[(pod["cluster"], pod["uid"])] for pod in pods_]
 
     async def get_pod(self, cluster: str, uid: str, *, for_update: bool = False) -> PodRow | None:
@@ -236,7 +232,7 @@ class StateRepository:
     async def pods_in_state(self, cluster: str, states: Sequence[PodState]) -> list[PodRow]:
         result = await self._conn.execute(select(pods).where(
             pods.c.cluster == cluster, pods.c.state.in_(states)).order_by(pods.c.first_seen_at))
-        return _pods(result)
+        return _typed(result, PodRow)
 
     async def find_pods(self, name: str, *, namespace: str | None = None, cluster: str | None = None) -> list[PodRow]:
         """Pods by name, newest first; with a cluster, served by the index pods_by_name."""
@@ -246,7 +242,7 @@ class StateRepository:
         if cluster is not None:
             query = query.where(pods.c.cluster == cluster)
         result = await self._conn.execute(query.order_by(pods.c.first_seen_at.desc(), pods.c.cluster, pods.c.uid))
-        return _pods(result)
+        return _typed(result, PodRow)
 
     async def count_pods_by_state(self, clusters: Sequence[str]) -> dict[str, int]:
         """gpuplace's own pods by state (other schedulers' pods, only charged, are not counted)."""
