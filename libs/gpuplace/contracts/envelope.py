@@ -24,6 +24,9 @@ SCHEMA_VERSIONS = frozenset({1})  # envelope versions this package reads and wri
 INT32_MAX = 2**31 - 1  # PostgreSQL INTEGER columns: GPU memory, counts, indexes, priority
 INT32_MIN = -(2**31)
 QUANTITY_MAX = 2**40  # BIGINT cpu_milli / memory_mib: ~1.1e12, so a sum over a million pods stays in int64
+# Other resources in their base units (bytes of ephemeral-storage and hugepages, extended resource units): 256 TiB,
+# so the requests of 32,768 pods on one node still sum within int64.
+RESOURCE_MAX = 2**48
 
 
 def _new_event_id() -> str:

@@ -15,11 +15,13 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuplace.contracts.envelope import INT32_MAX, INT32_MIN, QUANTITY_MAX, Envelope
+from gpuplace.contracts.envelope import INT32_MAX, INT32_MIN, QUANTITY_MAX, RESOURCE_MAX, Envelope
 
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 # A countable resource (MIG profiles, other extended resources): what an int32 column and int64 sums hold.
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+# Any other resource kube-scheduler's NodeResourcesFit checks, in its base unit (bytes, or units).
+Amount = Annotated[int, Field(ge=0, le=RESOURCE_MAX)]
 # A NUMA node or NVLink domain number of one GPU.
 TopologyId = Annotated[int, Field(ge=0, le=INT32_MAX)]
 # Float fields say allow_inf_nan=False: JSON's 1e400 parses as inf, and no float field accepts it.
@@ -185,6 +187,13 @@ class PodEvent(Envelope):
     tolerations: tuple[Toleration, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     extended: dict[str, Count] = Field(default_factory=dict)  # other countable resources, e.g. MIG profiles
+    # Every other resource the pod requests that kube-scheduler's NodeResourcesFit checks (ephemeral-storage and
+    # hugepages-* in bytes, extended resources such as example.com/fpga in units), as kube counts them
+    # (sidecars, init containers, pod-level resources, overhead); not the GPU vocabularies' resources.
+    resources: dict[str, Amount] = Field(default_factory=dict)
+    # Fields of the spec that limit where kube-scheduler may put the pod and that gpuplace does not evaluate
+    # (`spec.affinity.podAntiAffinity`, `spec.volumes[0].persistentVolumeClaim`, ...): the pod is refused, naming them
+    unevaluated: tuple[Annotated[str, Field(max_length=253)], ...] = Field(default=(), max_length=16)
     hami: HamiRequest | None = None  # the request in HAMi's vocabulary, per HAMi container (bind annotations)
     # DRA: the ResourceClaims the pod uses (gpuplace's pods: exactly one, allocated by gpuplace before binding)
     dra_claims: tuple[DraClaim, ...] = ()
@@ -209,6 +218,8 @@ class NodeEvent(Envelope):
     taints: tuple[str, ...] = ()  # "key=value:Effect", as kubectl prints them
     max_pods: int | None = Field(default=None, ge=0, le=INT32_MAX)  # allocatable `pods`; None: not reported
     extended: dict[str, Count] = Field(default_factory=dict)  # other allocatable countables, e.g. MIG profiles
+    # The rest of the node's allocatable that NodeResourcesFit checks (PodEvent.resources' units)
+    resources: dict[str, Amount] = Field(default_factory=dict)
     # Per GPU index: its NUMA node and its NVLink domain (equal numbers: NVLink-connected); empty: not described.
     gpu_numa: tuple[TopologyId, ...] = ()
     gpu_nvlink: tuple[TopologyId, ...] = ()
@@ -440,7 +451,7 @@ def encode_within(event: Envelope, max_bytes: int) -> bytes:
         raise EventTooLarge(f"{type(event).__name__} {event.entity()} is {len(body)} bytes, over {max_bytes}")
     error = f"pod event of {len(body)} bytes exceeds the {max_bytes}-byte event limit; its rules were dropped"
     keep = {"event_id", "cluster", "region", "occurred_at", "schema_version", "kind", "namespace", "name", "uid",
-            "priority", "cpu_milli", "memory_mib", "gpu", "node_name", "owner", "created_at", "managed"}
+            "priority", "cpu_milli", "memory_mib", "gpu", "node_name", "owner", "created_at", "managed", "resources"}
     small = PodEvent.model_validate({**event.model_dump(include=keep), "request_error": error})
     body = small.model_dump_json(by_alias=True).encode()
     if len(body) > max_bytes:  # a GPU request with thousands of allowed models, an owner name of megabytes

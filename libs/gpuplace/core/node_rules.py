@@ -25,8 +25,10 @@ Pure: stdlib and NumPy only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -41,6 +43,19 @@ MSG_TAINTS = "node(s) had untolerated taint(s)"
 MSG_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 MSG_PORTS = "node(s) didn't have free ports for the requested pod ports"
 MSG_TOO_MANY_PODS = "Too many pods"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_LABEL_VALUE_MAX = 63
+_GO_INT = re.compile(r"[+-]?[0-9]+")  # strconv.ParseInt(s, 10, 64): a sign and ASCII digits, no "_", no space
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")  # apimachinery IsValidLabelValue
+
+
+def go_int64(text: str) -> int | None:
+    """`text` as Go's strconv.ParseInt(text, 10, 64) reads it, None where that fails. Python's int() would also
+    take "1_0", " 5", non-ASCII digits and values past int64, which kube refuses."""
+    if not _GO_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
 @dataclass(frozen=True)
@@ -51,8 +66,29 @@ class Requirement:
     operator: str
     values: tuple[str, ...] = ()
 
+    @cached_property
+    def valid(self) -> bool:
+        """Whether kube turns it into a label requirement at all (apimachinery labels.NewRequirement, which
+        component-helpers' nodeSelectorRequirementsAsSelector calls): In/NotIn need values, Exists/DoesNotExist
+        none, Gt/Lt one int64; every value must be a valid label value. The apiserver checks only the counts, so
+        a pod may carry `NotIn ["a b"]` or `Gt ["1_0"]`: kube-scheduler then drops the whole term (its parse
+        error is collected, the term matches no node), and so does SelectorTerm.matches."""
+        counts_ok = {"In": bool(self.values), "NotIn": bool(self.values), "Exists": not self.values,
+                     "DoesNotExist": not self.values, "Gt": len(self.values) == 1, "Lt": len(self.values) == 1}
+        if not counts_ok.get(self.operator, False):
+            return False
+        if self.operator in ("Gt", "Lt") and go_int64(self.values[0]) is None:
+            return False
+        return all(len(v) <= _LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(v) for v in self.values)
+
+    @cached_property
+    def valid_field(self) -> bool:
+        """As a matchFields requirement: In or NotIn with exactly one value (component-helpers
+        nodeSelectorRequirementsAsFieldSelector); anything else drops the term."""
+        return self.operator in ("In", "NotIn") and len(self.values) == 1
+
     def matches(self, labels: Mapping[str, str]) -> bool:
-        # component-helpers/scheduling/corev1/nodeaffinity: labels.Requirement.Matches semantics.
+        # apimachinery labels.Requirement.Matches; Gt/Lt compare strconv.ParseInt(_, 10, 64) of both sides.
         present = self.key in labels
         if self.operator == "In":
             return present and labels[self.key] in self.values
@@ -63,9 +99,8 @@ class Requirement:
         if self.operator == "DoesNotExist":
             return not present
         if self.operator in ("Gt", "Lt") and present and len(self.values) == 1:
-            try:
-                have, bound = int(labels[self.key]), int(self.values[0])
-            except ValueError:
+            have, bound = go_int64(labels[self.key]), go_int64(self.values[0])
+            if have is None or bound is None:
                 return False
             return have > bound if self.operator == "Gt" else have < bound
         return False
@@ -75,14 +110,21 @@ class Requirement:
 class SelectorTerm:
     """A NodeSelectorTerm: all expressions on labels and all field requirements (metadata.name) hold.
 
-    An empty term matches no node (component-helpers: "nil or empty term matches no objects").
+    An empty term matches no node (component-helpers: "nil or empty term matches no objects"), and neither does
+    one with a requirement kube cannot parse (see Requirement.valid).
     """
 
     match_expressions: tuple[Requirement, ...] = ()
     match_fields: tuple[Requirement, ...] = ()
 
+    @cached_property
+    def usable(self) -> bool:
+        """Not empty, and every requirement parses (component-helpers newLazyErrorNodeSelector keeps only those)."""
+        return bool(self.match_expressions or self.match_fields) and all(r.valid for r in self.match_expressions) \
+            and all(r.valid_field for r in self.match_fields)
+
     def matches(self, name: str, labels: Mapping[str, str]) -> bool:
-        if not self.match_expressions and not self.match_fields:
+        if not self.usable:
             return False
         fields = {"metadata.name": name}
         return all(r.matches(labels) for r in self.match_expressions) and \
@@ -227,5 +269,5 @@ __all__ = [
     "Requirement", "SelectorTerm", "Toleration", "Taint", "HostPort", "PodRules", "NodeFacts", "NO_RULES",
     "StaticReasons", "static_mask", "preference", "ports_free", "UNSCHEDULABLE_TAINT", "NOT_READY_TAINT",
     "MSG_UNSCHEDULABLE", "MSG_TAINTS", "MSG_AFFINITY", "MSG_PORTS", "MSG_TOO_MANY_PODS", "NO_SCHEDULE",
-    "PREFER_NO_SCHEDULE", "NO_EXECUTE",
+    "PREFER_NO_SCHEDULE", "NO_EXECUTE", "go_int64",
 ]

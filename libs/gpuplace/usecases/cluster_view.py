@@ -261,7 +261,7 @@ def pod_rules(row: Row) -> PodRules:
         preferred_terms=tuple((p["weight"], _term(p["term"])) for p in raw.get("preferred_terms") or ()),
         tolerations=tuple(Toleration(**t) for t in raw.get("tolerations") or ()),
         host_ports=tuple(HostPort(**p) for p in raw.get("host_ports") or ()),
-        extended=tuple(sorted((raw.get("extended") or {}).items())),
+        extended=tuple(sorted({**(raw.get("extended") or {}), **(raw.get("resources") or {})}.items())),
     )
 
 

@@ -30,12 +30,19 @@ def require_driver(rules: dict[str, Any], driver: str) -> dict[str, Any]:
 
 def avoid_dra_nodes(rules: dict[str, Any]) -> dict[str, Any]:
     """A GPU pod's stored rules with its node affinity excluding DRA nodes: there no device plugin hands out GPUs
-    (the node's GPUs belong to its DRA driver, which prepares only what claims allocate). Added to each of its
-    required terms (ORed), or as the one term when it has none."""
+    (the node's GPUs belong to its DRA driver, which prepares only what claims allocate).
+
+    The pod's own terms keep their meaning: (t1 or t2 ...) and not-DRA is (t1 and not-DRA) or (t2 and not-DRA),
+    so the exclusion is added to each term that can match, and an empty term, which matches no node in
+    Kubernetes, stays empty (given an expression, it would match every node without the label). A pod with no
+    required terms gets the exclusion as its one term."""
     avoid = {"key": DRA_NODE_LABEL, "operator": "DoesNotExist", "values": []}
-    terms = rules.get("required_terms") or [{"match_expressions": [], "match_fields": []}]
-    return {**rules, "required_terms": [{**t, "match_expressions": [*(t.get("match_expressions") or []), avoid]}
-                                        for t in terms]}
+    terms = rules.get("required_terms")
+    if not terms:
+        return {**rules, "required_terms": [{"match_expressions": [avoid], "match_fields": []}]}
+    return {**rules, "required_terms": [
+        {**t, "match_expressions": [*(t.get("match_expressions") or []), avoid]}
+        if t.get("match_expressions") or t.get("match_fields") else t for t in terms]}
 
 
 def claimed_gpus(claims: Sequence[Mapping[str, Any]], node: str, gpu_memory_mib: int

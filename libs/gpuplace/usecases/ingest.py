@@ -26,7 +26,7 @@ async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consu
                 "gpu_count": event.gpu_count, "gpu_memory_mib": event.gpu_memory_mib, "ready": event.ready,
                 "unschedulable": event.unschedulable, "taints": list(event.taints),
                 "labels": dra.node_labels(event.labels, event.dra_driver),
-                "max_pods": event.max_pods, "extended": event.extended,
+                "max_pods": event.max_pods, "extended": {**event.extended, **event.resources},
                 "gpu_numa": list(event.gpu_numa), "gpu_nvlink": list(event.gpu_nvlink),
             })
         await uow.commit()

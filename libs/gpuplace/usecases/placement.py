@@ -392,9 +392,9 @@ class PlacementService:
                 candidates = []
                 for row in rows:
                     event = fresh[row["uid"]]
-                    if row["state"] == PodState.PENDING and event.request_error:
-                        await self._record_invalid(uow, row, event.request_error)
-                        invalid.append((row, event.request_error))
+                    if row["state"] == PodState.PENDING and (problem := refusal(event)):
+                        await self._record_invalid(uow, row, problem.reason)
+                        invalid.append((row, problem.report))
                     elif row["state"] == PodState.PENDING and (row["namespace"], row["owner"]) in promised and \
                             await self._adopt_promise(uow, row):
                         adopted.append(row)
@@ -416,8 +416,8 @@ class PlacementService:
             for event in events:
                 await self._on_pending(state, [event], attempt + 1)
             return
-        for row, error in invalid:
-            self._report_unschedulable(row, f"invalid GPU request: {error}")
+        for row, report in invalid:
+            self._report_unschedulable(row, report)
         placed.apply(self, state)
         for row in resumed:
             if row["uid"] in state.view.holds and not self._binder.in_flight(state.view.cluster, row["uid"]) and \
@@ -782,6 +782,26 @@ class PlacementService:
 
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a pod is refused without a decision: stored as `reason`, told on the pod as `report`."""
+
+    reason: str
+    report: str
+
+
+def refusal(event: PodEvent) -> Refusal | None:
+    """A pod gpuplace cannot place as asked: its GPU request does not read (`request_error`), or its spec limits
+    its node by fields gpuplace does not evaluate (`unevaluated`), which it never places as if absent."""
+    if event.request_error:
+        return Refusal(event.request_error, f"invalid GPU request: {event.request_error}")
+    if event.unevaluated:
+        fields = ", ".join(event.unevaluated)
+        text = f"gpuplace does not evaluate {fields}; remove it or schedule the pod with kube-scheduler"
+        return Refusal(text, text)
+    return None
+
+
 def pod_row(event: PodEvent) -> dict[str, Any]:
     """The pods row a PodEvent writes (its state `pending` until placement moves it): also replay's pod."""
     return _pod_row(event)
@@ -805,8 +825,8 @@ def _pod_row(event: PodEvent) -> dict[str, Any]:
 
 # PodEvent fields kept in the pods row's `rules` (JSON): the node rules; `hami` and `dra_claims` ride along (not
 # rules): HAMi's bind annotations and the DRA claim the binder allocates need them (ClusterApi.bind)
-_RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended", "hami",
-                "dra_claims"}
+_RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended",
+                "resources", "hami", "dra_claims"}
 
 
 def _event_of(row: PodRow, kind: str, **changes: Any) -> PodEvent:

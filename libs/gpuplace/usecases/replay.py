@@ -207,7 +207,7 @@ class Replayer:
             if self._refund(event.uid):
                 self._retry_waiting(entry.timestamp_ms)
             return
-        if event.request_error:
+        if event.request_error or event.unevaluated:  # refused by placement (refusal), never decided
             return
         row = {**pod_row(event), "first_seen_at": entry.timestamp_ms}
         self._pods.setdefault(event.uid, row)
@@ -401,7 +401,8 @@ def _parse(model: Any, entry: Entry) -> Any:
 def _node_row(event: NodeEvent) -> Row:
     return {"name": event.name, "cpu_milli": event.cpu_milli, "memory_mib": event.memory_mib,
             "cpu_assigned_milli": 0, "memory_assigned_mib": 0, "labels": event.labels, "taints": list(event.taints),
-            "unschedulable": event.unschedulable, "ready": event.ready, "extended": event.extended,
+            "unschedulable": event.unschedulable, "ready": event.ready,
+            "extended": {**event.extended, **event.resources},
             "max_pods": event.max_pods}
 
 

@@ -1,8 +1,10 @@
 """A pod spec's node rules (nodeSelector, node affinity, tolerations, host ports) as PodEvent fields. Pure.
 
 The shapes are core/v1's, read as the API serves them (camelCase JSON); only what kube-scheduler's
-NodeAffinity, TaintToleration and NodePorts filters read is kept. Pod affinity and topology spread are not
-read: gpuplace does not evaluate them (README, "What gpuplace checks").
+NodeAffinity, TaintToleration and NodePorts filters read is kept. What else in a spec limits where kube-scheduler
+may put a pod, and gpuplace does not evaluate (inter-pod affinity, topology spread, the volumes kube-scheduler's
+volume plugins place by), is named by `unevaluated_fields`: such a pod is refused with those names on it, never
+placed as if they were absent (README, "What gpuplace checks").
 """
 
 from __future__ import annotations
@@ -38,6 +40,25 @@ def rule_fields(spec: Json) -> dict[str, Any]:
     }
 
 
+# Volume sources kube-scheduler places by (v1.37): PVCs and generic ephemeral volumes (VolumeBinding, VolumeZone,
+# NodeVolumeLimits, VolumeRestrictions' ReadWriteOncePod), the in-tree disks CSI migration counts against a node's
+# attach limit (NodeVolumeLimits), and the disks VolumeRestrictions refuses to share (GCE PD, EBS, RBD, iSCSI).
+SCHEDULED_VOLUMES = ("persistentVolumeClaim", "ephemeral", "gcePersistentDisk", "awsElasticBlockStore", "azureDisk",
+                     "azureFile", "cinder", "vsphereVolume", "portworxVolume", "rbd", "iscsi")
+
+
+def unevaluated_fields(spec: Json) -> tuple[str, ...]:
+    """The fields of `spec` that constrain its node in kube-scheduler and that gpuplace does not evaluate, as paths
+    (`spec.affinity.podAntiAffinity`, `spec.volumes[2].persistentVolumeClaim`); empty for most pods."""
+    affinity = spec.get("affinity") or {}
+    found = [f"spec.affinity.{kind}" for kind in ("podAffinity", "podAntiAffinity") if affinity.get(kind)]
+    if spec.get("topologySpreadConstraints"):
+        found.append("spec.topologySpreadConstraints")
+    found += [f"spec.volumes[{i}].{source}" for i, volume in enumerate(spec.get("volumes") or ())
+              for source in SCHEDULED_VOLUMES if volume.get(source) is not None]
+    return tuple(found)
+
+
 def _term(term: Json) -> SelectorTerm:
     def requirements(key: str) -> tuple[Requirement, ...]:
         return tuple(Requirement(key=r["key"], operator=r["operator"], values=tuple(r.get("values") or ()))
@@ -45,4 +66,4 @@ def _term(term: Json) -> SelectorTerm:
     return SelectorTerm(match_expressions=requirements("matchExpressions"), match_fields=requirements("matchFields"))
 
 
-__all__ = ["rule_fields"]
+__all__ = ["rule_fields", "unevaluated_fields", "SCHEDULED_VOLUMES"]

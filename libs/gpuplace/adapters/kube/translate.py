@@ -14,9 +14,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 from gpuplace.adapters.kube import dra, hami, quantity
-from gpuplace.adapters.kube.pod_rules import rule_fields
+from gpuplace.adapters.kube.pod_requests import CPU, MEMORY, node_resources, pod_requests
+from gpuplace.adapters.kube.pod_rules import rule_fields, unevaluated_fields
 from gpuplace.adapters.kube.topology_labels import gpu_topology, warn_once
-from gpuplace.adapters.kube.vocabulary import MIG_PREFIX, RequestError, hami_request, parse_pod_request
+from gpuplace.adapters.kube.vocabulary import MIG_PREFIX, RequestError, gpu_resource, hami_request, parse_pod_request
+from gpuplace.contracts.envelope import RESOURCE_MAX
 from gpuplace.contracts.events import QUANTITY_MAX, NodeEvent, PodEvent
 
 GPU_PRODUCT = "nvidia.com/gpu.product"
@@ -25,6 +27,7 @@ GPU_COUNT = "nvidia.com/gpu.count"
 NVIDIA_GPU = "nvidia.com/gpu"
 PODS = "pods"  # allocatable pod slots (kubelet --max-pods)
 MAX_NODE_COUNT = 2**31 - 1  # int32 columns downstream
+MIB = 2**20
 
 Json = Mapping[str, Any]
 ClaimLookup = Callable[[str, str], "Json | None"]  # (namespace, name) -> the ResourceClaim, None if not seen yet
@@ -56,11 +59,13 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
                       hami=hami_request(limits, len(spec.get("initContainers") or ())))
     except RequestError as exc:
         fields["request_error"] = str(exc)
-    cpu_milli = _pod_request(spec, "cpu", quantity.milli)
-    memory_mib = _pod_request(spec, "memory", lambda v: quantity.memory_mib(v, bare_unit_mib=False))
-    for what, value in (("CPU", cpu_milli), ("memory", memory_mib)):
-        if value > QUANTITY_MAX:  # the apiserver takes up to 2^63-1; no node has it: reported, never stored
-            fields.setdefault("request_error", f"{what} request {value} is beyond any node ({QUANTITY_MAX} at most)")
+    requests = pod_requests(spec)
+    cpu_milli, memory_mib = requests.pop(CPU, 0), -(-requests.pop(MEMORY, 0) // MIB)
+    resources = {name: amount for name, amount in requests.items() if not gpu_resource(name)}
+    for what, value, most in (("CPU", cpu_milli, QUANTITY_MAX), ("memory", memory_mib, QUANTITY_MAX),
+                              *((name, amount, RESOURCE_MAX) for name, amount in resources.items())):
+        if value > most:  # the apiserver takes up to 2^63-1; no node has it: reported, never stored
+            fields.setdefault("request_error", f"{what} request {value} is beyond any node ({most} at most)")
     node_name = spec.get("nodeName")
     gone = deleted or meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
     kind: Literal["pending", "bound", "deleted"] = "deleted" if gone else ("bound" if node_name else "pending")
@@ -74,8 +79,10 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
         namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
         priority=int(spec.get("priority") or 0),
         cpu_milli=min(cpu_milli, QUANTITY_MAX), memory_mib=min(memory_mib, QUANTITY_MAX),
+        resources={name: min(amount, RESOURCE_MAX) for name, amount in resources.items()},
         node_name=node_name, owner=_owner(meta), created_at=_time(meta.get("creationTimestamp")),
         managed=managed, **rule_fields(spec), nominated_node_name=nominated,
+        unevaluated=unevaluated_fields(spec)[:16] if managed else (),
         **fields,
     )
 
@@ -182,32 +189,17 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False,
         taints=tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in spec.get("taints") or []),
         max_pods=_node_count(allocatable, PODS) if PODS in allocatable else None,
         extended={k: _node_count(allocatable, k) for k in sorted(allocatable) if k.startswith(MIG_PREFIX)},
+        resources={name: min(amount, RESOURCE_MAX) for name, amount in sorted(node_resources(allocatable).items())
+                   if name not in (CPU, MEMORY) and not gpu_resource(name)},
         gpu_numa=topology.numa, gpu_nvlink=topology.nvlink,
     )
-
-
-def _pod_request(spec: Json, resource: str, parse: Callable[[str], int]) -> int:
-    """What the pod asks of `resource` as kube-scheduler counts it (component-helpers resource.PodRequests): its
-    containers' sum, or the largest init container if more (init containers run one at a time, before them),
-    plus the pod's overhead."""
-    def of(container: Json) -> int:
-        return parse(str(_resources(container).get(resource, "0")))
-    running = sum(of(c) for c in spec.get("containers") or ())
-    starting = max((of(c) for c in spec.get("initContainers") or ()), default=0)
-    return max(running, starting) + parse(str((spec.get("overhead") or {}).get(resource, "0")))
-
-
-def _resources(container: Json) -> Json:
-    """Requests, falling back to limits (Kubernetes defaults requests to limits)."""
-    resources = container.get("resources") or {}
-    return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
 
 
 def _limits_then_requests(container: Json) -> dict[str, str]:
     """GPU resources as HAMi's GenerateResourceRequests reads them: the limit, else the request.
 
     For extended resources Kubernetes requires the limit and makes the request equal to it, so this differs
-    from `_resources` only for CPU and memory, which the vocabulary does not read.
+    from the requests (pod_requests) only for CPU and memory, which the vocabulary does not read.
     """
     resources = container.get("resources") or {}
     return {k: str(v) for k, v in {**(resources.get("requests") or {}), **(resources.get("limits") or {})}.items()}

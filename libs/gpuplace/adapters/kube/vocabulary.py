@@ -77,6 +77,12 @@ MAX_GPUS = 64  # GpuRequest.gpu_count's bound
 MAX_MEMORY_MIB = 2**31 - 1  # HAMi rejects more (int32); keeps NumPy and int32 columns downstream safe
 MAX_EXTENDED = 64
 
+def gpu_resource(name: str) -> bool:
+    """Whether a container resource is one of the GPU vocabularies above (read by gpuplace's GPU model, not
+    compared with the node's allocatable as another resource)."""
+    return name in (NVIDIA_GPU, *_HAMI_KEYS) or name.startswith(MIG_PREFIX)
+
+
 _GPUPLACE_KEYS = (GPUPLACE_MEMORY, GPUPLACE_COUNT, GPUPLACE_COMPUTE)
 _KAI_KEYS = (KAI_FRACTION, KAI_MEMORY, KAI_FRACTION_DEVICES)
 _HAMI_KEYS = (HAMI_MEMORY, HAMI_MEMORY_PERCENT, HAMI_CORES)
@@ -338,4 +344,4 @@ def _positive(annotations: Mapping[str, str], key: str) -> float | None:
 
 __all__ = ["PodRequest", "RequestError", "parse_pod_request", "hami_request", "ASSIGNMENT", "GPUPLACE_TOPOLOGY",
            "DEADLINE", "FRAME_RATE", "WORKLOAD", "SERVICE_MS", "MIG_PREFIX", "MAX_GPUS", "MAX_MEMORY_MIB",
-           "MAX_EXTENDED"]
+           "MAX_EXTENDED", "gpu_resource"]

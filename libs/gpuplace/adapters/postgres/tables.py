@@ -44,7 +44,8 @@ nodes = Table(
     Column("labels", JSONB, nullable=False, server_default="{}"),
     Column("taints", JSONB, nullable=False, server_default="[]"),
     Column("max_pods", Integer),  # allocatable pods; NULL: not reported
-    Column("extended", JSONB, nullable=False, server_default="{}"),  # allocatable countables (MIG profiles)
+    # allocatable countables by name: MIG profiles and the NodeEvent's other resources (ephemeral-storage, ...)
+    Column("extended", JSONB, nullable=False, server_default="{}"),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
