@@ -97,6 +97,35 @@ STATIC_CASES = [
     # noderesources/fit.go fitsRequest: an extended resource the node does not have at all.
     ("MIG profile absent", NODE, PodRules(extended=(("nvidia.com/mig-1g.10gb", 1),)),
      "Insufficient nvidia.com/mig-1g.10gb"),
+    # apimachinery v0.37.2 labels/selector.go Requirement.Matches: Gt/Lt read both sides with
+    # strconv.ParseInt(_, 10, 64): "_", spaces and values past int64 are not integers; a sign would parse, but
+    # NewRequirement also checks every value as a label value, which may not start with one.
+    ("Gt: a signed operand is no label value", NODE,
+     PodRules(required_terms=(term(Requirement("rank", "Gt", ("+4",))),)), MSG_AFFINITY),
+    ("Gt: a plain operand", NODE, PodRules(required_terms=(term(Requirement("rank", "Gt", ("4",))),)), None),
+    ("Gt: an operand with _ is no integer to kube", NodeFacts("n1", labels={"rank": "11"}),
+     PodRules(required_terms=(term(Requirement("rank", "Gt", ("1_0",))),)), MSG_AFFINITY),
+    ("Gt: a label with _ is no integer to kube", NodeFacts("n1", labels={"rank": "1_0"}),
+     PodRules(required_terms=(term(Requirement("rank", "Gt", ("5",))),)), MSG_AFFINITY),
+    ("Lt: an operand past int64", NODE,
+     PodRules(required_terms=(term(Requirement("rank", "Lt", ("9223372036854775808",))),)), MSG_AFFINITY),
+    ("Lt: the largest int64", NODE,
+     PodRules(required_terms=(term(Requirement("rank", "Lt", ("9223372036854775807",))),)), None),
+    # labels.NewRequirement (which component-helpers v0.37.2 nodeaffinity.go nodeSelectorRequirementsAsSelector
+    # calls) refuses a value that is not a label value; newNodeSelectorTerm keeps the error and the term matches
+    # no node, whatever its other requirements say.
+    ("NotIn a value that is no label value drops the term", NODE,
+     PodRules(required_terms=(term(Requirement("zone", "NotIn", ("a b",))),)), MSG_AFFINITY),
+    ("a dropped term leaves the others", NODE, PodRules(required_terms=(
+        term(Requirement("zone", "NotIn", ("a b",))), term(Requirement("zone", "In", ("a",))))), None),
+    # nodeSelectorRequirementsAsFieldSelector: In/NotIn with exactly one value, else the term is dropped.
+    ("matchFields In with two names", NODE,
+     PodRules(required_terms=(term(fields=(Requirement("metadata.name", "In", ("n1", "n2")),)),)), MSG_AFFINITY),
+    # NewLazyErrorNodeSelector: "nil or empty term selects no objects", beside a term that matches.
+    ("an empty term beside one that matches", NODE,
+     PodRules(required_terms=(term(), term(Requirement("gpu", "In", ("a100",))))), None),
+    ("an empty term beside one that does not", NODE,
+     PodRules(required_terms=(term(), term(Requirement("gpu", "In", ("v100",))))), MSG_AFFINITY),
 ]
 
 
