@@ -21,6 +21,7 @@ from gpuplace.adapters.kafka import ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
 from gpuplace.cli.pipeline_run import FLEET_LABEL
+from gpuplace.cli.shared_cluster import delete_quietly, node_manifest
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent
@@ -29,7 +30,6 @@ from services import runtime
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
 from tests.integration.conftest import eventually, run_id
-from tests.integration.shared_cluster import delete_quietly, node_manifest
 
 pytestmark = pytest.mark.integration
 AWAY_S = 6.0

@@ -30,11 +30,11 @@ from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
 from gpuplace.cli.pipeline_run import FLEET_LABEL
+from gpuplace.cli.shared_cluster import create_all, delete_quietly, gpuplace_running, inventory_seen, node_manifest
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.settings import Settings
 from tests.integration.conftest import eventually
-from tests.integration.shared_cluster import create_all, delete_quietly, gpuplace_running, inventory_seen, node_manifest
 from tests.unit.adapters import hami_go_port as go
 
 pytestmark = pytest.mark.integration

@@ -40,12 +40,12 @@ from gpuplace.adapters.kube.leader_election import (
 )
 from gpuplace.bootstrap import cluster_api
 from gpuplace.cli.pipeline_run import FLEET_LABEL
+from gpuplace.cli.shared_cluster import create_all, gpuplace_running, inventory_seen, node_manifest, settle
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from tests.integration.conftest import eventually
-from tests.integration.shared_cluster import create_all, gpuplace_running, inventory_seen, node_manifest, settle
 
 pytestmark = pytest.mark.integration
 

@@ -23,10 +23,10 @@ from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.bootstrap import database
 from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis
+from gpuplace.cli.shared_cluster import create_all, delete_quietly, outcomes
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from tests.integration.conftest import eventually
-from tests.integration.shared_cluster import create_all, delete_quietly, outcomes
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

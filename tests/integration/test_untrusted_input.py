@@ -30,12 +30,7 @@ from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import gpus, pods
 from gpuplace.bootstrap import cluster_api, database
 from gpuplace.cli.pipeline_run import FLEET_LABEL
-from gpuplace.cli.stack_env import cluster_kubeconfigs
-from gpuplace.contracts import topics
-from gpuplace.contracts.events import PodEvent
-from gpuplace.settings import Settings
-from tests.integration.conftest import equals, eventually
-from tests.integration.shared_cluster import (
+from gpuplace.cli.shared_cluster import (
     create_all,
     delete_quietly,
     gpuplace_running,
@@ -43,6 +38,11 @@ from tests.integration.shared_cluster import (
     node_manifest,
     outcomes,
 )
+from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.contracts import topics
+from gpuplace.contracts.events import PodEvent
+from gpuplace.settings import Settings
+from tests.integration.conftest import equals, eventually
 
 pytestmark = pytest.mark.integration
 RECONCILE_S = 3.0

@@ -1,5 +1,5 @@
-"""What the tests of a cluster shared with kube-scheduler use: gpuplace's services for one test cluster, nodes
-and pods as manifests, and reading back what each pod became (bound, or waiting with a reason)."""
+"""A cluster shared with kube-scheduler, as the parity bench and the e2e tests drive it: gpuplace's services for one
+cluster, nodes and pods as manifests, and reading back what each pod became (bound, or waiting with a reason)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from gpuplace.cli.pipeline_run import FLEET_LABEL
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
-from tests.integration.conftest import eventually
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -45,17 +44,25 @@ async def inventory_seen(settings: Settings, expect: int, *, timeout_s: float = 
     nodes gpuplace does not know yet, which is right but not what a test of the rules wants to compare; and a node
     KWOK has not yet marked Ready carries gpuplace's not-ready taint, core/node_rules.py, which this stack's
     kube-scheduler does not see: its node lifecycle controller, which adds that taint, does not run here)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
     async with database(settings) as uow_factory:
-        async def seen() -> bool:
+        while True:
             async with uow_factory() as uow:
-                return sum(1 for node in await uow.state.load_nodes(settings.cluster) if node["ready"]) >= expect
-        await eventually(seen, timeout_s=timeout_s, what=f"placement to see {expect} Ready nodes")
+                ready = sum(1 for node in await uow.state.load_nodes(settings.cluster) if node["ready"])
+            if ready >= expect:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for placement to see {expect} Ready "
+                                     f"nodes ({ready} seen)")
+            await asyncio.sleep(0.2)
 
 
 def node_manifest(name: str, run: str, *, cpu: str = "16", memory: str = "64Gi", pods: int = 110, gpus: int = 0,
                   labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
-                  unschedulable: bool = False, gpu_memory_mib: int = 16384) -> dict[str, Any]:
-    capacity = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+                  unschedulable: bool = False, gpu_memory_mib: int = 16384,
+                  resources: dict[str, str] | None = None) -> dict[str, Any]:
+    """A KWOK node; `resources`: more allocatable (ephemeral-storage, hugepages-2Mi, example.com/fpga, ...)."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": str(pods), **(resources or {})}
     gpu_labels = {}
     if gpus:
         capacity["nvidia.com/gpu"] = str(gpus)
@@ -74,10 +81,11 @@ def node_manifest(name: str, run: str, *, cpu: str = "16", memory: str = "64Gi",
 class Outcome:
     node: str | None  # bound to
     unschedulable: str | None  # PodScheduled=False/Unschedulable: its message
+    error: str | None = None  # PodScheduled=False for another reason (kube-scheduler's SchedulerError): its message
 
     @property
     def settled(self) -> bool:
-        return self.node is not None or self.unschedulable is not None
+        return self.node is not None or self.unschedulable is not None or self.error is not None
 
 
 async def outcomes(api: KubeClusterApi, namespace: str) -> dict[str, Outcome]:
@@ -87,9 +95,10 @@ async def outcomes(api: KubeClusterApi, namespace: str) -> dict[str, Outcome]:
     for pod in body.get("items") or []:
         condition = next((c for c in (pod.get("status") or {}).get("conditions") or []
                           if c.get("type") == "PodScheduled"), {})
-        waiting = condition.get("message") or "" if condition.get("status") == "False" and \
-            condition.get("reason") == "Unschedulable" else None
-        found[pod["metadata"]["name"]] = Outcome(pod["spec"].get("nodeName"), waiting)
+        refused = condition.get("status") == "False"
+        waiting = condition.get("message") or "" if refused and condition.get("reason") == "Unschedulable" else None
+        error = f"{condition.get('reason')}: {condition.get('message') or ''}" if refused and waiting is None else None
+        found[pod["metadata"]["name"]] = Outcome(pod["spec"].get("nodeName"), waiting, error)
     return found
 
 
