@@ -14,15 +14,16 @@ Steps, all on the measured GPU's time scale, converted to the reference GPU at t
 5. Saturated configs (a row observed overloaded, frames.py): their latency only says "load >= capacity", but
    how often the GPU serves each stream that is behind is its round (saturation.py), which gives one more
    equation on the work per frame: 18, 20 and 24 ResNet-50 streams at 30 fps are served every 35.4, 39.3 and
-   47.2 ms, 1.97 ms per frame each. Their rows that kept up are GPU-bound rows whose busy period counts one
-   frame of each stream behind every round. What the GPU can give (the model's max_load) is the least share of its time
-   that the fitted work fills in a saturated config's round (safe side): on the H200 sessions, 0.99.
+   47.2 ms, 1.97 ms per frame each. Their rows that kept up are GPU-bound rows whose busy period counts the
+   streams behind once a round. What the GPU can give (the model's max_load) is the least share of its time
+   that the fitted work fills in a saturated config's round (safe side), at most the prior's 1: on both H200
+   sessions every round is filled to 1.00, and leaving one config out moves it between 0.99 and 1.
 6. A class seen only alone (its solo configs) is predicted from that solo profile and the GPU's load, not
    refused: its GPU work per frame is the larger (safe side) of two estimates, its service time times the
    highest work fraction of the classes seen co-located, and its solo GPU busy time (utilisation x frame
    period, when the solo configs' utilisation is given) plus `switch_ms`, the most that sharing added to a
-   co-located class's solo busy time (0.20 ms per frame for ResNet-50 and 0.21 for ResNet-18 on the H200,
-   whose solo busy times are 1.79 and 0.63 ms). Latency windows then refine it online (update.py).
+   co-located class's solo busy time (on the H200, ResNet-50 is busy 1.79 ms per frame alone and does 1.97 ms
+   of work co-located, ResNet-18 0.63 and 0.87: switch_ms 0.24 ms). Latency windows then refine it online (update.py).
 """
 
 from __future__ import annotations
