@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpuplace.core.latency import fit, frames
-from gpuplace.core.latency.model import ClassProfile, LatencyModel, Stream, Tail
+from gpuplace.core.latency.model import DEFAULT_MODEL, ClassProfile, LatencyModel, Stream, Tail
 from gpuplace.core.latency.predict import predict
 from gpuplace.core.latency.saturation import overloaded, saturation_round
 from tests.unit.latency.test_fit_and_frames import synthetic
@@ -126,3 +126,16 @@ def test_a_class_seen_only_alone_is_charged_its_solo_gpu_time_plus_the_switch_co
     assert without.classes["b"].work_fraction == pytest.approx(a.work_fraction)
     with pytest.raises(ValueError, match="fractions"):
         fit.fit(table, gpu_speed=1.0, utilisation={"solo": 5.0})
+
+
+def test_the_default_model_packs_a_class_known_only_from_its_solo_profile():
+    # Two perception models never seen co-located, profiled alone on an H200 at 30 fps: 12 and 9 ms per frame
+    # (13.8 and 10.35 ms on the reference GPU). Two of each on one H200: with the whole service time on the GPU
+    # (the dataclass's prior 1.0) the load is 2 x (12 + 9) x 30 / 1000 = 1.26: every stream flagged overloaded.
+    # DEFAULT_MODEL charges 0.29 of it: load 0.37, W = 0.29 x 42 = 12.2 ms, p95 = max(1.36 x 12, 2.09 + 12.2) =
+    # 16.3 ms for the 12 ms model, inside its 33.3 ms period.
+    streams = [Stream(30.0, "seg", service_ms=13.8), Stream(30.0, "det", service_ms=10.35)] * 2
+    assert predict(replace(DEFAULT_MODEL, prior_work_fraction=1.0), streams, speed=1.15).overloaded_streams.all()
+    p = predict(DEFAULT_MODEL, streams, speed=1.15)
+    assert not p.overloaded and p.load_fraction == pytest.approx(0.29 * 2 * 21 * 30 / 1000)
+    assert p.p95_ms[0] == pytest.approx(1.36 * 12.0) and (p.p95_ms < 1000 / 30).all()
