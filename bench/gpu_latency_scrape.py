@@ -26,6 +26,7 @@ import json
 import multiprocessing as mp
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,17 +161,8 @@ def main() -> None:
     mix = parse_mix(args.mix)
     specs = [StreamSpec(f"{cls}-{int(fps)}-{i}", cls, fps, _free_port()) for cls, fps, n in mix for i in range(n)]
     start_at = time.time() + (5.0 if args.simulate else 60.0)  # model loading and warm-up before the common start
-    tmp = args.out.parent / f".{args.out.name}-frames"
-    tmp.mkdir(parents=True, exist_ok=True)
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(s, args.seconds, start_at, args.simulate, str(tmp / f"{s.name}.json")))
-             for s in specs]
-    for p in procs:
-        p.start()
-    scraped = asyncio.run(_scrape(specs, args.seconds, args.window_s, start_at))
-    for p in procs:
-        p.join()
-    frames = {s.name: [tuple(f) for f in json.loads((tmp / f"{s.name}.json").read_text())] for s in specs}
+    with tempfile.TemporaryDirectory(prefix="gpu-latency-scrape-") as frames_dir:
+        scraped, frames = _run(specs, args, start_at, Path(frames_dir))
     rows = []
     for at, w in scraped:
         direct = _direct(frames[w.pod], at, w.window_s, w.deadline_ms or 1e9)
@@ -185,6 +177,22 @@ def main() -> None:
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     args.out.with_suffix(".md").write_text(_markdown(report))
     print(_markdown(report))
+
+
+def _run(specs: list[StreamSpec], args: argparse.Namespace, start_at: float, frames_dir: Path
+         ) -> tuple[list[tuple[float, LatencyWindow]], dict[str, list[tuple[float, float]]]]:
+    """Start one process per stream, scrape them while they run, and read back the frames each measured."""
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_worker, args=(s, args.seconds, start_at, args.simulate,
+                                               str(frames_dir / f"{s.name}.json"))) for s in specs]
+    for p in procs:
+        p.start()
+    scraped = asyncio.run(_scrape(specs, args.seconds, args.window_s, start_at))
+    for p in procs:
+        p.join()
+    frames = {s.name: [(float(r), float(d)) for r, d in json.loads((frames_dir / f"{s.name}.json").read_text())]
+              for s in specs}
+    return scraped, frames
 
 
 def _summary(rows: list[dict]) -> dict:
