@@ -114,6 +114,10 @@ class Settings(BaseSettings):
     node_name: str | None = None
     dcgm_url: str | None = None
     telemetry_interval_s: float = Field(default=5.0, gt=0)
+    # gpu-agent scrapes the frame latency histogram of the node's opted-in GPU pods every latency_window_s
+    # (adapters/pod_metrics); 0 turns it off. It lists the node's pods with `kubeconfig`.
+    latency_window_s: float = Field(default=10.0, ge=0)
+    latency_metric: str = Field(default="gpuplace_frame_latency_seconds", pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
     # every service process serves /metrics (Prometheus), /healthz and /readyz on this port (0: any free port,
     # logged at start-up; what tests, the demo and the chaos bench use so that runs never collide)
     http_port: int = Field(default=8080, ge=0, le=65535)

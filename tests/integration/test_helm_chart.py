@@ -354,6 +354,25 @@ def test_every_service_runs_with_probes_on_the_http_port(helm: str) -> None:
         assert pdbs == {d["metadata"]["name"] for d in by_kind(objects, "Deployment")}
 
 
+def test_gpu_agent_reaches_the_api_of_its_own_cluster_only_to_scrape_pod_latency(helm: str) -> None:
+    # FULL_VALUES: east is the cluster the chart runs in (no kubeconfigSecret), west a remote one
+    for scrape in (True, False):
+        values = {**FULL_VALUES, "gpuAgent": {"enabled": True, "latencyScrape": scrape}}
+        spec = named(render(helm, "gpuplace", values), "DaemonSet", "-gpu-agent")["spec"]["template"]["spec"]
+        [container] = spec["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert spec["automountServiceAccountToken"] is scrape
+        if scrape:
+            assert (env["GPUPLACE_CLUSTER"], env["GPUPLACE_REGION"]) == ("east", "us-east")
+            assert env["GPUPLACE_KUBECONFIG"] == "/etc/gpuplace/clusters/east/kubeconfig"
+            assert {"name": "kubeconfig-east", "mountPath": "/etc/gpuplace/clusters/east", "readOnly": True} in \
+                container["volumeMounts"]
+            volumes = {v.get("configMap", {}).get("name") for v in spec["volumes"]}
+            assert "gp-gpuplace-in-cluster-kubeconfig" in volumes
+        else:
+            assert env["GPUPLACE_LATENCY_WINDOW_S"] == "0" and "GPUPLACE_KUBECONFIG" not in env
+
+
 def test_the_migration_job_is_a_pre_install_and_pre_upgrade_hook(helm: str) -> None:
     [job] = by_kind(render(helm, "gpuplace"), "Job")
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"

@@ -276,6 +276,8 @@ class LatencyWindow(Envelope):
     p99_ms: float = Field(ge=0, allow_inf_nan=False)
     deadline_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     deadline_misses: int = Field(default=0, ge=0, le=INT32_MAX)
+    co_runners: list[str] = Field(default_factory=list, max_length=1024, description=(
+        "namespace/name of the other pods on the same GPU while the window was taken, as gpu-agent saw them"))
 
     @model_validator(mode="after")
     def _ordered_percentiles(self) -> LatencyWindow:

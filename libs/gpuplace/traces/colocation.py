@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from gpuplace.core.latency.frames import FrameTable
 
 FRAMES_FILE = "colocation_frames.csv"
+NVML_FILE = "colocation_nvml.csv"
 DATA_DIR_ENV = "GPUPLACE_COLOCATION_DIR"
 DEFAULT_DATA_DIR = Path("../shared/data/h200-colocation")
 """Relative to the repository root (the shared folder sits beside the checkout)."""
@@ -72,4 +74,38 @@ def read_frames(directory: Path) -> FrameTable:
         raise ColocationDataError(f"{path}: {error}") from None
 
 
-__all__ = ["ColocationDataError", "DEFAULT_GPU", "FRAMES_FILE", "data_dir", "read_frames"]
+def read_sessions(directories: Sequence[Path]) -> FrameTable:
+    """The frames of several directories (measurement sessions on one GPU product) as one table;
+    ColocationDataError if any is missing or malformed, or if two hold a config of the same name."""
+    tables = [read_frames(d) for d in directories]
+    try:
+        return FrameTable.concat(tables)
+    except ValueError as error:
+        raise ColocationDataError(f"{', '.join(map(str, directories))}: {error}") from None
+
+
+def read_utilisation(directories: Sequence[Path]) -> dict[str, float]:
+    """Mean GPU utilisation (a fraction) of each config in the directories' colocation_nvml.csv, where there is
+    one (it is optional: the fit then reads latency alone); ColocationDataError if one is malformed."""
+    samples: dict[str, list[float]] = {}
+    for directory in directories:
+        path = Path(directory) / NVML_FILE
+        if not path.is_file():
+            continue
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            if not {"config", "gpu_util_pct"} <= set(reader.fieldnames or ()):
+                raise ColocationDataError(f"{path}: missing column(s) config and/or gpu_util_pct")
+            for line, row in enumerate(reader, start=2):
+                try:
+                    pct = float(row["gpu_util_pct"])
+                except (TypeError, ValueError):
+                    raise ColocationDataError(f"{path}:{line}: gpu_util_pct is not a number") from None
+                if not 0 <= pct <= 100:
+                    raise ColocationDataError(f"{path}:{line}: gpu_util_pct {pct} is not in [0, 100]")
+                samples.setdefault(row["config"], []).append(pct / 100.0)
+    return {config: sum(v) / len(v) for config, v in samples.items()}
+
+
+__all__ = ["ColocationDataError", "DEFAULT_GPU", "FRAMES_FILE", "NVML_FILE", "data_dir", "read_frames", "read_sessions",
+           "read_utilisation"]

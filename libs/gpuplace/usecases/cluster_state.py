@@ -45,6 +45,7 @@ class ClusterState:
     attempts: int = 0  # decisions made in this cluster by this worker (a decision's provenance)
     last_pod_event: str | None = None  # the last pods.v1 / nodes.v1 event applied here (provenance)
     last_node_event: str | None = None
+    model_read_at: float = float("-inf")  # time.monotonic() when the latency model was last read into the view
 
 
 __all__ = ["BindOutcomeToRecord", "ClusterState"]

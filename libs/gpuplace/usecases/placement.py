@@ -73,6 +73,7 @@ CONSUMER = "placement"
 AWAITING_NODE = "bound to a node not yet known: charged when it arrives"
 NODE_BURST_S = 0.25  # node events within this long of each other share one re-read and retry
 BATCH_PODS = 32  # pending pods decided and reserved in one transaction (on_pods)
+MODEL_REFRESH_S = 5.0  # the latency model latency-ingest refits reaches decisions of pods with a frame rate this soon
 RECENT_PODS = 2_000  # the pods decided last in a cluster: the typical workload its stranded GPU is measured against
 _T = TypeVar("_T")
 
@@ -402,6 +403,11 @@ class PlacementService:
                         candidates.append(row)
                     elif row["state"] == PodState.RESERVED:
                         resumed.append(row)
+                if any(row["frame_rate_hz"] for row in candidates) and \
+                        time.monotonic() - state.model_read_at >= MODEL_REFRESH_S:
+                    # latency windows refit the model in the database (usecases/latency_learning.py)
+                    state.view.latency_model = await latency_learning.load_model(uow)
+                    state.model_read_at = time.monotonic()
                 placed = await self._place(uow, state, candidates, last_attempt=attempt >= 2,
                                            events={uid: e.event_id for uid, e in fresh.items()})
                 if isinstance(placed, _Placed):
@@ -754,6 +760,7 @@ class PlacementService:
             allocations = await uow.state.load_allocations(cluster)
             holders = await uow.state.pods_in_state(cluster, HOLDING)
             model = await latency_learning.load_model(uow)
+        state.model_read_at = time.monotonic()
         state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders, model)
         if not state.recent:  # after a restart: the pods running are the workload seen so far
             for row in holders:

@@ -1,5 +1,7 @@
 """A DCGM exporter's metrics text -> per-GPU samples."""
 
+import pytest
+
 from gpuplace.adapters.gpu.dcgm import parse_metrics
 
 EXPORTER_TEXT = """\
@@ -21,3 +23,22 @@ def test_samples_for_this_node_only():
     assert [(s.index, s.memory_used_mib, s.memory_total_mib, s.utilization_pct, s.healthy) for s in samples] == [
         (0, 15557, 143771, 94.0, True), (1, 0, 143771, 0.0, False)]
     assert samples[0].uuid == "GPU-aaa" and samples[0].model == "NVIDIA H200"
+
+
+def test_the_exposition_format_is_read_by_prometheus_clients_parser():
+    # a timestamp after the value, spaces between labels, an escaped quote and a comma inside a label value (the
+    # hand-written regex this replaced kept the backslashes); a NaN value is skipped
+    text = (
+        'DCGM_FI_DEV_FB_USED{Hostname="node-a", modelName="NVIDIA H200 \\"SXM\\", 141GB",gpu="2"} 1000 1700000000000\n'
+        'DCGM_FI_DEV_FB_FREE{gpu="2",Hostname="node-a"} 9000\n'
+        'DCGM_FI_DEV_GPU_UTIL{gpu="2",Hostname="node-a"} NaN\n'
+    )
+    [sample] = parse_metrics(text, hostname="node-a")
+    assert (sample.index, sample.memory_total_mib, sample.utilization_pct) == (2, 10000, 0.0)
+    assert sample.model == 'NVIDIA H200 "SXM", 141GB'
+
+
+def test_text_that_is_not_the_exposition_format_is_an_error():
+    # the regex skipped such lines silently; gpu-agent logs the failed scrape and keeps going
+    with pytest.raises(ValueError):
+        parse_metrics('DCGM_FI_DEV_FB_USED{gpu="0" 12\n')

@@ -88,3 +88,29 @@ def test_scenario_refuses_unknown_names(app):
     result = CliRunner().invoke(app, ["scenario", "robotics", "--policy", "nope", "--nodes", "1", "--pods", "5"])
     assert result.exit_code == 2 and "unknown policy" in result.output
     assert CliRunner().invoke(app, ["scenario", "mars"]).exit_code == 2
+
+
+def test_fit_and_cv_take_several_data_directories(app, data, tmp_path_factory):
+    other = tmp_path_factory.mktemp("session2")
+    header, *lines = FRAMES.splitlines(keepends=True)
+    (other / colocation.FRAMES_FILE).write_text(header + "".join(
+        line.replace("x12,12", "y16,16") for line in lines if line.startswith("x12,")))
+    result = CliRunner().invoke(app, ["latency", "cv", "--data", str(data), "--data", str(other), "--json"])
+    assert result.exit_code == 0, result.output
+    assert [r["config"] for r in json.loads(result.output)["rows"]] == ["solo", "x4", "x8", "x12", "y16"]
+
+
+def test_one_config_in_two_directories_is_a_usage_error(app, data):
+    result = CliRunner().invoke(app, ["latency", "fit", "--data", str(data), "--data", str(data)])
+    assert result.exit_code == 2 and "more than one table" in re.sub(r"[\s│]+", " ", result.output)
+
+
+def test_cv_holds_out_a_model_known_only_alone(app, tmp_path):
+    frames = FRAMES + "".join(f"solo_n,1,0,n,30,{f},{4.0 + (f % 5) * 0.1},4.0\n" for f in range(40)) + "".join(
+        f"mix,4,{w},{'m' if w < 2 else 'n'},30,{f},{12.0 + (f % 5) * 0.1},5.0\n" for w in range(4) for f in range(40))
+    (tmp_path / colocation.FRAMES_FILE).write_text(frames)
+    result = CliRunner().invoke(app, ["latency", "cv", "--data", str(tmp_path), "--hold-out-model", "n", "--json"])
+    assert result.exit_code == 0, result.output
+    assert {r["config"] for r in json.loads(result.output)["rows"]} == {"mix"}
+    unknown = CliRunner().invoke(app, ["latency", "cv", "--data", str(tmp_path), "--hold-out-model", "zz"])
+    assert unknown.exit_code == 2 and "no config runs class" in unknown.output

@@ -7,33 +7,32 @@ Lines for other nodes (a cluster-wide exporter) are kept out by the `Hostname` l
 
 from __future__ import annotations
 
-import re
+import math
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpuplace.adapters.gpu.sample import GpuSample
 
-_LINE = re.compile(r"^(?P<name>[A-Z_]+)\{(?P<labels>[^}]*)\}\s+(?P<value>[-+0-9.eE]+|NaN)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 _WANTED = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS"}
 
 
 def parse_metrics(text: str, *, hostname: str | None = None) -> list[GpuSample]:
-    """Prometheus exposition text -> one sample per GPU that reports both used and free memory."""
+    """Prometheus exposition text -> one sample per GPU that reports both used and free memory.
+
+    The text is read by prometheus_client's parser (ValueError on text that is not the exposition format)."""
     values: dict[int, dict[str, float]] = {}
     info: dict[int, dict[str, str]] = {}
-    for line in text.splitlines():
-        match = _LINE.match(line)
-        if not match or match["name"] not in _WANTED or match["value"] == "NaN":
-            continue
-        labels = dict(_LABEL.findall(match["labels"]))
-        if hostname and labels.get("Hostname", hostname) != hostname:
-            continue
-        if "gpu" not in labels:
-            continue
-        index = int(labels["gpu"])
-        values.setdefault(index, {})[match["name"]] = float(match["value"])
-        info.setdefault(index, labels)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name not in _WANTED or math.isnan(sample.value) or "gpu" not in labels:
+                continue
+            if hostname and labels.get("Hostname", hostname) != hostname:
+                continue
+            index = int(labels["gpu"])
+            values.setdefault(index, {})[sample.name] = float(sample.value)
+            info.setdefault(index, labels)
     samples = []
     for index, v in sorted(values.items()):
         if "DCGM_FI_DEV_FB_USED" not in v or "DCGM_FI_DEV_FB_FREE" not in v:

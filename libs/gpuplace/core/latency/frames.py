@@ -11,11 +11,15 @@ Rules of this module:
 - a config is *observed overloaded* when its latency has no bound: p95 beyond
   `OVERLOAD_PERIODS` frame periods, or the median latency of the last quarter of frames more than one
   frame period above that of the first quarter (a backlog that keeps growing). Below load 1 a
-  periodic stream's latency is stationary, so either sign means the GPU could not keep up.
+  periodic stream's latency is stationary, so either sign means the GPU could not keep up;
+- a stream's *served interval* is the mean time between the completions of its frames (completion =
+  release + latency, release = frame / fps): its period when it keeps up, and the GPU's round when it
+  is behind (latency/saturation.py), which is what the fit reads the GPU work of overloaded configs from.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +64,20 @@ class FrameTable:
         keep = self.config == config
         return FrameTable(*(getattr(self, f)[keep] for f in _COLUMNS))
 
+    @classmethod
+    def concat(cls, tables: Sequence[FrameTable]) -> FrameTable:
+        """Several measurement sessions as one table; a config name in two of them is a ValueError (the
+        configs' mixes are told apart by name)."""
+        if not tables:
+            raise ValueError("no frame table to concatenate")
+        seen: set[str] = set()
+        for table in tables:
+            names = set(table.config.tolist())
+            if names & seen:
+                raise ValueError(f"config(s) {', '.join(sorted(names & seen))} appear in more than one table")
+            seen |= names
+        return cls(*(np.concatenate([getattr(t, f) for t in tables]) for f in _COLUMNS))
+
 
 _COLUMNS = ("config", "workload_class", "worker", "frame_rate_hz", "frame", "latency_ms")
 
@@ -80,6 +98,10 @@ class ConfigStats:
     frames: int
     mix: StreamMix
     overloaded: bool
+    served_interval_ms: float = 0.0
+    """Mean time between the completions of one stream's frames, over the class's streams (see the module)."""
+    within_period: float = 1.0
+    """Share of the frames that completed within one frame period of their release."""
 
     @property
     def streams(self) -> int:
@@ -113,11 +135,25 @@ def _stats(table: FrameTable, key: tuple[str, str, float], mix: StreamMix, warmu
     rows = (table.config == config) & (table.workload_class == cls) & (table.frame_rate_hz == fps)
     frame = np.asarray(table.frame[rows], dtype=np.int64)
     latency = np.asarray(table.latency_ms[rows], dtype=np.float64)
+    worker = np.asarray(table.worker[rows], dtype=np.int64)
     kept = frame >= warmup_fraction * (frame.max() + 1)  # per-stream frame index, so per-stream warm-up
-    latency, frame = latency[kept], frame[kept]
+    latency, frame, worker = latency[kept], frame[kept], worker[kept]
+    period_ms = 1000.0 / fps
     p50, p95, p99 = np.percentile(latency, QUANTILES_PCT)
     return ConfigStats(config, cls, fps, float(p50), float(p95), float(p99), int(len(latency)), mix,
-                       _unbounded(frame, latency, 1000.0 / fps, float(p95)))
+                       _unbounded(frame, latency, period_ms, float(p95)),
+                       _served_interval_ms(frame * period_ms + latency, worker),
+                       float(np.mean(latency <= period_ms)))
+
+
+def _served_interval_ms(completion_ms: FloatArray, worker: IntArray) -> float:
+    """Mean over the streams of (last completion - first) / (frames - 1); 0 if no stream has two frames."""
+    intervals = []
+    for w in np.unique(worker):
+        done = completion_ms[worker == w]
+        if len(done) > 1:
+            intervals.append((done.max() - done.min()) / (len(done) - 1))
+    return float(np.mean(intervals)) if intervals else 0.0
 
 
 def _unbounded(frame: IntArray, latency_ms: FloatArray, period_ms: float, p95_ms: float) -> bool:

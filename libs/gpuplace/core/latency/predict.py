@@ -10,7 +10,9 @@ what the measurements show: ResNet-50 at 30 fps has p95 = 8.4 ms alone, 9.3 ms w
 then grows by ~1.9 ms per stream to 32.7 ms at 16 -- one stream's GPU work each.
 All times are on the reference GPU and divided by the GPU's relative speed (speed.py), the
 host-side offset too: slower GPUs come with older hosts, and it errs on the slow side.
-At load >= model.max_load latency has no bound: every percentile is inf.
+At load >= model.max_load the GPU is saturated (saturation.py): the streams whose period is shorter than the
+GPU's round are overloaded (every percentile inf, `overloaded_streams`); for the others the overloaded streams
+release a frame once a round, and a frame waits for the busy period of them all.
 """
 
 from __future__ import annotations
@@ -21,24 +23,33 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpuplace.core.arrays import FloatArray
+from gpuplace.core.arrays import BoolArray, FloatArray
 from gpuplace.core.latency.busy_period import busy_period
 from gpuplace.core.latency.model import LatencyModel, Stream
+from gpuplace.core.latency.saturation import overloaded, saturation_round
 
 
 @dataclass(frozen=True, eq=False)
 class GpuPrediction:
-    """Per-stream percentiles (n_streams,) in ms on the GPU, and the GPU's load and busy-period work."""
+    """Per-stream percentiles (n_streams,) in ms on the GPU, and the GPU's load and busy-period work.
+
+    `busy_work_ms` is inf once the GPU is saturated (its busy period never ends); `overloaded_streams` (n_streams,)
+    says which streams it can no longer keep up with then (saturation.py), and `round_ms` is its round (0 below
+    saturation).
+    """
 
     p50_ms: FloatArray
     p95_ms: FloatArray
     p99_ms: FloatArray
     load_fraction: float
     busy_work_ms: float
+    overloaded_streams: BoolArray
+    round_ms: float = 0.0
 
     @property
     def overloaded(self) -> bool:
-        return not np.isfinite(self.busy_work_ms)
+        """The GPU is saturated: at least one of its streams is overloaded."""
+        return bool(self.overloaded_streams.any())
 
     def percentile_ms(self, q: int) -> FloatArray:
         return {50: self.p50_ms, 95: self.p95_ms, 99: self.p99_ms}[q]
@@ -58,7 +69,7 @@ def predict(model: LatencyModel, streams: Sequence[Stream], *, speed: float = 1.
         raise ValueError(f"speed must be > 0, got {speed}")
     if not streams:
         empty = np.zeros(0)
-        return GpuPrediction(empty, empty, empty, 0.0, 0.0)
+        return GpuPrediction(empty, empty, empty, 0.0, 0.0, np.zeros(0, dtype=bool))
     service, work, period = stream_arrays(model, streams)
     return _predict(model, service / speed, work / speed, period, speed)
 
@@ -68,12 +79,23 @@ def _predict(model: LatencyModel, service_ms: FloatArray, work_ms: FloatArray, p
     """Assumes validated arrays on the GPU's own time scale (see predict())."""
     w, load = busy_period(work_ms, period_ms)
     w_ms, load_fraction = float(w), float(load)
+    round_ms, behind = 0.0, np.zeros(len(period_ms), dtype=bool)  # (n_streams,)
     if load_fraction >= model.max_load:
+        round_ms = float(saturation_round(work_ms, period_ms, model.max_load))
+        behind = overloaded(period_ms, round_ms)
+        if not behind.any():  # rounding left the root unsolved: no stream is known to keep up
+            behind[:] = True
+        # the streams that keep up wait behind the overloaded ones, served once a round (their period is the round)
+        kept_w, _ = busy_period(work_ms, np.where(behind, round_ms, period_ms))
         w_ms = np.inf
-    p95 = percentile_ms(model, 95, service_ms, w_ms, speed)
-    p50 = np.minimum(percentile_ms(model, 50, service_ms, w_ms, speed), p95)  # ordered without raising p95:
-    p99 = np.maximum(percentile_ms(model, 99, service_ms, w_ms, speed), p95)  # p95 is the fitted target
-    return GpuPrediction(p50, p95, p99, load_fraction, w_ms)
+        behind |= not np.isfinite(kept_w)  # at full capacity the busy period of those keeping up may not end either
+        stream_w: FloatArray = np.where(behind, np.inf, float(kept_w))  # (n_streams,)
+    else:
+        stream_w = np.full(len(period_ms), w_ms)
+    p95 = percentile_ms(model, 95, service_ms, stream_w, speed)
+    p50 = np.minimum(percentile_ms(model, 50, service_ms, stream_w, speed), p95)  # ordered without raising p95:
+    p99 = np.maximum(percentile_ms(model, 99, service_ms, stream_w, speed), p95)  # p95 is the fitted target
+    return GpuPrediction(p50, p95, p99, load_fraction, w_ms, behind, round_ms)
 
 
 def percentile_ms(model: LatencyModel, q: int, service_ms: FloatArray, busy_work_ms: npt.ArrayLike,

@@ -1,0 +1,3 @@
+from examples.perception_reporter.program import main
+
+main()
