@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
+from pydantic import SecretStr
 
 from gpuplace.adapters.kafka import delete_topics
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
@@ -97,20 +98,21 @@ async def _batch(cases: list[tuple[int, Case]], *, kafka_bootstrap: str, databas
                  kubeconfig: str) -> list[CaseResult]:
     run = uuid.uuid4().hex[:6]
     cluster, namespace, holders_ns = f"parity-{run}", f"gpuplace-parity-{run}", f"gpuplace-ports-{run}"
-    settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
+    settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=SecretStr(database_url), cluster=cluster,
                         kubeconfigs={cluster: kubeconfig}, topic_suffix=f".parity-{run}", namespace=namespace,
                         leader_election_namespace=namespace, node_label_selector=f"{FLEET_LABEL}={run}",
                         policy="gpuplace")
     twins = {i: (f"parity-{run}-{i}-g", f"parity-{run}-{i}-k") for i, _ in cases}
     async with cluster_api(kubeconfig) as api:
         try:
-            await create_all([api.core.create_namespace({"metadata": {"name": ns}}, _preload_content=False)
-                              for ns in (namespace, holders_ns)])
-            await create_all([api.core.create_node(_twin(name, run, case.node), _preload_content=False)
-                              for i, case in cases for name in twins[i]])
-            await create_all([api.core.create_namespaced_pod(holders_ns, port_holder(f"port-{node}", node),
-                                                             _preload_content=False)
-                              for i, case in cases if case.node["port_taken"] for node in twins[i]])
+            # manifests as dicts: kubernetes_asyncio takes them like its models (hence the ignores)
+            await create_all([api.core.create_namespace(
+                {"metadata": {"name": ns}}, _preload_content=False) for ns in (namespace, holders_ns)])  # type: ignore[arg-type]
+            await create_all([api.core.create_node(
+                _twin(name, run, case.node), _preload_content=False) for i, case in cases for name in twins[i]])  # type: ignore[arg-type]
+            await create_all([api.core.create_namespaced_pod(
+                holders_ns, port_holder(f"port-{node}", node), _preload_content=False)  # type: ignore[arg-type]
+                for i, case in cases if case.node["port_taken"] for node in twins[i]])
             async with gpuplace_running(settings, kubeconfig):
                 await inventory_seen(settings, 2 * len(cases), timeout_s=300)
                 pods = {f"{who}-{i}": pinned(case.spec, f"{who}-{i}", node, scheduler)
@@ -141,11 +143,12 @@ async def _create_pods(api: KubeClusterApi, namespace: str, pods: dict[str, dict
     async def one(name: str, body: dict[str, Any]) -> None:
         async with slots:
             try:
-                await raw_json(await api.core.create_namespaced_pod(namespace, body, _preload_content=False))
+                await raw_json(await api.core.create_namespaced_pod(
+                    namespace, body, _preload_content=False))  # type: ignore[arg-type]
             except ApiException as exc:
                 if exc.status != 422:
                     raise
-                rejected[name] = f"{exc.status} {exc.reason}: {exc.body or ''}"[:500]
+                rejected[name] = f"{exc.status} {exc.reason}: {exc.body!r}"[:500]
 
     await asyncio.gather(*(one(name, body) for name, body in pods.items()))
     return rejected

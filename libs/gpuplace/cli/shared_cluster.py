@@ -93,7 +93,7 @@ async def outcomes(api: KubeClusterApi, namespace: str) -> dict[str, Outcome]:
     body = await raw_json(await api.core.list_namespaced_pod(namespace, _preload_content=False))
     found = {}
     for pod in body.get("items") or []:
-        condition = next((c for c in (pod.get("status") or {}).get("conditions") or []
+        condition: dict[str, Any] = next((c for c in (pod.get("status") or {}).get("conditions") or []
                           if c.get("type") == "PodScheduled"), {})
         refused = condition.get("status") == "False"
         waiting = condition.get("message") or "" if refused and condition.get("reason") == "Unschedulable" else None
