@@ -44,6 +44,7 @@ _COMMAND_MODULES = (
     "gpuplace.cli.bench_explain",
     "gpuplace.cli.bench_robustness",
     "gpuplace.cli.bench_chaos",
+    "gpuplace.cli.bench_parity",
     "gpuplace.cli.latency",
     "gpuplace.cli.scenario",
     "gpuplace.cli.explain",
