@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from gpuplace.cli.parity_run import run_parity, tally
-from gpuplace.cli.parity_specs import cases
+from gpuplace.cli.parity_specs import cases, unevaluated
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -34,6 +34,9 @@ async def test_gpuplace_and_kube_scheduler_agree_on_every_pinned_pod(kafka_boots
     for r in results:
         if r.gpuplace is not None and r.gpuplace.node is None:
             assert r.gpuplace.unschedulable, f"case {r.index}: gpuplace's pod waits without a reason"
+        if r.gpuplace is not None and unevaluated(r.case.spec):  # refused, naming the field, never placed
+            assert r.gpuplace.node is None and "gpuplace does not evaluate spec." in (r.gpuplace.unschedulable or "")
+    assert any(unevaluated(r.case.spec) for r in results if r.gpuplace is not None)
     # Both outcomes must be common, or the comparison says little.
     refused = sum(1 for r in results if r.verdict == "agree" and r.gpuplace is not None and r.gpuplace.node is None)
     assert SPECS // 5 <= refused <= SPECS - SPECS // 5, f"{counts}: {refused} agreed refusals: lopsided"
