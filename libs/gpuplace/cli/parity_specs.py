@@ -14,9 +14,8 @@ What is drawn, with odd values where kube reads them strictly:
   Gt/Lt operands past int64 or with "_" or a sign, values that are no label value, matchFields on the name;
   preferred terms (some unparseable: kube-scheduler's PreScore then errors); tolerations; host ports;
   containers, plain init containers and sidecars (`restartPolicy: Always`) asking CPU, memory,
-  ephemeral-storage, hugepages and FPGAs, and app containers asking whole GPUs (GPUs of init containers are not
-  drawn: gpuplace reads a pod's GPUs from its app containers, README "What gpuplace checks"); pod-level
-  requests; and, rarely, fields gpuplace refuses to place by (pod anti-affinity, topology spread, a PVC).
+  ephemeral-storage, hugepages, FPGAs and whole GPUs; pod-level requests; and, rarely, fields gpuplace refuses to
+  place by (pod anti-affinity, topology spread, a PVC, GPUs asked by an init container).
 """
 
 from __future__ import annotations
@@ -131,6 +130,7 @@ def _tolerations(rng: random.Random) -> list[dict[str, Any]]:
 
 
 def _container(rng: random.Random, name: str, *, sidecar: bool = False, init: bool = False) -> dict[str, Any]:
+    """A container's resources; an init container (`init`) asks for GPUs less often (gpuplace refuses those)."""
     requests: dict[str, str] = {"cpu": rng.choice(["100m", "500m", "1", "3", "6"]),
                                 "memory": rng.choice(["256Mi", "1Gi", "3Gi", "6Gi", "12Gi"])}
     limits: dict[str, str] = {}
@@ -138,7 +138,7 @@ def _container(rng: random.Random, name: str, *, sidecar: bool = False, init: bo
         requests["ephemeral-storage"] = rng.choice(["1Gi", "5Gi", "20Gi", "200Gi"])
     for resource, amounts, chance in (("hugepages-2Mi", ["32Mi", "512Mi"], 0.05), (FPGA, ["1", "2"], 0.07),
                                       ("nvidia.com/gpu", ["1", "2"], 0.1)):
-        if rng.random() < chance and not (init and resource == "nvidia.com/gpu"):
+        if rng.random() < chance / (3 if init and resource == "nvidia.com/gpu" else 1):
             # extended resources and hugepages: limit = request (API validation)
             requests[resource] = limits[resource] = rng.choice(amounts)
     body: dict[str, Any] = {"name": name, "image": IMAGE, "resources": {"requests": requests}}
@@ -205,8 +205,10 @@ def port_holder(name: str, node: str) -> dict[str, Any]:
 
 def unevaluated(spec: dict[str, Any]) -> bool:
     """Whether the spec carries a field gpuplace refuses to place by (adapters/kube/pod_rules.unevaluated_fields)."""
+    inits = spec.get("initContainers") or ()
     return bool(spec.get("topologySpreadConstraints") or spec.get("volumes")
-                or (spec.get("affinity") or {}).get("podAntiAffinity"))
+                or (spec.get("affinity") or {}).get("podAntiAffinity")
+                or any("nvidia.com/gpu" in c["resources"].get("limits", {}) for c in inits))
 
 
 __all__ = ["Case", "cases", "pinned", "port_holder", "random_node", "random_pod_spec", "unevaluated", "NODE_NAME",

@@ -97,6 +97,8 @@ def test_a_node_event_carries_its_other_allocatable_resources():
     ({"volumes": [{"name": "cfg", "configMap": {"name": "c"}},
                   {"name": "data", "persistentVolumeClaim": {"claimName": "weights"}}]},
      "spec.volumes[1].persistentVolumeClaim"),
+    ({"initContainers": [{"name": "warm", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+     "spec.initContainers[0].resources.limits[nvidia.com/gpu]"),
 ])
 def test_a_field_gpuplace_does_not_evaluate_is_named_on_the_event(spec, field):
     assert pod_event(_pod({"containers": [container(cpu="1")], **spec}), cluster="e", region="r").unevaluated == \

@@ -3,8 +3,8 @@
 The shapes are core/v1's, read as the API serves them (camelCase JSON); only what kube-scheduler's
 NodeAffinity, TaintToleration and NodePorts filters read is kept. What else in a spec limits where kube-scheduler
 may put a pod, and gpuplace does not evaluate (inter-pod affinity, topology spread, the volumes kube-scheduler's
-volume plugins place by), is named by `unevaluated_fields`: such a pod is refused with those names on it, never
-placed as if they were absent (README, "What gpuplace checks").
+volume plugins place by, GPUs asked by init containers), is named by `unevaluated_fields`: such a pod is refused
+with those names on it, never placed as if they were absent (README, "What gpuplace checks").
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpuplace.adapters.kube.vocabulary import gpu_resource
 from gpuplace.contracts.events import HostPort, PreferredTerm, Requirement, SelectorTerm, Toleration
 
 Json = Mapping[str, Any]
@@ -56,6 +57,9 @@ def unevaluated_fields(spec: Json) -> tuple[str, ...]:
         found.append("spec.topologySpreadConstraints")
     found += [f"spec.volumes[{i}].{source}" for i, volume in enumerate(spec.get("volumes") or ())
               for source in SCHEDULED_VOLUMES if volume.get(source) is not None]
+    found += [f"spec.initContainers[{i}].resources.{kind}[{name}]"  # GPUs are read from the app containers
+              for i, c in enumerate(spec.get("initContainers") or ()) for kind in ("requests", "limits")
+              for name in ((c.get("resources") or {}).get(kind) or {}) if gpu_resource(name)][:1]
     return tuple(found)
 
 
