@@ -88,7 +88,7 @@ class FakeStateRepository:
         given = {k: node[k] for k in ("cluster", "name", "region", "cpu_milli", "memory_mib", "gpu_model", "gpu_count",
                                       "gpu_memory_mib", "ready", "unschedulable", "labels", "taints")}
         self.t["nodes"][key] = {**current, **given, "max_pods": node.get("max_pods"),
-                                "extended": node.get("extended") or {}, "updated_at": self._now()}
+                                "extended": node.get("extended") or {}, "updated_at": self._now(), "absent_since": None}
         for i in range(node["gpu_count"]):
             gkey = (node["cluster"], node["name"], i)
             gpu = self.t["gpus"].get(gkey, {"cluster": node["cluster"], "node": node["name"], "index": i,
@@ -109,12 +109,24 @@ class FakeStateRepository:
             del self.t["allocations"][akey]
 
     async def delete_node(self, cluster: str, name: str) -> list[str]:
-        uids = sorted({a["pod_uid"] for a in self.t["allocations"].values()
-                       if a["cluster"] == cluster and a["node"] == name})
+        uids = self._holders(cluster, name)
+        if uids:
+            node = self.t["nodes"][(cluster, name)]
+            node["absent_since"] = node.get("absent_since") or self._now()
+        else:
+            self._drop_node(cluster, name)
+        return uids
+
+    def _drop_node(self, cluster: str, name: str) -> None:
         self.t["nodes"].pop((cluster, name), None)
         for gkey in [k for k in self.t["gpus"] if k[:2] == (cluster, name)]:
             self._drop_gpu(gkey)
-        return uids
+
+    def _holders(self, cluster: str, name: str) -> list[str]:
+        return sorted({a["pod_uid"] for a in self.t["allocations"].values()
+                       if a["cluster"] == cluster and a["node"] == name} |
+                      {p["uid"] for (c, _), p in self.t["pods"].items()
+                       if c == cluster and p.get("node") == name and p["state"] in HOLDING})
 
     async def record_telemetry(self, cluster: str, node: str, index: int, **observed: Any) -> bool:
         gpu = self.t["gpus"].get((cluster, node, index))
@@ -277,6 +289,9 @@ class FakeStateRepository:
         if node is not None and (cluster, node) in self.t["nodes"]:
             self.t["nodes"][(cluster, node)]["cpu_assigned_milli"] -= cpu_milli
             self.t["nodes"][(cluster, node)]["memory_assigned_mib"] -= memory_mib
+            if self.t["nodes"][(cluster, node)].get("absent_since") and \
+                    not set(self._holders(cluster, node)) - {pod_uid}:
+                self._drop_node(cluster, node)  # the last holder of an absent node: it goes too
         return node
 
     async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:

@@ -320,14 +320,33 @@ class UnitOfWorkContract:
             await uow.commit()
 
     @covers("delete_node")
-    async def test_removing_a_node_drops_its_gpus_and_allocations(self) -> None:
+    async def test_removing_a_node_no_pod_holds_drops_it_with_its_gpus(self) -> None:
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            assert await uow.state.delete_node(CLUSTER, "n1") == []
+            assert await uow.state.load_nodes(CLUSTER) == [] and await uow.state.load_gpus(CLUSTER) == []
+            assert await uow.state.delete_node(CLUSTER, "n1") == []  # not there: nothing to do
+            await uow.commit()
+
+    @covers("delete_node", "release", "upsert_node")
+    async def test_a_node_that_leaves_while_pods_hold_it_stays_absent_until_they_go(self) -> None:
+        # Pods are the truth: a node deleted and registered again under its name (kubelet re-registration, a
+        # repair) while its pods still run must come back charged with them, on the GPUs they hold.
         uow_factory = await self._seeded()
         async with uow_factory() as uow:
             await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(0, 100, 10)],
-                                    cpu_milli=0, memory_mib=0, decision_id="d1")
+                                    cpu_milli=500, memory_mib=64, decision_id="d1")
             assert await uow.state.delete_node(CLUSTER, "n1") == ["a"]
-            assert await uow.state.load_gpus(CLUSTER) == []
-            assert await uow.state.load_allocations(CLUSTER) == []
+            [node] = await uow.state.load_nodes(CLUSTER)
+            assert node["absent_since"] is not None and node["cpu_assigned_milli"] == 500
+            assert [(a["pod_uid"], a["gpu_index"]) for a in await uow.state.load_allocations(CLUSTER)] == [("a", 0)]
+            await uow.state.upsert_node(node_row("n1"))  # back under the same name
+            [node] = await uow.state.load_nodes(CLUSTER)
+            assert node["absent_since"] is None and node["cpu_assigned_milli"] == 500
+            assert [g["memory_assigned_mib"] for g in await uow.state.load_gpus(CLUSTER)] == [100, 0]
+            assert await uow.state.delete_node(CLUSTER, "n1") == ["a"]  # gone again, still held
+            assert await uow.state.release(CLUSTER, "a", cpu_milli=500, memory_mib=64) == "n1"
+            assert await uow.state.load_nodes(CLUSTER) == []  # its last holder went: the absent node goes too
             await uow.commit()
 
     @covers("load_latency_model", "save_latency_model", "co_runners")

@@ -27,7 +27,7 @@ from sqlalchemy import select
 from gpuplace.adapters.kafka import cluster_partitioner, ensure_topics
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi
 from gpuplace.adapters.postgres import migrate
-from gpuplace.adapters.postgres.tables import gpus, pods
+from gpuplace.adapters.postgres.tables import gpus, nodes, pods
 from gpuplace.bootstrap import cluster_api, database
 from gpuplace.cli.pipeline_run import FLEET_LABEL
 from gpuplace.cli.shared_cluster import (
@@ -178,6 +178,36 @@ async def test_a_forged_deletion_of_a_running_pod_is_dead_lettered_and_its_gpu_s
     finally:
         await letters.stop()
         await forger.stop()
+
+
+async def test_a_node_deleted_and_registered_again_with_pods_running_gets_no_new_pod_on_their_gpus(scene: Scene):
+    # issue 40: the node's record went with its deletion and so did its pods' reservations; when the same name
+    # came back, new pods were stacked on GPUs the running pods still used. Pods, not node records, are the truth.
+    async with scene.running():
+        await inventory_seen(scene.settings, 1)
+        await scene.create("slam-0", "slam-1")
+        await scene.bound("slam-0", "slam-1")
+        await eventually(lambda: equals(scene.gpu_memory_assigned(), 12000), timeout_s=20, what="12,000 MiB held")
+        manifest = node_manifest(scene.node, scene.settings.node_label_selector.split("=", 1)[1], gpus=1)
+        await scene.api.core.delete_node(scene.node)
+        await eventually(lambda: _node_absent(scene), timeout_s=30, what="placement to see the node leave")
+        await scene.api.core.create_node(manifest)  # registered again at once: its pods were never deleted
+        await inventory_seen(scene.settings, 1)
+        assert {o.node for o in (await outcomes(scene.api, scene.namespace)).values()} == {scene.node}
+
+        await scene.create("big", memory="6000Mi")  # 12,000 + 6,000 > 16,384: must wait, not over-commit
+        await eventually(lambda: _state_is(scene, "big", "unschedulable"), timeout_s=30, what="big to wait")
+        assert await scene.gpu_memory_assigned() == 12000
+        await scene.delete("slam-0")
+        await scene.bound("big")  # room again once a running pod goes
+        await eventually(lambda: equals(scene.gpu_memory_assigned(), 12000), timeout_s=20, what="12,000 MiB held")
+
+
+async def _node_absent(scene: Scene) -> bool:
+    async with database(scene.settings) as uow_factory, uow_factory.engine.connect() as conn:
+        absent = (await conn.execute(select(nodes.c.absent_since).where(
+            nodes.c.cluster == scene.settings.cluster, nodes.c.name == scene.node))).scalar_one_or_none()
+    return absent is not None
 
 
 async def _state_is(scene: Scene, name: str, state: str) -> bool:

@@ -43,6 +43,7 @@ MSG_TAINTS = "node(s) had untolerated taint(s)"
 MSG_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 MSG_PORTS = "node(s) didn't have free ports for the requested pod ports"
 MSG_TOO_MANY_PODS = "Too many pods"
+MSG_ABSENT = "node(s) left the cluster (kept for the pods still bound there)"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _LABEL_VALUE_MAX = 63
 _GO_INT = re.compile(r"[+-]?[0-9]+")  # strconv.ParseInt(s, 10, 64): a sign and ASCII digits, no "_", no space
@@ -185,6 +186,8 @@ class PodRules:
 
     def static_reason(self, node: NodeFacts) -> str | None:
         """Why the pod may never use `node` as it is (kube's UnschedulableAndUnresolvable), or None."""
+        if not node.present:
+            return MSG_ABSENT
         if node.unschedulable and not any(t.tolerates(_CORDON) for t in self.tolerations):
             return MSG_UNSCHEDULABLE
         for taint in node.effective_taints:
@@ -220,6 +223,7 @@ class NodeFacts:
     unschedulable: bool = False
     ready: bool = True
     extended: Mapping[str, int] = field(default_factory=dict)  # allocatable countables by name
+    present: bool = True  # False: deleted from the cluster, kept only for what its pods still hold there
 
     @property
     def effective_taints(self) -> tuple[Taint, ...]:
@@ -268,6 +272,6 @@ def ports_free(used: Sequence[HostPort], wanted: Sequence[HostPort]) -> bool:
 __all__ = [
     "Requirement", "SelectorTerm", "Toleration", "Taint", "HostPort", "PodRules", "NodeFacts", "NO_RULES",
     "StaticReasons", "static_mask", "preference", "ports_free", "UNSCHEDULABLE_TAINT", "NOT_READY_TAINT",
-    "MSG_UNSCHEDULABLE", "MSG_TAINTS", "MSG_AFFINITY", "MSG_PORTS", "MSG_TOO_MANY_PODS", "NO_SCHEDULE",
+    "MSG_UNSCHEDULABLE", "MSG_TAINTS", "MSG_AFFINITY", "MSG_PORTS", "MSG_TOO_MANY_PODS", "MSG_ABSENT", "NO_SCHEDULE",
     "PREFER_NO_SCHEDULE", "NO_EXECUTE", "go_int64",
 ]

@@ -274,7 +274,8 @@ def _term(raw: Mapping[str, Any]) -> SelectorTerm:
 def node_facts(row: Row) -> NodeFacts:
     """A node row -> the core's NodeFacts; taints are stored as kube prints them, "key=value:Effect"."""
     return NodeFacts(name=row["name"], labels=row.get("labels") or {}, taints=tuple(_taint(t) for t in row.get("taints")
-                     or ()), unschedulable=row["unschedulable"], ready=row["ready"], extended=row.get("extended") or {})
+                     or ()), unschedulable=row["unschedulable"], ready=row["ready"], extended=row.get("extended") or {},
+                     present=row.get("absent_since") is None)
 
 
 def _taint(text: str) -> Taint:

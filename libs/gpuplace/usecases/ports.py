@@ -79,6 +79,8 @@ class NodeRow(TypedDict):
     extended: dict[str, int]
     """Allocatable countable resources (MIG profiles, ...)."""
     updated_at: datetime
+    absent_since: datetime | None
+    """The node left the cluster while pods still held resources there (delete_node); None: present."""
 
 
 class GpuRow(TypedDict):
@@ -211,13 +213,16 @@ class StateRepository(Protocol):
         ...
 
     async def upsert_node(self, node: Mapping[str, Any]) -> None:
-        """Insert or refresh a node; its GPU rows become indices 0..gpu_count-1: what they hold is kept, GPUs
-        past the new count are dropped with the grants on them."""
+        """Insert or refresh a node (present again, if it was absent); its GPU rows become indices
+        0..gpu_count-1: what they hold is kept, GPUs past the new count are dropped with the grants on them."""
         ...
 
     async def delete_node(self, cluster: str, name: str) -> list[str]:
-        """Remove a node, its GPUs and the allocations on them; returns the uids of the pods that held GPUs
-        there (each once). Removing a node that is not there returns []."""
+        """A node left the cluster: remove it with its GPUs, or, while pods still hold resources there (GPU
+        allocations, or CPU as a reserved or bound pod), keep it `absent_since` now with everything they hold, so
+        that the node registering again under its name (upsert_node clears the mark) is charged with them. Pods,
+        not nodes, are the truth: a reservation lasts as long as its pod. Returns the uids of the pods holding
+        there (each once); a node that is not there returns []."""
         ...
 
     async def record_telemetry(self, cluster: str, node: str, index: int, **observed: Any) -> bool:
@@ -313,7 +318,7 @@ class StateRepository(Protocol):
     async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:
         """Give back everything the pod holds: its GPU grants, and `cpu_milli`/`memory_mib` on their node (for a
         pod without GPUs, on the node its row names while reserved, bound or promised); returns that node, None
-        when it held nothing."""
+        when it held nothing. An absent node (delete_node) goes with the last pod holding there."""
         ...
 
     async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:

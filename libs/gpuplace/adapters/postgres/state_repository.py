@@ -141,7 +141,7 @@ class StateRepository:
         `gpu_numa` / `gpu_nvlink`, when given, per GPU index (else NULL: not described)."""
         values = {k: node[k] for k in ("cluster", "name", "region", "cpu_milli", "memory_mib", "gpu_model",
                                        "gpu_count", "gpu_memory_mib", "ready", "unschedulable", "labels", "taints")}
-        values.update(max_pods=node.get("max_pods"), extended=node.get("extended") or {})
+        values.update(max_pods=node.get("max_pods"), extended=node.get("extended") or {}, absent_since=None)
         stmt = insert(nodes).values(**values)
         updates = {k: stmt.excluded[k] for k in values if k not in ("cluster", "name")}
         await self._conn.execute(stmt.on_conflict_do_update(
@@ -160,12 +160,22 @@ class StateRepository:
             gpus.c.cluster == node["cluster"], gpus.c.node == node["name"], gpus.c.index >= node["gpu_count"]))
 
     async def delete_node(self, cluster: str, name: str) -> list[str]:
-        """Remove a node; returns the uids of pods that held GPUs there (their allocations go with it)."""
-        held = await self._conn.execute(select(allocations.c.pod_uid).distinct().where(
-            allocations.c.cluster == cluster, allocations.c.node == name))
-        uids = [r.pod_uid for r in held]
-        await self._conn.execute(delete(nodes).where(nodes.c.cluster == cluster, nodes.c.name == name))
+        """Remove a node, or keep it absent while pods hold resources there (the port says why)."""
+        uids = await self._holders(cluster, name)
+        if uids:
+            await self._conn.execute(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == name).values(
+                absent_since=func.coalesce(nodes.c.absent_since, func.now())))
+        else:
+            await self._conn.execute(delete(nodes).where(nodes.c.cluster == cluster, nodes.c.name == name))
         return uids
+
+    async def _holders(self, cluster: str, name: str) -> list[str]:
+        """The pods holding resources on a node: GPU grants there, or a reserved/bound/promised row naming it."""
+        held = await self._conn.execute(
+            select(allocations.c.pod_uid).where(allocations.c.cluster == cluster, allocations.c.node == name)
+            .union(select(pods.c.uid).where(pods.c.cluster == cluster, pods.c.node == name,
+                                            pods.c.state.in_(HOLDING))))
+        return sorted(r[0] for r in held)
 
     async def record_telemetry(self, cluster: str, node: str, index: int, **observed: Any) -> bool:
         """Store a GPU's observed memory/utilisation/health; False when the GPU is not in the inventory."""
@@ -397,6 +407,10 @@ class StateRepository:
         await self._conn.execute(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == node).values(
             cpu_assigned_milli=nodes.c.cpu_assigned_milli - cpu_milli,
             memory_assigned_mib=nodes.c.memory_assigned_mib - memory_mib))
+        absent = await self._conn.scalar(select(nodes.c.absent_since).where(
+            nodes.c.cluster == cluster, nodes.c.name == node))
+        if absent is not None and not set(await self._holders(cluster, node)) - {pod_uid}:
+            await self._conn.execute(delete(nodes).where(nodes.c.cluster == cluster, nodes.c.name == node))
         return node
 
     # -- decisions and outbox ------------------------------------------------------------------------

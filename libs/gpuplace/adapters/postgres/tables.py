@@ -47,6 +47,9 @@ nodes = Table(
     # allocatable countables by name: MIG profiles and the NodeEvent's other resources (ephemeral-storage, ...)
     Column("extended", JSONB, nullable=False, server_default="{}"),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # The node left the cluster (deleted) while pods still held resources there: kept, with their GPUs and
+    # allocations, so a node that registers again under its name is charged with them; NULL: present.
+    Column("absent_since", DateTime(timezone=True)),
 )
 
 gpus = Table(
