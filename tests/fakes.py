@@ -460,7 +460,14 @@ class FakeClusterApi:
     evicted: list[str] = field(default_factory=list)
     reports: list[tuple[str, ...]] = field(default_factory=list)
     uids: dict[tuple[str, str], str] = field(default_factory=dict)  # of the pods created or bound, for list()
+    # pods another scheduler bound, as the apiserver has them: (namespace, name) -> node (runs_elsewhere)
+    elsewhere: dict[tuple[str, str], str] = field(default_factory=dict)
     bind_calls: int = 0
+
+    def runs_elsewhere(self, event: Any) -> None:
+        """The apiserver has the pod of `event` (a PodEvent) bound where the event says, by someone else."""
+        key = (event.namespace, event.name)
+        self.uids[key], self.elsewhere[key] = event.uid, event.node_name
 
     def create_pod(self, namespace: str, name: str) -> str:
         """A pod by this name, created (again) with a fresh uid; returns the uid."""
@@ -506,7 +513,7 @@ class FakeClusterApi:
         if name in self.gone:
             return None
         key = (namespace, name)
-        node, uid = self.bound.get(key), self.uids.get(key)
+        node, uid = self.bound.get(key) or self.elsewhere.get(key), self.uids.get(key)
         annotations = {ASSIGNMENT: json.dumps(self.assignments[key])} if key in self.assignments and node else {}
         return {"metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {}),
                              "annotations": annotations},

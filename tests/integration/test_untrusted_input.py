@@ -180,6 +180,35 @@ async def test_a_forged_deletion_of_a_running_pod_is_dead_lettered_and_its_gpu_s
         await forger.stop()
 
 
+async def test_a_forged_bound_event_for_a_waiting_pod_is_dead_lettered_and_the_pod_placed_later(scene: Scene):
+    settings = scene.settings
+    letters = AIOKafkaConsumer(settings.topic(topics.DEADLETTER), bootstrap_servers=settings.kafka_bootstrap,
+                               auto_offset_reset="earliest", group_id=None)
+    forger = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, partitioner=cluster_partitioner)
+    await letters.start()
+    await forger.start()
+    try:
+        async with scene.running():
+            await inventory_seen(settings, 1)
+            await scene.create("big", memory="12000Mi")
+            await scene.bound("big")
+            await scene.create("waits", memory="12000Mi")
+            await eventually(lambda: _state_is(scene, "waits", "unschedulable"), timeout_s=30, what="waits to wait")
+            live = await scene.api.read_pod(scene.namespace, "waits")
+            forged = PodEvent(cluster=settings.cluster, kind="bound", namespace=scene.namespace, name="waits",
+                              uid=live["metadata"]["uid"], node_name=scene.node, managed=True)
+            await forger.send_and_wait(settings.topic(topics.PODS), forged.model_dump_json(by_alias=True).encode(),
+                                       key=forged.kafka_key(), headers=[("content-type", b"application/json")])
+            letter = json.loads((await asyncio.wait_for(letters.getone(), 30)).value)
+            assert "is not bound to" in letter["reason"], letter["reason"]
+            assert (await scene.states())["waits"] == "unschedulable"
+            await scene.delete("big")  # room appears: the pod the forged event named is placed as usual
+            await scene.bound("waits")
+    finally:
+        await letters.stop()
+        await forger.stop()
+
+
 async def test_a_node_deleted_and_registered_again_with_pods_running_gets_no_new_pod_on_their_gpus(scene: Scene):
     # issue 40: the node's record went with its deletion and so did its pods' reservations; when the same name
     # came back, new pods were stacked on GPUs the running pods still used. Pods, not node records, are the truth.

@@ -257,6 +257,17 @@ class PlacementService:
             raise Rejected(f"pod {event.namespace}/{event.name} (uid {event.uid}) still runs on the apiserver: "
                            "its deletion is not applied")
 
+    async def _check_bound(self, event: PodEvent, where: str) -> None:
+        """A `bound` event that contradicts what placement holds (a pod it has waiting, or bound elsewhere) moves
+        a pod's charge, so it is applied only when the apiserver agrees: the pod of that uid runs on (or is
+        nominated for) `where`. A forged one (issue 40: it kept a pending pod unplaced for good) is refused."""
+        live = await self._apis[event.cluster].read_pod(event.namespace, event.name)
+        meta, spec, status = (live or {}).get("metadata") or {}, (live or {}).get("spec") or {}, \
+            (live or {}).get("status") or {}
+        if meta.get("uid") != event.uid or where not in (spec.get("nodeName"), status.get("nominatedNodeName")):
+            raise Rejected(f"pod {event.namespace}/{event.name} (uid {event.uid}) is not bound to {where} on the "
+                           "apiserver: its bound event is not applied")
+
     async def reconcile(self, cluster: str) -> Drift:
         """Apply what the event stream missed in `cluster` (usecases/reconcile): pods gone are released as a
         deletion releases them, pods bound elsewhere are charged where they run."""
@@ -629,6 +640,8 @@ class PlacementService:
             # bound where the database does not have it: another scheduler's pod nominated for one node and
             # bound to another, or a pod whose move reconciliation found (usecases/reconcile)
             moved = row is not None and row["state"] == PodState.BOUND and row["node"] != where
+            if row is not None and (unplaced or moved):
+                await self._check_bound(event, where)
             if moved and row is not None:  # moved implies a row; said again for the type checker
                 await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
                                         memory_mib=row["memory_mib"])

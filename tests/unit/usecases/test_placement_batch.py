@@ -129,6 +129,8 @@ async def test_the_watchers_news_of_pods_this_worker_bound_is_acknowledged_witho
     await placement.on_node(node_event("n2", gpus=1))
     await placement.drain()
     moved = pod_event("p0", uid=burst[0].uid, kind="bound", node_name="n2", memory_mib=4000)
+    api.bound.pop(("robots", "p0"))
+    api.runs_elsewhere(moved)
     await placement.on_pods([moved, pod_event("p1", uid=burst[1].uid, kind="bound", node_name=nodes["p1"])])
     assert uow_factory.db.pods[("east", burst[0].uid)]["node"] == "n2"
     assert gpu_memory(uow_factory)[("n2", 0)] == 4000

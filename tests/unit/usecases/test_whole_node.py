@@ -162,8 +162,10 @@ async def test_a_pod_nominated_by_another_scheduler_is_charged_there_until_it_la
     await placement.on_pod(trainer)
     assert uow_factory.db.gpus[("east", "n1", 0)]["share_assigned_milli"] == 1000
     # it lands on n2 after all: the charge moves with it
-    await placement.on_pod(pod_event("trainer", uid=trainer.uid, kind="bound", node_name="n2", gpu=WHOLE_GPU,
-                                     managed=False, nominated_node_name="n1"))
+    landed = pod_event("trainer", uid=trainer.uid, kind="bound", node_name="n2", gpu=WHOLE_GPU, managed=False,
+                       nominated_node_name="n1")
+    api.runs_elsewhere(landed)
+    await placement.on_pod(landed)
     assert uow_factory.db.gpus[("east", "n1", 0)]["share_assigned_milli"] == 0
     assert uow_factory.db.gpus[("east", "n2", 0)]["share_assigned_milli"] == 1000
     await placement.on_pod(pod_event("slam-0"))

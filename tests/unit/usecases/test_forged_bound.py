@@ -1,0 +1,29 @@
+"""A `bound` event that contradicts placement's state is believed only when the apiserver agrees (issue 40: one
+forged record kept a pending pod unplaced for good)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplace.contracts.rejected import Rejected
+from tests.builders import node_event, pod_event
+from tests.unit.usecases.test_placement import service
+
+
+async def test_a_forged_bound_event_for_a_waiting_pod_is_refused_and_the_pod_is_placed_later(uow_factory, api):
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=1))
+    await placement.on_pod(pod_event("big", memory_mib=12000))
+    waiting = pod_event("waits", memory_mib=12000)
+    await placement.on_pod(waiting)
+    await placement.drain()
+    assert set(api.bound) == {("robots", "big")}
+    with pytest.raises(Rejected, match="not bound to n1 on the apiserver"):
+        await placement.on_pod(pod_event("waits", uid=waiting.uid, kind="bound", node_name="n1", memory_mib=12000))
+    assert uow_factory.db.pods[("east", waiting.uid)]["state"] == "unschedulable"
+
+    api.gone.add("big")
+    big = next(p for p in uow_factory.db.pods.values() if p["name"] == "big")
+    await placement.on_pod(pod_event("big", uid=big["uid"], kind="deleted"))
+    await placement.drain()
+    assert api.bound[("robots", "waits")] == "n1"
