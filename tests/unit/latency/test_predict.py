@@ -72,3 +72,31 @@ def test_share_of_frames_past_a_deadline(deadline_ms, share):
 
 def test_unbounded_latency_misses_every_frame():
     assert share_over(100.0, np.inf, np.inf, np.inf) == 1.0
+
+
+# class "g" holds the GPU for all of its 4 ms (solo p95 1.2 x 4 = 4.8 ms); "tiny" for 0.1 ms
+MIXED = LatencyModel(
+    p50=Tail(1.0, 3.0, 0.5), p95=Tail(1.2, 2.0, 1.0), p99=Tail(1.3, 2.5, 1.0),
+    classes={"g": ClassProfile(service_ms=4.0, work_fraction=1.0), "tiny": ClassProfile(0.1, 1.0)},
+)
+
+
+def test_a_faster_stream_has_only_part_of_its_frames_released_with_a_slower_one():
+    # one g at 60 fps beside three at 15 fps: a quarter of its frames meet the slow ones' releases, where
+    # W = 12 + 4 = 16 ms (p50 3 + 8 = 11, p95 2 + 16 = 18, p99 18.5); its p95 is their 1 - 0.05 / 0.25 = 80th
+    # percentile, 11 + (0.3 / 0.45) x 7, and its p99 their 96th, 18 + (0.01 / 0.04) x 0.5; the slow ones' p95 is 18.
+    p = predict(MIXED, [Stream(60.0, "g")] + [Stream(15.0, "g")] * 3)
+    assert p.p95_ms == pytest.approx([11.0 + 7.0 * 0.3 / 0.45, 18.0, 18.0, 18.0])
+    assert p.p99_ms[0] == pytest.approx(18.125)
+    # its p50 is that of the frames released alone with each other: W = 4, p50 = 3 + 2 = 5
+    assert p.p50_ms[0] == pytest.approx(5.0)
+    assert p.busy_work_ms == pytest.approx(16.0)  # the critical instant's, as admission reads it
+    # all at 15 fps, every frame meets the critical instant
+    assert predict(MIXED, [Stream(15.0, "g")] * 4).p95_ms == pytest.approx(np.full(4, 18.0))
+
+
+def test_a_slow_co_runner_does_not_lower_the_p95_of_the_frames_released_without_it():
+    # four g at 30 fps (W = 16 ms among themselves) and one tiny stream at 1 fps: one frame in 30 meets the tiny
+    # one, too few for the p95, which stays that of the four: 2 + 16 = 18 ms, never below
+    p = predict(MIXED, [Stream(30.0, "g")] * 4 + [Stream(1.0, "tiny")])
+    assert p.p95_ms[:4] == pytest.approx(np.full(4, 18.0))
