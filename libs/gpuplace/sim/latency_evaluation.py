@@ -76,13 +76,14 @@ class Accuracy:
 
 
 def predict_stats(model: LatencyModel, stats: Sequence[ConfigStats], *, gpu_speed: float) -> list[ConfigPrediction]:
-    """Predict every row of `stats` from its mix of streams on a GPU of relative speed `gpu_speed`."""
+    """Predict every row of `stats` from its mix of streams on a GPU of relative speed `gpu_speed`; a row predicted
+    overloaded gets the percentiles its backlog reaches over the frames it observed (predict.py), not inf."""
     out = []
     for row in stats:
         streams = [Stream(fps, cls) for cls, fps, n in row.mix for _ in range(n)]
         me = next(i for i, s in enumerate(streams)
                   if s.workload_class == row.workload_class and s.frame_rate_hz == row.frame_rate_hz)
-        prediction = predict(model, streams, speed=gpu_speed)
+        prediction = predict(model, streams, speed=gpu_speed, window_s=row.released_s)  # overloaded: over the run
         out.append(ConfigPrediction(row.config, row.workload_class, row.frame_rate_hz, row.p95_ms,
                                     float(prediction.p95_ms[me]), row.overloaded,
                                     bool(prediction.overloaded_streams[me]), prediction.load_fraction,

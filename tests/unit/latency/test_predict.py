@@ -1,5 +1,7 @@
 """Percentiles of streams sharing a GPU, from hand-worked cases."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -100,3 +102,32 @@ def test_a_slow_co_runner_does_not_lower_the_p95_of_the_frames_released_without_
     # one, too few for the p95, which stays that of the four: 2 + 16 = 18 ms, never below
     p = predict(MIXED, [Stream(30.0, "g")] * 4 + [Stream(1.0, "tiny")])
     assert p.p95_ms[:4] == pytest.approx(np.full(4, 18.0))
+
+
+def test_over_a_window_an_overloaded_streams_latency_grows_with_its_backlog():
+    # 17 x 2 ms at 30 fps: the round is 34 ms, 0.67 ms more than the period, so frame k completes 0.67 k ms later
+    # than the first, which waits for one frame of each (W = 34: p50 3 + 17 = 20, p95 36, p99 36.5). Over the
+    # frames released in the first second (k = 0..30): p95 = 36 + 0.95 x 30 x 0.67 = 55 ms, p50 = 20 + 10 = 30
+    streams = [Stream(30.0, "r50")] * 17
+    p = predict(MODEL, streams, window_s=(0.0, 1.0))
+    growth = 34.0 - 1000.0 / 30
+    assert p.overloaded_streams.all() and p.round_ms == pytest.approx(34.0)
+    assert p.p95_ms == pytest.approx(np.full(17, 36.0 + 0.95 * 30 * growth))
+    assert p.p50_ms[0] == pytest.approx(20.0 + 0.5 * 30 * growth)
+    assert p.p99_ms[0] == pytest.approx(36.5 + 0.99 * 30 * growth)
+    later = predict(MODEL, streams, window_s=(1.0, 2.0))
+    assert (later.p95_ms > p.p95_ms + 30 * growth - 1e-9).all()  # a second later, a second's backlog more
+    more = predict(MODEL, [Stream(30.0, "r50")] * 20, window_s=(0.0, 1.0))
+    assert more.p95_ms[0] > p.p95_ms[0]  # more overload, a faster-growing queue
+    assert np.isinf(predict(MODEL, streams).p95_ms).all()  # in the long run: no bound
+
+
+def test_a_window_leaves_the_streams_that_keep_up_as_they_were():
+    # a GPU that gives 0.95: six at 60 fps fall behind (round 12 / (0.95 - 0.36) = 20.3 ms), six at 30 fps keep up
+    model = dataclasses.replace(MODEL, max_load=0.95)
+    mixed = [Stream(30.0, "r50")] * 6 + [Stream(60.0, "r50")] * 6
+    plain, windowed = predict(model, mixed), predict(model, mixed, window_s=(0.5, 6.0))
+    keep = ~plain.overloaded_streams
+    assert keep.any() and plain.overloaded_streams.any()
+    assert windowed.p95_ms[keep] == pytest.approx(plain.p95_ms[keep])
+    assert np.isfinite(windowed.p95_ms).all() and (windowed.overloaded_streams == plain.overloaded_streams).all()

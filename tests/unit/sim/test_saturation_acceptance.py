@@ -44,6 +44,14 @@ def test_every_row_that_met_under_half_its_periods_is_flagged_and_none_that_met_
     assert not any(p.predicted_overload for p in cv if p.within_period == 1.0)
 
 
+def test_past_saturation_the_predicted_p95_over_the_run_grows_with_the_overload(cv):
+    # 18, 20, 24 ResNet-50 at 30 fps over the 6 s runs: flagged, and their backlog's p95 finite and growing
+    rows = {p.config: p for p in cv if p.workload_class == "r50"}
+    p95 = [rows[c].predicted_p95_ms for c in ("r50x16_30", "r50x18_30", "r50x20_30", "r50x24_30")]
+    assert all(rows[c].predicted_overload for c in ("r50x18_30", "r50x20_30", "r50x24_30"))
+    assert np.isfinite(p95).all() and p95 == sorted(p95) and p95[1] > 1000.0 / 30
+
+
 def test_the_other_rows_p95_is_within_10_pct(cv):
     accuracy = latency_evaluation.accuracy(cv)
     assert accuracy.missed_overloads == 0 and accuracy.flagged_in_time == 0

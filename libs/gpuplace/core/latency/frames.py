@@ -113,6 +113,8 @@ class ConfigStats:
     """p50/p95/p99 of the frames released at the critical instant (see the module); None: every frame is."""
     first_ms: tuple[float, float, float] | None = None
     """p50/p95/p99 of the first-served frame of each release (see the module); None: one stream of its kind."""
+    released_s: tuple[float, float] | None = None
+    """Release times (s from the start of the run) of the first and last frame the percentiles are over."""
 
     @property
     def streams(self) -> int:
@@ -168,7 +170,8 @@ def _stats(table: FrameTable, key: tuple[str, str, float], mix: StreamMix, warmu
                        _served_interval_ms(frame * period_ms + latency, worker),
                        float(np.mean(latency <= period_ms)),
                        _critical_ms(frame, latency, period_ms, 1000.0 / min(f for _, f, _ in mix)),
-                       _first_served_ms(frame, latency, worker))
+                       _first_served_ms(frame, latency, worker),
+                       (float(frame.min() * period_ms / 1000.0), float(frame.max() * period_ms / 1000.0)))
 
 
 def _first_served_ms(frame: IntArray, latency_ms: FloatArray, worker: IntArray) -> tuple[float, float, float] | None:

@@ -23,19 +23,28 @@ streams with period <= T_k (P(L > x) >= c P(L_k > x)), read off the tails as sha
 one rate (c = 1) this is p_q itself. On the H200, ResNet-18 at 60 fps beside ResNet-50 at 15 fps has a
 quarter of its frames released with the ResNet-50 frames: its p95 (16.0 ms) is the 80th percentile of those
 (16.0 ms), and the other three quarters stay under 7.1 ms.
+
+An overloaded stream's latency has no bound in the long run, but over a stated window it is finite: its queue
+grows by one frame's worth of lateness, R - T, every period (one frame served a round R, one released a period
+T), so the frame released k periods into the overload completes k (R - T) after the first, which waits for one
+frame of every stream (the critical instant). With `window_s` (start, end) -- the release times of the frames a
+percentile is over, seconds from the start of the overload -- p_q = p_q(first frame) + (k0 + q (k1 - k0)) (R - T),
+k0, k1 the window's ends in periods; the stream stays `overloaded_streams`. The H200 runs lasted 6 s with the
+first 0.6 s dropped: 18 ResNet-50 at 30 fps (R 35.4 ms) measured p95 372 ms, 20 (R 39.3) 1051 ms, 24 (R 47.2)
+2409 ms. Without a window (what admission and the simulators read) the percentiles are inf.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from gpuplace.core.arrays import BoolArray, FloatArray
 from gpuplace.core.latency.busy_period import busy_period
-from gpuplace.core.latency.model import LatencyModel, Stream
+from gpuplace.core.latency.model import QUANTILES, LatencyModel, Stream
 from gpuplace.core.latency.saturation import overloaded, saturation_round
 
 
@@ -73,15 +82,37 @@ def stream_arrays(model: LatencyModel, streams: Sequence[Stream]) -> tuple[Float
     return service, fraction * service, period
 
 
-def predict(model: LatencyModel, streams: Sequence[Stream], *, speed: float = 1.0) -> GpuPrediction:
-    """Percentiles of every stream when `streams` share one GPU of relative speed `speed`."""
+def predict(model: LatencyModel, streams: Sequence[Stream], *, speed: float = 1.0,
+            window_s: tuple[float, float] | None = None) -> GpuPrediction:
+    """Percentiles of every stream when `streams` share one GPU of relative speed `speed`; an overloaded stream's
+    over the frames released within `window_s` of the overload's start (see the module), inf without it."""
     if not speed > 0:
         raise ValueError(f"speed must be > 0, got {speed}")
+    if window_s is not None and not 0 <= window_s[0] <= window_s[1]:
+        raise ValueError(f"window_s must be (start, end) with 0 <= start <= end, got {window_s}")
     if not streams:
         empty = np.zeros(0)
         return GpuPrediction(empty, empty, empty, 0.0, 0.0, np.zeros(0, dtype=bool))
     service, work, period = stream_arrays(model, streams)
-    return _predict(model, service / speed, work / speed, period, speed)
+    prediction = _predict(model, service / speed, work / speed, period, speed)
+    if window_s is None or not prediction.overloaded:
+        return prediction
+    return _backlog(model, prediction, service / speed, work / speed, period, speed, window_s)
+
+
+def _backlog(model: LatencyModel, prediction: GpuPrediction, service_ms: FloatArray, work_ms: FloatArray,
+             period_ms: FloatArray, speed: float, window_s: tuple[float, float]) -> GpuPrediction:
+    """The overloaded streams' percentiles over the window (module docstring); the others as predicted."""
+    behind = prediction.overloaded_streams
+    growth = np.maximum(prediction.round_ms - period_ms, 0.0)  # lateness added per period, (n_streams,)
+    k0, k1 = 1000.0 * window_s[0] / period_ms, 1000.0 * window_s[1] / period_ms  # (n_streams,) each
+    first_w = float(work_ms.sum())  # the first frame waits for one frame of every stream
+    out = []
+    for q in QUANTILES:
+        backlog = percentile_ms(model, q, service_ms, first_w, speed) + (k0 + q / 100.0 * (k1 - k0)) * growth
+        out.append(np.where(behind, backlog, prediction.percentile_ms(q)))
+    p95 = out[1]
+    return replace(prediction, p50_ms=np.minimum(out[0], p95), p95_ms=p95, p99_ms=np.maximum(out[2], p95))
 
 
 def _predict(model: LatencyModel, service_ms: FloatArray, work_ms: FloatArray, period_ms: FloatArray,
