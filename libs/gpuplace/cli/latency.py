@@ -97,7 +97,8 @@ def cv_command(
         f"flagged: {', '.join(accuracy.flagged) or 'none'}\n"
         f"rows under half their periods met, not flagged: {accuracy.missed_overloads}; rows that met them all, "
         f"flagged: {accuracy.flagged_in_time}; |p95 error| of the other rows: median "
-        f"{accuracy.others_median_abs_error_pct:.1f}%, max {accuracy.others_max_abs_error_pct:.1f}%")
+        f"{accuracy.others_median_abs_error_pct:.1f}%, 95th percentile {accuracy.others_p95_abs_error_pct:.1f}%, max "
+        f"{accuracy.others_max_abs_error_pct:.1f}%")
 
 
 def _read(directories: Path | list[Path]) -> frames.FrameTable:

@@ -69,6 +69,8 @@ class Accuracy:
     others_median_abs_error_pct: float = 0.0
     """Median |p95 error| over the rows neither flagged-worthy (< half met) nor flagged."""
     others_max_abs_error_pct: float = 0.0
+    others_p95_abs_error_pct: float = 0.0
+    """95th percentile of the other rows' |p95 error| (numpy's linear interpolation between rows)."""
 
     @property
     def every_overload_flagged(self) -> bool:
@@ -136,6 +138,7 @@ def accuracy(predictions: Sequence[ConfigPrediction]) -> Accuracy:
         flagged_in_time=sum(p.within_period >= 1.0 and p.predicted_overload for p in predictions),
         others_median_abs_error_pct=float(np.median(other_errors)),
         others_max_abs_error_pct=float(other_errors.max()),
+        others_p95_abs_error_pct=float(np.percentile(other_errors, 95)),
     )
 
 
