@@ -169,7 +169,7 @@ class LatencyModel:
 
 DEFAULT_MODEL = LatencyModel(
     # Fitted on ../shared/data/h200-colocation (`gpuplace latency fit`, H200 = 1.15 x reference) and
-    # rounded up; tests/unit/latency/test_cross_validation.py checks them against a fresh fit.
+    # rounded up; tests/unit/sim/test_latency_evaluation.py checks them against a fresh fit.
     p50=Tail(solo_ratio=1.02, offset_ms=5.4, slope=0.63),
     p95=Tail(solo_ratio=1.36, offset_ms=2.3, slope=1.0),
     p99=Tail(solo_ratio=1.45, offset_ms=2.2, slope=1.01),
