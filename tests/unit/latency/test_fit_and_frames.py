@@ -70,3 +70,30 @@ def test_a_frame_table_checks_its_columns():
     with pytest.raises(ValueError):
         FrameTable(np.array(["c"]), np.array(["a"]), np.array([0]), np.array([30.0]), np.array([0]),
                    np.array([1.0, 2.0]))
+
+
+def test_a_faster_streams_critical_percentiles_are_those_of_its_frames_released_with_the_slowest():
+    # ResNet-18 at 60 fps beside ResNet-50 at 15 fps, as on the H200: one frame in four is released with the
+    # slow stream and waits 20 ms, the others 5 ms
+    table = synthetic({"c": [("a", 60.0, 1, lambda f, w: 20.0 if f % 4 == 0 else 5.0),
+                             ("b", 15.0, 1, lambda f, w: 22.0)]})
+    a, b = sorted(frames.summarise(table), key=lambda r: r.workload_class)
+    assert a.p50_ms == pytest.approx(5.0) and a.critical_ms == pytest.approx((20.0, 20.0, 20.0))
+    assert a.critical_percentile_ms(50) == pytest.approx(20.0)
+    assert b.critical_ms is None and b.critical_percentile_ms(95) == b.p95_ms
+
+
+def test_first_served_percentiles_are_the_least_latency_of_each_release():
+    # three streams released together: worker w completes after 5 + 3 w ms
+    table = synthetic({"c": [("a", 30.0, 3, lambda f, w: 5.0 + 3.0 * w)]})
+    [row] = frames.summarise(table)
+    assert row.p50_ms == pytest.approx(8.0) and row.first_ms == pytest.approx((5.0, 5.0, 5.0))
+    alone = frames.summarise(synthetic({"s": [("a", 30.0, 1, lambda f, w: 5.0 + f % 3)]}))[0]
+    assert alone.first_ms is None and alone.first_percentile_ms(95) == alone.p95_ms
+
+
+def test_a_class_never_alone_takes_its_service_time_from_first_served_frames():
+    # four streams: the first served of each release takes 4 ms, the others wait behind it (6, 8, 10 ms)
+    table = synthetic({"c4": [("a", 30.0, 4, lambda f, w: 4.0 + 2.0 * w)]})
+    model = fit.fit(table, gpu_speed=1.0)
+    assert model.classes["a"].service_ms == pytest.approx(4.0)

@@ -100,3 +100,15 @@ def test_windows_without_a_class_or_frames_change_nothing():
 def test_a_window_checks_its_percentiles():
     with pytest.raises(ValueError):
         LatencyWindow(Stream(30.0, "det"), (), 1.0, 10.0, 9.0, 11.0, 10)
+
+
+def test_a_window_of_a_stream_faster_than_a_co_runner_teaches_no_work():
+    # ResNet-18 at 60 fps beside ResNet-50 at 15 fps: a quarter of its frames meet the ResNet-50 ones, so its p95 over
+    # all frames is a lower quantile of that busy period; read as the p95 it would take r18's work for less than it is
+    model = LatencyModel(**TAILS, classes={"r18": ClassProfile(3.7, 0.29), "r50": ClassProfile(7.0, 0.29)})
+    co_runners = (Stream(15.0, "r50"),) * 6 + (Stream(60.0, "r18"),) * 5
+    window = LatencyWindow(Stream(60.0, "r18"), co_runners, 1.15, 5.8, 26.0, 27.6, 1944)
+    assert update(model, [window]).evidence.equations == 0
+    # the same percentiles from a stream at the slow one's rate: every frame meets it, one equation
+    same_rate = LatencyWindow(Stream(15.0, "r18"), co_runners[:6], 1.15, 12.0, 26.0, 27.6, 1944)
+    assert update(model, [same_rate]).evidence.equations == pytest.approx(1.0)

@@ -92,3 +92,18 @@ def test_fit_and_eval_on_the_same_data_match_the_data_summary(table):
     assert stats[("r50x16_30", "r50")].p95_ms == pytest.approx(32.657, abs=0.01)
     assert dataclasses.asdict(stats[("mix_r50x6at15_r18x6at60", "r18")])["mix"] == (
         ("r18", 60.0, 6), ("r50", 15.0, 6))
+
+
+def test_the_other_rows_error_figures_leave_out_the_starved_and_the_flagged():
+    def row(config, predicted, within=1.0, flagged=False):
+        return latency_evaluation.ConfigPrediction(config, "a", 30.0, 10.0, predicted, within < 0.5, flagged, 0.5,
+                                                   within)
+
+    # 20 rows within 1% and two 30% off; a starved row and a flagged one, far off, are not "other" rows
+    rows = [row(f"c{i}", 10.1) for i in range(20)] + [row("far", 13.0), row("farther", 13.0),
+                                                      row("starved", 99.0, within=0.1, flagged=True),
+                                                      row("flagged", 50.0, within=0.9, flagged=True)]
+    accuracy = latency_evaluation.accuracy(rows)
+    assert accuracy.others_max_abs_error_pct == pytest.approx(30.0)
+    assert accuracy.others_median_abs_error_pct == pytest.approx(1.0)
+    assert accuracy.others_p95_abs_error_pct == pytest.approx(1.0 + 0.95 * 29.0)  # 95% of the way to the 21st row

@@ -12,6 +12,13 @@ Rules of this module:
   `OVERLOAD_PERIODS` frame periods, or the median latency of the last quarter of frames more than one
   frame period above that of the first quarter (a backlog that keeps growing). Below load 1 a
   periodic stream's latency is stationary, so either sign means the GPU could not keep up;
+- a row's *critical* percentiles are those of its frames released together with a frame of every co-runner
+  (the critical instant, busy_period.py): all of them when its period is the mix's longest, one in T_max / T
+  otherwise (release time within half a period of a release of the slowest stream). What the tails of
+  predict.py describe, and what the fit reads (fit.py);
+- a row's *first-served* percentiles are those of the earliest completion among its streams' frames of one
+  release (same frame index: the streams start together): that frame waits behind none of its kind, so where a
+  class never ran alone they are the nearest thing to its solo latency (fit.py's solo floor);
 - a stream's *served interval* is the mean time between the completions of its frames (completion =
   release + latency, release = frame / fps): its period when it keeps up, and the GPU's round when it
   is behind (latency/saturation.py), which is what the fit reads the GPU work of overloaded configs from.
@@ -102,6 +109,12 @@ class ConfigStats:
     """Mean time between the completions of one stream's frames, over the class's streams (see the module)."""
     within_period: float = 1.0
     """Share of the frames that completed within one frame period of their release."""
+    critical_ms: tuple[float, float, float] | None = None
+    """p50/p95/p99 of the frames released at the critical instant (see the module); None: every frame is."""
+    first_ms: tuple[float, float, float] | None = None
+    """p50/p95/p99 of the first-served frame of each release (see the module); None: one stream of its kind."""
+    released_s: tuple[float, float] | None = None
+    """Release times (s from the start of the run) of the first and last frame the percentiles are over."""
 
     @property
     def streams(self) -> int:
@@ -109,6 +122,18 @@ class ConfigStats:
 
     def percentile_ms(self, q: int) -> float:
         return {50: self.p50_ms, 95: self.p95_ms, 99: self.p99_ms}[q]
+
+    def first_percentile_ms(self, q: int) -> float:
+        """p_q of the first-served frame of each release: the row's own with one stream of its kind."""
+        if self.first_ms is None:
+            return self.percentile_ms(q)
+        return dict(zip(QUANTILES_PCT, self.first_ms, strict=True))[q]
+
+    def critical_percentile_ms(self, q: int) -> float:
+        """p_q of the frames released with every co-runner: the row's own where all of them are."""
+        if self.critical_ms is None:
+            return self.percentile_ms(q)
+        return dict(zip(QUANTILES_PCT, self.critical_ms, strict=True))[q]
 
 
 def summarise(table: FrameTable, warmup_fraction: float = 0.1) -> list[ConfigStats]:
@@ -143,7 +168,36 @@ def _stats(table: FrameTable, key: tuple[str, str, float], mix: StreamMix, warmu
     return ConfigStats(config, cls, fps, float(p50), float(p95), float(p99), int(len(latency)), mix,
                        _unbounded(frame, latency, period_ms, float(p95)),
                        _served_interval_ms(frame * period_ms + latency, worker),
-                       float(np.mean(latency <= period_ms)))
+                       float(np.mean(latency <= period_ms)),
+                       _critical_ms(frame, latency, period_ms, 1000.0 / min(f for _, f, _ in mix)),
+                       _first_served_ms(frame, latency, worker),
+                       (float(frame.min() * period_ms / 1000.0), float(frame.max() * period_ms / 1000.0)))
+
+
+def _first_served_ms(frame: IntArray, latency_ms: FloatArray, worker: IntArray) -> tuple[float, float, float] | None:
+    """Percentiles over the releases (frame indices) of the least latency among the row's streams; None with one
+    stream."""
+    if len(np.unique(worker)) < 2:
+        return None
+    releases, at = np.unique(frame, return_inverse=True)
+    first = np.full(len(releases), np.inf)
+    np.minimum.at(first, at, latency_ms)  # (n_releases,)
+    p50, p95, p99 = np.percentile(first, QUANTILES_PCT)
+    return float(p50), float(p95), float(p99)
+
+
+def _critical_ms(frame: IntArray, latency_ms: FloatArray, period_ms: float,
+                 longest_ms: float) -> tuple[float, float, float] | None:
+    """Percentiles of the frames released within half a period of a release of the mix's slowest stream; None when
+    the row's period is the longest (every frame is) or no frame is."""
+    if period_ms >= longest_ms:
+        return None
+    phase = np.mod(frame * period_ms, longest_ms)  # (n_frames,)
+    critical = np.minimum(phase, longest_ms - phase) < period_ms / 2
+    if not critical.any():
+        return None
+    p50, p95, p99 = np.percentile(latency_ms[critical], QUANTILES_PCT)
+    return float(p50), float(p95), float(p99)
 
 
 def _served_interval_ms(completion_ms: FloatArray, worker: IntArray) -> float:

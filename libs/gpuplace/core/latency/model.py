@@ -169,10 +169,10 @@ class LatencyModel:
 
 DEFAULT_MODEL = LatencyModel(
     # Fitted on ../shared/data/h200-colocation (`gpuplace latency fit`, H200 = 1.15 x reference) and
-    # rounded up; tests/unit/latency/test_cross_validation.py checks them against a fresh fit.
-    p50=Tail(solo_ratio=1.02, offset_ms=5.3, slope=0.63),
-    p95=Tail(solo_ratio=1.36, offset_ms=2.4, slope=1.0),
-    p99=Tail(solo_ratio=1.45, offset_ms=2.4, slope=1.01),
+    # rounded up; tests/unit/sim/test_latency_evaluation.py checks them against a fresh fit.
+    p50=Tail(solo_ratio=1.02, offset_ms=5.4, slope=0.63),
+    p95=Tail(solo_ratio=1.36, offset_ms=2.3, slope=1.0),
+    p99=Tail(solo_ratio=1.45, offset_ms=2.2, slope=1.01),
     # A class never seen co-located holds the GPU for this share of its service time: the largest share fitted on
     # both H200 sessions (ResNet-50, 0.282; ResNet-18 0.235), rounded up. The dataclass's own default (1.0, the
     # whole service time) refused every co-location of a new model, so it never met the co-runners that teach it.

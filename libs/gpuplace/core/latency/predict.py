@@ -13,19 +13,38 @@ host-side offset too: slower GPUs come with older hosts, and it errs on the slow
 At load >= model.max_load the GPU is saturated (saturation.py): the streams whose period is shorter than the
 GPU's round are overloaded (every percentile inf, `overloaded_streams`); for the others the overloaded streams
 release a frame once a round, and a frame waits for the busy period of them all.
+
+Mixed rates: the tails describe frames released at the critical instant, and a stream whose period T_i is
+shorter than a co-runner's T_k has only the share c = T_i / T_k of its frames released together with that
+co-runner (periods as multiples of one another, as camera rates are; otherwise the near-coincident releases
+behave alike). Its q-quantile is then at least the (1 - (1 - q) / c)-quantile of the busy period W_k of the
+streams with period <= T_k (P(L > x) >= c P(L_k > x)), read off the tails as share_over reads percentiles
+(piecewise linear through p50, p95, p99), and p_q(i) is the largest of these over the levels T_k >= T_i. With
+one rate (c = 1) this is p_q itself. On the H200, ResNet-18 at 60 fps beside ResNet-50 at 15 fps has a
+quarter of its frames released with the ResNet-50 frames: its p95 (16.0 ms) is the 80th percentile of those
+(16.0 ms), and the other three quarters stay under 7.1 ms.
+
+An overloaded stream's latency has no bound in the long run, but over a stated window it is finite: its queue
+grows by one frame's worth of lateness, R - T, every period (one frame served a round R, one released a period
+T), so the frame released k periods into the overload completes k (R - T) after the first, which waits for one
+frame of every stream (the critical instant). With `window_s` (start, end) -- the release times of the frames a
+percentile is over, seconds from the start of the overload -- p_q = p_q(first frame) + (k0 + q (k1 - k0)) (R - T),
+k0, k1 the window's ends in periods; the stream stays `overloaded_streams`. The H200 runs lasted 6 s with the
+first 0.6 s dropped: 18 ResNet-50 at 30 fps (R 35.4 ms) measured p95 372 ms, 20 (R 39.3) 1051 ms, 24 (R 47.2)
+2409 ms. Without a window (what admission and the simulators read) the percentiles are inf.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from gpuplace.core.arrays import BoolArray, FloatArray
 from gpuplace.core.latency.busy_period import busy_period
-from gpuplace.core.latency.model import LatencyModel, Stream
+from gpuplace.core.latency.model import QUANTILES, LatencyModel, Stream
 from gpuplace.core.latency.saturation import overloaded, saturation_round
 
 
@@ -63,15 +82,37 @@ def stream_arrays(model: LatencyModel, streams: Sequence[Stream]) -> tuple[Float
     return service, fraction * service, period
 
 
-def predict(model: LatencyModel, streams: Sequence[Stream], *, speed: float = 1.0) -> GpuPrediction:
-    """Percentiles of every stream when `streams` share one GPU of relative speed `speed`."""
+def predict(model: LatencyModel, streams: Sequence[Stream], *, speed: float = 1.0,
+            window_s: tuple[float, float] | None = None) -> GpuPrediction:
+    """Percentiles of every stream when `streams` share one GPU of relative speed `speed`; an overloaded stream's
+    over the frames released within `window_s` of the overload's start (see the module), inf without it."""
     if not speed > 0:
         raise ValueError(f"speed must be > 0, got {speed}")
+    if window_s is not None and not 0 <= window_s[0] <= window_s[1]:
+        raise ValueError(f"window_s must be (start, end) with 0 <= start <= end, got {window_s}")
     if not streams:
         empty = np.zeros(0)
         return GpuPrediction(empty, empty, empty, 0.0, 0.0, np.zeros(0, dtype=bool))
     service, work, period = stream_arrays(model, streams)
-    return _predict(model, service / speed, work / speed, period, speed)
+    prediction = _predict(model, service / speed, work / speed, period, speed)
+    if window_s is None or not prediction.overloaded:
+        return prediction
+    return _backlog(model, prediction, service / speed, work / speed, period, speed, window_s)
+
+
+def _backlog(model: LatencyModel, prediction: GpuPrediction, service_ms: FloatArray, work_ms: FloatArray,
+             period_ms: FloatArray, speed: float, window_s: tuple[float, float]) -> GpuPrediction:
+    """The overloaded streams' percentiles over the window (module docstring); the others as predicted."""
+    behind = prediction.overloaded_streams
+    growth = np.maximum(prediction.round_ms - period_ms, 0.0)  # lateness added per period, (n_streams,)
+    k0, k1 = 1000.0 * window_s[0] / period_ms, 1000.0 * window_s[1] / period_ms  # (n_streams,) each
+    first_w = float(work_ms.sum())  # the first frame waits for one frame of every stream
+    out = []
+    for q in QUANTILES:
+        backlog = percentile_ms(model, q, service_ms, first_w, speed) + (k0 + q / 100.0 * (k1 - k0)) * growth
+        out.append(np.where(behind, backlog, prediction.percentile_ms(q)))
+    p95 = out[1]
+    return replace(prediction, p50_ms=np.minimum(out[0], p95), p95_ms=p95, p99_ms=np.maximum(out[2], p95))
 
 
 def _predict(model: LatencyModel, service_ms: FloatArray, work_ms: FloatArray, period_ms: FloatArray,
@@ -89,13 +130,35 @@ def _predict(model: LatencyModel, service_ms: FloatArray, work_ms: FloatArray, p
         kept_w, _ = busy_period(work_ms, np.where(behind, round_ms, period_ms))
         w_ms = np.inf
         behind |= not np.isfinite(kept_w)  # at full capacity the busy period of those keeping up may not end either
-        stream_w: FloatArray = np.where(behind, np.inf, float(kept_w))  # (n_streams,)
-    else:
-        stream_w = np.full(len(period_ms), w_ms)
-    p95 = percentile_ms(model, 95, service_ms, stream_w, speed)
-    p50 = np.minimum(percentile_ms(model, 50, service_ms, stream_w, speed), p95)  # ordered without raising p95:
-    p99 = np.maximum(percentile_ms(model, 99, service_ms, stream_w, speed), p95)  # p95 is the fitted target
+        period_ms = np.where(behind, round_ms, period_ms)
+    levels_ms = np.unique(period_ms)  # (n_levels,): the distinct periods, each a critical instant of its streams
+    level_w, _ = busy_period(np.where(period_ms[None, :] <= levels_ms[:, None], work_ms[None, :], 0.0),
+                             np.broadcast_to(period_ms, (len(levels_ms), len(period_ms))))  # (n_levels,)
+    share = period_ms[:, None] / levels_ms[None, :]  # (n_streams, n_levels): frames released with level k
+    none = np.zeros(len(levels_ms))
+    knots = [percentile_ms(model, q, none, level_w, speed) for q in (50, 95, 99)]  # GPU-bound term, (n_levels,) each
+    knots = [np.minimum(knots[0], knots[1]), knots[1], np.maximum(knots[2], knots[1])]  # p95 is the fitted target
+    out = []
+    for q, ratio in ((50, model.p50.solo_ratio), (95, model.p95.solo_ratio), (99, model.p99.solo_ratio)):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = 1.0 - (1.0 - q / 100.0) / share  # (n_streams, n_levels)
+        at = np.where((share <= 1.0) & (x >= 0.0), _quantile(x, *knots), -np.inf).max(axis=1)  # (n_streams,)
+        out.append(np.where(behind, np.inf, np.maximum(ratio * service_ms, at)))
+    p95 = out[1]
+    p50 = np.minimum(out[0], p95)  # ordered without raising p95: p95 is the fitted target
+    p99 = np.maximum(out[2], p95)
     return GpuPrediction(p50, p95, p99, load_fraction, w_ms, behind, round_ms)
+
+
+def _quantile(x: FloatArray, p50: FloatArray, p95: FloatArray, p99: FloatArray) -> FloatArray:
+    """The x-quantile (x (n_streams, n_levels) in [0, 0.99]) of the critical-instant latency at each level, read
+    piecewise linear through 0 ms at 0 and the levels' p50 <= p95 <= p99 (n_levels,), as share_over reads them."""
+    with np.errstate(invalid="ignore"):  # inf - inf at a level whose busy period has no end: inf there
+        low = x / 0.5 * p50
+        mid = p50 + (x - 0.5) / 0.45 * (p95 - p50)
+        high = p95 + (x - 0.95) / 0.04 * (p99 - p95)
+        out: FloatArray = np.where(x <= 0.5, low, np.where(x <= 0.95, mid, high))
+    return np.where(np.isinf(p95) & (x > 0), np.inf, out)
 
 
 def percentile_ms(model: LatencyModel, q: int, service_ms: FloatArray, busy_work_ms: npt.ArrayLike,

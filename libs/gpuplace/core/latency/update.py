@@ -15,6 +15,10 @@ observed p50/p95/p99 on one GPU over some frames, with the streams that shared t
 - What predictions use is the estimate plus `confidence_z` standard errors, within [0.01, 1]: until
   there are more window equations than classes it stays at the anchor (or above), and it comes down
   to the estimate as the residuals allow. Learning errs on the safe side, as the fit does.
+- A window of a stream whose period is shorter than a co-runner's teaches no work: only part of its frames are
+  released with that co-runner, so its p95 over all frames is a lower quantile of the busy period (predict.py)
+  and reading it as the p95 would take the work for less than it is (unsafe side). Its p50 still teaches the
+  service time when it ran alone.
 - Old evidence fades: each window scales the sums by memory / (memory + frames).
 Tails (offset, slope, solo ratio) stay as fitted offline.
 """
@@ -177,6 +181,8 @@ def _work_equation(model: LatencyModel, window: LatencyWindow) -> tuple[FloatArr
     streams = (window.stream, *window.co_runners)
     floor_ms = model.p95.solo_ratio * model.service_ms(window.stream) / speed
     if window.p95_ms <= GPU_BOUND_RATIO * floor_ms or model.p95.slope <= 0:
+        return None
+    if any(s.period_ms > window.stream.period_ms for s in window.co_runners):  # part of its frames only (module doc)
         return None
     busy_ms = (window.p95_ms - model.p95.offset_ms / speed) / model.p95.slope  # observed busy-period work
     if busy_ms <= 0:
