@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,64 +149,61 @@ async def test_a_pod_deleted_while_only_placement_runs_is_released_by_the_period
                          what="the periodic reconciliation to give the memory back")
 
 
-async def test_a_forged_deletion_of_a_running_pod_is_dead_lettered_and_its_gpu_stays_taken(scene: Scene):
-    settings = scene.settings
+@contextlib.asynccontextmanager
+async def forging(settings: Settings) -> AsyncIterator[Callable[[PodEvent], Awaitable[str]]]:
+    """A producer anyone on the broker could run: `forge(event)` sends it and returns the dead letter's reason."""
     letters = AIOKafkaConsumer(settings.topic(topics.DEADLETTER), bootstrap_servers=settings.kafka_bootstrap,
                                auto_offset_reset="earliest", group_id=None)
     forger = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, partitioner=cluster_partitioner)
     await letters.start()
     await forger.start()
-    try:
-        async with scene.running():
-            await inventory_seen(settings, 1)
-            await scene.create("slam-0")
-            await scene.bound("slam-0")
-            live = await scene.api.read_pod(scene.namespace, "slam-0")
-            forged = PodEvent(cluster=settings.cluster, kind="deleted", namespace=scene.namespace, name="slam-0",
-                              uid=live["metadata"]["uid"])
-            await forger.send_and_wait(settings.topic(topics.PODS), forged.model_dump_json(by_alias=True).encode(),
-                                       key=forged.kafka_key(), headers=[("content-type", b"application/json")])
-            letter = json.loads((await asyncio.wait_for(letters.getone(), 30)).value)
-            assert letter["reason"].startswith(f"rejected: pod {scene.namespace}/slam-0"), letter["reason"]
-            assert "still runs on the apiserver" in letter["reason"]
-            assert await scene.states() == {"slam-0": "bound"} and await scene.gpu_memory_assigned() == 6000
 
-            await scene.create("big", memory="12000Mi")  # 6,000 + 12,000 > 16,384: must wait, not over-commit
-            await eventually(lambda: _state_is(scene, "big", "unschedulable"), timeout_s=30, what="big to wait")
-            assert await scene.gpu_memory_assigned() == 6000
-            assert (await outcomes(scene.api, scene.namespace))["big"].node is None
+    async def forge(event: PodEvent) -> str:
+        await forger.send_and_wait(settings.topic(topics.PODS), event.model_dump_json(by_alias=True).encode(),
+                                   key=event.kafka_key(), headers=[("content-type", b"application/json")])
+        return str(json.loads((await asyncio.wait_for(letters.getone(), 30)).value)["reason"])
+
+    try:
+        yield forge
     finally:
         await letters.stop()
         await forger.stop()
+
+
+async def test_a_forged_deletion_of_a_running_pod_is_dead_lettered_and_its_gpu_stays_taken(scene: Scene):
+    settings = scene.settings
+    async with forging(settings) as forge, scene.running():
+        await inventory_seen(settings, 1)
+        await scene.create("slam-0")
+        await scene.bound("slam-0")
+        live = await scene.api.read_pod(scene.namespace, "slam-0")
+        reason = await forge(PodEvent(cluster=settings.cluster, kind="deleted", namespace=scene.namespace,
+                                      name="slam-0", uid=live["metadata"]["uid"]))
+        assert reason.startswith(f"rejected: pod {scene.namespace}/slam-0"), reason
+        assert "still runs on the apiserver" in reason
+        assert await scene.states() == {"slam-0": "bound"} and await scene.gpu_memory_assigned() == 6000
+
+        await scene.create("big", memory="12000Mi")  # 6,000 + 12,000 > 16,384: must wait, not over-commit
+        await eventually(lambda: _state_is(scene, "big", "unschedulable"), timeout_s=30, what="big to wait")
+        assert await scene.gpu_memory_assigned() == 6000
+        assert (await outcomes(scene.api, scene.namespace))["big"].node is None
 
 
 async def test_a_forged_bound_event_for_a_waiting_pod_is_dead_lettered_and_the_pod_placed_later(scene: Scene):
     settings = scene.settings
-    letters = AIOKafkaConsumer(settings.topic(topics.DEADLETTER), bootstrap_servers=settings.kafka_bootstrap,
-                               auto_offset_reset="earliest", group_id=None)
-    forger = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, partitioner=cluster_partitioner)
-    await letters.start()
-    await forger.start()
-    try:
-        async with scene.running():
-            await inventory_seen(settings, 1)
-            await scene.create("big", memory="12000Mi")
-            await scene.bound("big")
-            await scene.create("waits", memory="12000Mi")
-            await eventually(lambda: _state_is(scene, "waits", "unschedulable"), timeout_s=30, what="waits to wait")
-            live = await scene.api.read_pod(scene.namespace, "waits")
-            forged = PodEvent(cluster=settings.cluster, kind="bound", namespace=scene.namespace, name="waits",
-                              uid=live["metadata"]["uid"], node_name=scene.node, managed=True)
-            await forger.send_and_wait(settings.topic(topics.PODS), forged.model_dump_json(by_alias=True).encode(),
-                                       key=forged.kafka_key(), headers=[("content-type", b"application/json")])
-            letter = json.loads((await asyncio.wait_for(letters.getone(), 30)).value)
-            assert "is not bound to" in letter["reason"], letter["reason"]
-            assert (await scene.states())["waits"] == "unschedulable"
-            await scene.delete("big")  # room appears: the pod the forged event named is placed as usual
-            await scene.bound("waits")
-    finally:
-        await letters.stop()
-        await forger.stop()
+    async with forging(settings) as forge, scene.running():
+        await inventory_seen(settings, 1)
+        await scene.create("big", memory="12000Mi")
+        await scene.bound("big")
+        await scene.create("waits", memory="12000Mi")
+        await eventually(lambda: _state_is(scene, "waits", "unschedulable"), timeout_s=30, what="waits to wait")
+        live = await scene.api.read_pod(scene.namespace, "waits")
+        reason = await forge(PodEvent(cluster=settings.cluster, kind="bound", namespace=scene.namespace,
+                                      name="waits", uid=live["metadata"]["uid"], node_name=scene.node))
+        assert "is not bound to" in reason, reason
+        assert (await scene.states())["waits"] == "unschedulable"
+        await scene.delete("big")  # room appears: the pod the forged event named is placed as usual
+        await scene.bound("waits")
 
 
 async def test_a_node_deleted_and_registered_again_with_pods_running_gets_no_new_pod_on_their_gpus(scene: Scene):

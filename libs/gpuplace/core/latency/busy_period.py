@@ -33,13 +33,18 @@ def busy_period(work_ms: FloatArray, period_ms: FloatArray) -> tuple[FloatArray,
 
     Returns W (...,) -- inf where the load is >= 1 -- and the load (...,).
     """
+    return _busy_period(*slots(work_ms, period_ms))
+
+
+def slots(work_ms: FloatArray, period_ms: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Work and periods (..., n_slots) as float arrays, checked: one shape, work >= 0, periods > 0."""
     work = np.asarray(work_ms, dtype=np.float64)
     period = np.asarray(period_ms, dtype=np.float64)
     if work.shape != period.shape:
         raise ValueError(f"work {work.shape} and period {period.shape} must have one shape")
     if (work < 0).any() or not (period > 0).all():
         raise ValueError("work must be >= 0 and periods > 0")
-    return _busy_period(work, period)
+    return work, period
 
 
 def _busy_period(work: FloatArray, period: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -63,4 +68,4 @@ def _busy_period(work: FloatArray, period: FloatArray) -> tuple[FloatArray, Floa
     return np.where(load >= 1.0, np.inf, w), load
 
 
-__all__ = ["busy_period"]
+__all__ = ["busy_period", "slots"]

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuplace.core.arrays import BoolArray, FloatArray
+from gpuplace.core.latency.busy_period import slots
 
 _TOLERANCE = 1e-9
 
@@ -40,12 +41,7 @@ def saturation_round(work_ms: FloatArray, period_ms: FloatArray, capacity: float
 
     R is 0 where the load is below `capacity` (every stream keeps up).
     """
-    work = np.asarray(work_ms, dtype=np.float64)
-    period = np.asarray(period_ms, dtype=np.float64)
-    if work.shape != period.shape:
-        raise ValueError(f"work {work.shape} and period {period.shape} must have one shape")
-    if (work < 0).any() or not (period > 0).all():
-        raise ValueError("work must be >= 0 and periods > 0")
+    work, period = slots(work_ms, period_ms)
     if not capacity > 0:
         raise ValueError(f"capacity must be > 0, got {capacity}")
     return _saturation_round(work, period, capacity)
