@@ -71,6 +71,7 @@ from gpuplace.usecases.scale_hints import ClusterWaiting, ScaleHinter
 log = logging.getLogger(__name__)
 CONSUMER = "placement"
 AWAITING_NODE = "bound to a node not yet known: charged when it arrives"
+REASON_MAX = 1024  # characters of a refusal's reason: an Event's note holds 1 kB (events.k8s.io/v1 validation)
 NODE_BURST_S = 0.25  # node events within this long of each other share one re-read and retry
 BATCH_PODS = 32  # pending pods decided and reserved in one transaction (on_pods)
 MODEL_REFRESH_S = 5.0  # the latency model latency-ingest refits reaches decisions of pods with a frame rate this soon
@@ -812,14 +813,20 @@ class Refusal:
 
 def refusal(event: PodEvent) -> Refusal | None:
     """A pod gpuplace cannot place as asked: its GPU request does not read (`request_error`), or its spec limits
-    its node by fields gpuplace does not evaluate (`unevaluated`), which it never places as if absent."""
+    its node by fields gpuplace does not evaluate (`unevaluated`), which it never places as if absent. The reason
+    is cut to REASON_MAX characters: it quotes the manifest, which may be megabytes (issue 40 stored 250,000)."""
     if event.request_error:
-        return Refusal(event.request_error, f"invalid GPU request: {event.request_error}")
+        error = _cut(event.request_error)
+        return Refusal(error, _cut(f"invalid GPU request: {error}"))
     if event.unevaluated:
         fields = ", ".join(event.unevaluated)
         text = f"gpuplace does not evaluate {fields}; remove it or schedule the pod with kube-scheduler"
         return Refusal(text, text)
     return None
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= REASON_MAX else text[:REASON_MAX - 1] + "…"
 
 
 def pod_row(event: PodEvent) -> dict[str, Any]:

@@ -160,6 +160,11 @@ REFUSED = [
     pytest.param({"gpuplace.io/gpu-memory": "4Gi"}, [{"nvidia.com/gpu": "1"}], "together with a nvidia.com/gpu limit",
                  id="gp-and-whole"),
     pytest.param({"gpuplace.io/deadline-ms": "-5"}, [], "positive", id="deadline-negative"),
+    # physical bounds (issue 40: a frame rate of 1e308 Hz was accepted and swamped the latency model's sums)
+    pytest.param({"gpuplace.io/frame-rate": "1e308"}, [], "beyond any perception stream (at most 10000 Hz)",
+                 id="frame-rate-absurd"),
+    pytest.param({"gpuplace.io/deadline-ms": "1e12"}, [], "beyond any perception stream (at most 3.6e+06 ms)",
+                 id="deadline-absurd"),
     pytest.param({"gpuplace.io/gpu-models": "A100"}, [], "without any GPU request", id="models-alone"),
     # --- HAMi ---
     # HAMi device.go GenerateResourceRequests: mem.AsInt64() fails on a fraction -> the request is rejected

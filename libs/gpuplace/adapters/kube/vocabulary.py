@@ -329,6 +329,12 @@ def _in_range(key: str, text: str, value: int, least: int, most: int) -> int:
     return value
 
 
+# What a perception stream can physically be (issue 40: `frame-rate: 1e308` was accepted): a camera or sensor at up to
+# 10 kHz, a deadline and a per-frame time of up to an hour. Beyond that the value is a typo or an attack, and the
+# latency model's sums (rate x time) would overflow or swamp every co-runner.
+LATENCY_BOUNDS = {FRAME_RATE: (10_000.0, "Hz"), DEADLINE: (3_600_000.0, "ms"), SERVICE_MS: (3_600_000.0, "ms")}
+
+
 def _positive(annotations: Mapping[str, str], key: str) -> float | None:
     raw = annotations.get(key)
     if raw is None:
@@ -336,9 +342,12 @@ def _positive(annotations: Mapping[str, str], key: str) -> float | None:
     try:
         value = float(raw)
     except ValueError:
-        raise RequestError(f"{key} is not a number: {raw!r}") from None
+        raise RequestError(f"{key} is not a number: {raw[:64]!r}") from None
     if not value > 0 or math.isinf(value):
-        raise RequestError(f"{key} must be a positive number, got {raw!r}")
+        raise RequestError(f"{key} must be a positive number, got {raw[:64]!r}")
+    most, unit = LATENCY_BOUNDS[key]
+    if value > most:
+        raise RequestError(f"{key} {raw[:64]!r} is beyond any perception stream (at most {most:g} {unit})")
     return value
 
 

@@ -1,11 +1,13 @@
-"""A `bound` event that contradicts placement's state is believed only when the apiserver agrees (issue 40: one
-forged record kept a pending pod unplaced for good)."""
+"""Input placement must not believe or store as it comes (issue 40): a `bound` event that contradicts placement's
+state is believed only when the apiserver agrees (one forged record kept a pending pod unplaced for good), and a
+refusal's reason is cut to what an Event holds (a 250,000-character one was stored)."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpuplace.contracts.rejected import Rejected
+from gpuplace.usecases.placement import REASON_MAX
 from tests.builders import node_event, pod_event
 from tests.unit.usecases.test_placement import service
 
@@ -27,3 +29,13 @@ async def test_a_forged_bound_event_for_a_waiting_pod_is_refused_and_the_pod_is_
     await placement.on_pod(pod_event("big", uid=big["uid"], kind="deleted"))
     await placement.drain()
     assert api.bound[("robots", "waits")] == "n1"
+
+
+async def test_a_refusal_quoting_a_huge_manifest_is_cut_to_what_an_event_holds(uow_factory, api):
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1"))
+    await placement.on_pod(pod_event("odd", memory_mib=None, request_error="not a quantity: '" + "9" * 250_000 + "'"))
+    await placement.drain()
+    [(_, _, _, report)] = api.reports
+    stored = next(p for p in uow_factory.db.pods.values() if p["name"] == "odd")["reason"]
+    assert len(report) == REASON_MAX and len(stored) == REASON_MAX and report.startswith("invalid GPU request: ")
