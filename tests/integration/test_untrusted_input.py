@@ -135,6 +135,25 @@ async def test_pods_deleted_while_cluster_watcher_was_down_are_released_when_pla
         assert await scene.states() == {"slam-0": "deleted", "slam-1": "deleted"}
 
 
+async def test_a_deletion_missed_while_cluster_watcher_was_down_is_freed_soon_after_it_restarts(scene: Scene):
+    # issue 40: placement kept running, so only its periodic reconciliation (5 minutes) found the pod gone. The
+    # restarted watcher's re-list sends every node again, and placement reconciles after that burst.
+    settings = scene.settings.model_copy(update={"reconcile_interval_s": 300.0})
+    async with gpuplace_running(settings, scene.kubeconfig, watcher=False):
+        async with gpuplace_running(settings, scene.kubeconfig, placing=False):
+            await inventory_seen(settings, 1)
+            await scene.create("slam-0", "slam-1")
+            await scene.bound("slam-0", "slam-1")
+            await eventually(lambda: equals(scene.gpu_memory_assigned(), 12000), timeout_s=20,
+                             what="12,000 MiB held")
+        await scene.delete("slam-0")  # no watcher runs: no deleted event will ever be sent
+        await asyncio.sleep(2 * RECONCILE_S)
+        assert await scene.gpu_memory_assigned() == 12000  # nothing else frees it
+        async with gpuplace_running(settings, scene.kubeconfig, placing=False):
+            await eventually(lambda: equals(scene.gpu_memory_assigned(), 6000), timeout_s=30,
+                             what="the deleted pod's memory freed within 30 s of the watcher's restart")
+
+
 async def test_a_pod_deleted_while_only_placement_runs_is_released_by_the_periodic_reconciliation(scene: Scene):
     async with scene.running():
         await inventory_seen(scene.settings, 1)

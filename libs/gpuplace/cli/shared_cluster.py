@@ -21,12 +21,13 @@ HOSTNAME = "kubernetes.io/hostname"
 
 
 @contextlib.asynccontextmanager
-async def gpuplace_running(settings: Settings, kubeconfig: str, *, watcher: bool = True) -> AsyncIterator[None]:
-    """placement and (unless `watcher` is False) cluster-watcher for `settings.cluster`, stopped (and checked not
-    to have died) on exit."""
+async def gpuplace_running(settings: Settings, kubeconfig: str, *, watcher: bool = True,
+                           placing: bool = True) -> AsyncIterator[None]:
+    """placement (unless `placing` is False) and cluster-watcher (unless `watcher` is False) for
+    `settings.cluster`, stopped (and checked not to have died) on exit."""
     await migrate.upgrade_async(settings.database_url.get_secret_value())
     stop = asyncio.Event()
-    tasks = [asyncio.create_task(placement.run(settings, stop))]
+    tasks = [asyncio.create_task(placement.run(settings, stop))] if placing else []
     if watcher:
         tasks.append(asyncio.create_task(cluster_watcher.run(settings, stop, kubeconfig=kubeconfig)))
     try:

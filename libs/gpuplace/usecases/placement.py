@@ -30,7 +30,6 @@ cluster is taken and every `resync_s`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -73,6 +72,10 @@ CONSUMER = "placement"
 AWAITING_NODE = "bound to a node not yet known: charged when it arrives"
 REASON_MAX = 1024  # characters of a refusal's reason: an Event's note holds 1 kB (events.k8s.io/v1 validation)
 NODE_BURST_S = 0.25  # node events within this long of each other share one re-read and retry
+# A burst of node events is also what cluster-watcher's re-list after a restart sends (it publishes every node
+# again): the cluster is reconciled then, at most this often, so a pod deleted while no watcher ran is freed
+# within seconds of its restart rather than at the next periodic reconcile (issue 40: up to 5 minutes).
+RELIST_RECONCILE_S = 15.0
 BATCH_PODS = 32  # pending pods decided and reserved in one transaction (on_pods)
 MODEL_REFRESH_S = 5.0  # the latency model latency-ingest refits reaches decisions of pods with a frame rate this soon
 RECENT_PODS = 2_000  # the pods decided last in a cluster: the typical workload its stranded GPU is measured against
@@ -121,6 +124,8 @@ class PlacementService:
         self._defrag = defrag(self) if defrag else None
         self._background: set[asyncio.Task[Any]] = set()  # defragmentation plans, retries after node bursts
         self._resync_s = resync_s  # reconcile with the apiserver on taking a cluster and this often; None: never
+        self._relisted: set[str] = set()  # clusters to reconcile after a burst of node events (resync)
+        self._relist_wake = asyncio.Event()
         self._metrics = metrics
         self._digests: tuple[object, str, str | None, str] | None = None  # _provenance's, for the model first in it
         self._hints = hints  # scale hints for clusters whose pods wait (usecases/scale_hints)
@@ -146,7 +151,8 @@ class PlacementService:
         seen by its next round.
 
         Only pods whose own rules allow one of the changed nodes are tried (kube-scheduler's queueing hints, in
-        their simplest form): a node a pod may never use cannot make room for it."""
+        their simplest form): a node a pod may never use cannot make room for it. Then the cluster is
+        reconciled with its apiserver by resync(), at once or RELIST_RECONCILE_S after the last such reconcile."""
         while state.changed_nodes:
             await asyncio.sleep(NODE_BURST_S)
             async with state.lock:
@@ -154,6 +160,9 @@ class PlacementService:
                 if state.stale:
                     await self._rehydrate(state)
                 await self._retry_for_nodes(state, changed)
+        if self._resync_s:  # resync() reconciles it soon (a watcher that restarted re-lists every node)
+            self._relisted.add(state.view.cluster)
+            self._relist_wake.set()
 
     async def _retry_for_nodes(self, state: ClusterState, nodes: set[str]) -> None:
         """Try the waiting pods whose own rules allow one of `nodes` (where room may have appeared)."""
@@ -291,15 +300,31 @@ class PlacementService:
         return drift
 
     async def resync(self, stop: asyncio.Event) -> None:
-        """Reconcile every cluster this worker holds each `resync_s`, until `stop`; a failure (the apiserver
-        away) is logged and tried again next round."""
+        """Reconcile every cluster this worker holds each `resync_s`, and a cluster whose burst of node events
+        ended (_retry_after_nodes) at once, at most every RELIST_RECONCILE_S, until `stop`; a failure (the
+        apiserver away) is logged and tried again next round."""
         if not self._resync_s:
             return
+        loop = asyncio.get_running_loop()
+        every_cluster_at, relist_at = loop.time() + self._resync_s, loop.time()
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self._resync_s)
-            for cluster in [c for c, s in self._clusters.items() if s.loaded and not stop.is_set()]:
-                await self._reconcile_logged(cluster)
+            now = loop.time()
+            if self._relisted and now < relist_at:  # a re-list is waiting out the last one's reconcile
+                await _first_of(stop, timeout_s=min(every_cluster_at, relist_at) - now)
+            else:
+                await _first_of(stop, self._relist_wake, timeout_s=every_cluster_at - now)
+            self._relist_wake.clear()
+            now = loop.time()
+            if now >= every_cluster_at:
+                every_cluster_at, due = now + self._resync_s, set(self._clusters)
+            elif self._relisted and now >= relist_at:
+                relist_at, due = now + RELIST_RECONCILE_S, set(self._relisted)
+            else:
+                continue
+            self._relisted -= due
+            for cluster in [c for c in due if c in self._clusters and self._clusters[c].loaded]:
+                if not stop.is_set():
+                    await self._reconcile_logged(cluster)
 
     async def _reconcile_logged(self, cluster: str) -> None:
         try:
@@ -809,6 +834,16 @@ class Refusal:
 
     reason: str
     report: str
+
+
+async def _first_of(*events: asyncio.Event, timeout_s: float) -> None:
+    """Wait until one of `events` is set, or `timeout_s` passed."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 def refusal(event: PodEvent) -> Refusal | None:
