@@ -26,6 +26,7 @@ from gpuplace.usecases.ports import (
     EvictOutcome,
     GpuGrant,
     Json,
+    NodeCapacity,
     PlanState,
     Reservation,
     Row,
@@ -462,6 +463,7 @@ class FakeClusterApi:
     uids: dict[tuple[str, str], str] = field(default_factory=dict)  # of the pods created or bound, for list()
     # pods another scheduler bound, as the apiserver has them: (namespace, name) -> node (runs_elsewhere)
     elsewhere: dict[tuple[str, str], str] = field(default_factory=dict)
+    nodes: dict[str, NodeCapacity] = field(default_factory=dict)  # the nodes the apiserver has (node_capacity)
     bind_calls: int = 0
 
     def runs_elsewhere(self, event: Any) -> None:
@@ -518,6 +520,9 @@ class FakeClusterApi:
         return {"metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {}),
                              "annotations": annotations},
                 "spec": {"nodeName": node}, "status": {"phase": "Running" if node else "Pending"}}
+
+    async def node_capacity(self, name: str) -> NodeCapacity | None:
+        return self.nodes.get(name)
 
     async def list(self, kind: str, **selectors: str) -> tuple[list[Json], str]:
         """The pods created or bound (others have no uid here: reconciliation confirms them by read_pod)."""

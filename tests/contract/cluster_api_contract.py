@@ -14,7 +14,7 @@ import json
 from typing import Protocol
 
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
-from gpuplace.usecases.ports import BindOutcome, ClusterApi, EvictOutcome, Json
+from gpuplace.usecases.ports import BindOutcome, ClusterApi, EvictOutcome, Json, NodeCapacity
 from tests.contract.covers import covers
 
 MESSAGE = "0/1 nodes are available: 1 0 of 8 GPU(s) with >= 9420 MiB free (largest hole 6860 MiB)."
@@ -89,6 +89,13 @@ class ClusterApiContract:
         assert not pod["spec"].get("nodeName") and pod["status"]["phase"] == "Pending"
         await cluster.delete_pod("reader")
         assert await cluster.api.read_pod(cluster.namespace, "reader") is None
+
+    @covers("node_capacity")
+    async def test_a_node_reads_as_cluster_watcher_reads_it_and_a_missing_one_as_none(self,
+                                                                                      cluster: ClusterHarness) -> None:
+        # the harness's node: 8 x 16 GiB V100 by GPU Feature Discovery labels, 64 CPUs, 512 GiB
+        assert await cluster.api.node_capacity(cluster.node) == NodeCapacity(64_000, 524_288, 8, 16_384)
+        assert await cluster.api.node_capacity("no-such-node-here") is None
 
     @covers("bind")
     async def test_a_bind_lands_once_with_its_gpu_assignment(self, cluster: ClusterHarness) -> None:

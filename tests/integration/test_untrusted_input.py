@@ -40,7 +40,7 @@ from gpuplace.cli.shared_cluster import (
 )
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
-from gpuplace.contracts.events import PodEvent
+from gpuplace.contracts.events import NodeEvent, PodEvent
 from gpuplace.settings import Settings
 from tests.integration.conftest import equals, eventually
 
@@ -169,7 +169,7 @@ async def test_a_pod_deleted_while_only_placement_runs_is_released_by_the_period
 
 
 @contextlib.asynccontextmanager
-async def forging(settings: Settings) -> AsyncIterator[Callable[[PodEvent], Awaitable[str]]]:
+async def forging(settings: Settings) -> AsyncIterator[Callable[[PodEvent | NodeEvent], Awaitable[str]]]:
     """A producer anyone on the broker could run: `forge(event)` sends it and returns the dead letter's reason."""
     letters = AIOKafkaConsumer(settings.topic(topics.DEADLETTER), bootstrap_servers=settings.kafka_bootstrap,
                                auto_offset_reset="earliest", group_id=None)
@@ -177,8 +177,9 @@ async def forging(settings: Settings) -> AsyncIterator[Callable[[PodEvent], Awai
     await letters.start()
     await forger.start()
 
-    async def forge(event: PodEvent) -> str:
-        await forger.send_and_wait(settings.topic(topics.PODS), event.model_dump_json(by_alias=True).encode(),
+    async def forge(event: PodEvent | NodeEvent) -> str:
+        topic = topics.PODS if isinstance(event, PodEvent) else topics.NODES
+        await forger.send_and_wait(settings.topic(topic), event.model_dump_json(by_alias=True).encode(),
                                    key=event.kafka_key(), headers=[("content-type", b"application/json")])
         return str(json.loads((await asyncio.wait_for(letters.getone(), 30)).value)["reason"])
 
@@ -223,6 +224,25 @@ async def test_a_forged_bound_event_for_a_waiting_pod_is_dead_lettered_and_the_p
         assert (await scene.states())["waits"] == "unschedulable"
         await scene.delete("big")  # room appears: the pod the forged event named is placed as usual
         await scene.bound("waits")
+
+
+async def test_a_forged_node_capacity_or_deletion_changes_nothing(scene: Scene):
+    # issue 40: a forged record raised one GPU's memory, and three pods landed on a 16 GiB GPU (49,152 MiB)
+    settings = scene.settings
+    async with forging(settings) as forge, scene.running():
+        await inventory_seen(settings, 1)
+        real = NodeEvent(cluster=settings.cluster, kind="upsert", name=scene.node, cpu_milli=16_000,
+                         memory_mib=65_536, gpu_model="Tesla-V100-SXM2-16GB", gpu_count=1, gpu_memory_mib=16_384)
+        reason = await forge(real.model_copy(update={"gpu_memory_mib": 49_152, "event_id": "forged-capacity"}))
+        assert "the apiserver NodeCapacity" in reason, reason
+        reason = await forge(NodeEvent(cluster=settings.cluster, kind="deleted", name=scene.node))
+        assert "still on the apiserver" in reason, reason
+        await scene.create("a", "b", "c", memory="12000Mi")  # one fits the real 16,384 MiB GPU, two wait
+
+        async def one_bound_two_waiting() -> bool:
+            return sorted((await scene.states()).values()) == ["bound", "unschedulable", "unschedulable"]
+        await eventually(one_bound_two_waiting, timeout_s=30, what="one pod bound and two waiting")
+        assert await scene.gpu_memory_assigned() == 12000
 
 
 async def test_a_node_deleted_and_registered_again_with_pods_running_gets_no_new_pod_on_their_gpus(scene: Scene):

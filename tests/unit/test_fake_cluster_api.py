@@ -6,14 +6,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gpuplace.usecases.ports import ClusterApi
+from gpuplace.usecases.ports import ClusterApi, NodeCapacity
 from tests.contract.cluster_api_contract import ClusterApiContract, ClusterHarness
 from tests.fakes import FakeClusterApi
 
 
 @dataclass
 class FakeCluster:
-    fake: FakeClusterApi = field(default_factory=FakeClusterApi)
+    fake: FakeClusterApi = field(default_factory=lambda: FakeClusterApi(
+        nodes={"n1": NodeCapacity(64_000, 524_288, 8, 16_384)}))
     namespace: str = "contract"
     node: str = "n1"
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from gpuplace.core.model import Pod
 from gpuplace.usecases.cluster_view import ClusterView, Placement
-from gpuplace.usecases.ports import PodRow
+from gpuplace.usecases.ports import NodeCapacity, PodRow
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,9 @@ class ClusterState:
     last_pod_event: str | None = None  # the last pods.v1 / nodes.v1 event applied here (provenance)
     last_node_event: str | None = None
     model_read_at: float = float("-inf")  # time.monotonic() when the latency model was last read into the view
+    # what placement holds each node's capacity to be (NodeEvent's units): kept as node events are applied and set
+    # from the rows at each re-read, so a node event raising it is checked before the view is re-read
+    capacities: dict[str, NodeCapacity] = field(default_factory=dict)
 
 
 __all__ = ["BindOutcomeToRecord", "ClusterState"]

@@ -59,6 +59,7 @@ from gpuplace.usecases.ports import (
     ClusterGauges,
     GpuGrant,
     Metrics,
+    NodeCapacity,
     PendingReason,
     PodRow,
     UnitOfWork,
@@ -133,9 +134,10 @@ class PlacementService:
     # -- entry points (one per topic) ---------------------------------------------------------------
     async def on_node(self, event: NodeEvent) -> None:
         self._served(event.cluster)
+        state = await self._cluster(event.cluster)
+        await self._check_node(state, event)
         if not await ingest_node(self._uow_factory, event, consumer=CONSUMER):
             return
-        state = await self._cluster(event.cluster)
         async with state.lock:
             if event.kind == "upsert" and event.name in state.awaiting_nodes:
                 await self._charge_awaiting_node(state, event.name)
@@ -266,6 +268,25 @@ class PlacementService:
         if not await confirmed_gone(self._apis[event.cluster], event.namespace, event.name, event.uid):
             raise Rejected(f"pod {event.namespace}/{event.name} (uid {event.uid}) still runs on the apiserver: "
                            "its deletion is not applied")
+
+    async def _check_node(self, state: ClusterState, event: NodeEvent) -> None:
+        """A node event that would let more be placed than before is applied only when the apiserver agrees: a
+        deletion (it frees nothing now, but an absent node takes no pods) only when the node is gone, a capacity
+        above what placement holds for the node only when the node object says so (issue 40: a forged record
+        raised a GPU's memory and three pods landed on a 16 GiB GPU). New nodes, and GPUs a DRA driver's slices
+        describe rather than the node object, are not checked."""
+        api = self._apis[event.cluster]
+        if event.kind == "deleted":
+            if await api.node_capacity(event.name) is not None:
+                raise Rejected(f"node {event.name} is still on the apiserver: its deletion is not applied")
+            return
+        claimed = NodeCapacity(event.cpu_milli, event.memory_mib, event.gpu_count, event.gpu_memory_mib)
+        held = state.capacities.get(event.name)
+        if event.dra_driver is None and held is not None and not held.holds(claimed):
+            live = await api.node_capacity(event.name)
+            if live is None or not live.holds(claimed):
+                raise Rejected(f"node {event.name}: the event says {claimed}, the apiserver {live}: not applied")
+        state.capacities[event.name] = claimed
 
     async def _check_bound(self, event: PodEvent, where: str) -> None:
         """A `bound` event that contradicts what placement holds (a pod it has waiting, or bound elsewhere) moves
@@ -801,6 +822,8 @@ class PlacementService:
             model = await latency_learning.load_model(uow)
         state.model_read_at = time.monotonic()
         state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders, model)
+        state.capacities = {n["name"]: NodeCapacity(n["cpu_milli"], n["memory_mib"], n["gpu_count"],
+                                                    n["gpu_memory_mib"]) for n in nodes}
         if not state.recent:  # after a restart: the pods running are the workload seen so far
             for row in holders:
                 _remember(state, row["uid"], core_pod(row))

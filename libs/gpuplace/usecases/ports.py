@@ -468,6 +468,22 @@ class OutboxUnitOfWork(Protocol):
     async def commit(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class NodeCapacity:
+    """A node as its apiserver describes it now, read as cluster-watcher reads it (NodeEvent's units): what a node
+    event that raises a node's capacity is checked against."""
+
+    cpu_milli: int
+    memory_mib: int
+    gpu_count: int
+    gpu_memory_mib: int
+
+    def holds(self, other: NodeCapacity) -> bool:
+        """Whether every figure of `other` is at most this one's."""
+        return other.cpu_milli <= self.cpu_milli and other.memory_mib <= self.memory_mib and \
+            other.gpu_count <= self.gpu_count and other.gpu_memory_mib <= self.gpu_memory_mib
+
+
 class BindOutcome(enum.Enum):
     """What a bind came to (ClusterApi.bind); failures that are none of these raise."""
 
@@ -496,6 +512,11 @@ class PodReader(Protocol):
         """Every pod of the cluster (kind "pods", all namespaces; "nodes" lists the nodes) as JSON, and the
         list's resourceVersion (a watch starts from it). `selectors` (label_selector=, field_selector=) go to
         the apiserver as they are."""
+        ...
+
+    async def node_capacity(self, name: str) -> NodeCapacity | None:
+        """Node `name` as the apiserver has it now, read from its labels, allocatable and HAMi's registration as
+        cluster-watcher reads them (not from DRA ResourceSlices); None when there is no such node."""
         ...
 
 
@@ -638,6 +659,6 @@ NO_METRICS: Metrics = NullMetrics()
 __all__ = [
     "AllocationRow", "AttemptResult", "BindOutcome", "BindResult", "ClusterApi", "ClusterGauges", "DecisionRow",
     "DefragPlanRecord", "EvictOutcome", "EvictResult", "GpuGrant", "GpuRow", "Json", "Metrics", "NO_METRICS",
-    "NodeRow", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason", "PlanOutcome", "PlanState",
-    "PlannedMove", "PodReader", "PodRow", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
+    "NodeCapacity", "NodeRow", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason", "PlanOutcome",
+    "PlanState", "PlannedMove", "PodReader", "PodRow", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
 ]

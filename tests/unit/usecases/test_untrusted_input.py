@@ -1,6 +1,7 @@
 """Input placement must not believe or store as it comes (issue 40): a `bound` event that contradicts placement's
 state is believed only when the apiserver agrees (one forged record kept a pending pod unplaced for good), and a
-refusal's reason is cut to what an Event holds (a 250,000-character one was stored)."""
+refusal's reason is cut to what an Event holds (a 250,000-character one was stored), and a node event that would let
+more be placed (a capacity raised, a deletion) is believed only when the apiserver agrees."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.usecases.placement import REASON_MAX
+from gpuplace.usecases.ports import NodeCapacity
 from tests.builders import node_event, pod_event
 from tests.unit.usecases.test_placement import service
 
@@ -39,3 +41,29 @@ async def test_a_refusal_quoting_a_huge_manifest_is_cut_to_what_an_event_holds(u
     [(_, _, _, report)] = api.reports
     stored = next(p for p in uow_factory.db.pods.values() if p["name"] == "odd")["reason"]
     assert len(report) == REASON_MAX and len(stored) == REASON_MAX and report.startswith("invalid GPU request: ")
+
+
+async def test_a_forged_node_capacity_or_deletion_is_refused_and_the_real_one_kept(uow_factory, api):
+    # issue 40: a forged record raised one GPU's memory and three 16 GiB pods landed on a 16 GiB GPU
+    api.nodes["n1"] = NodeCapacity(64_000, 262_144, 1, 16_384)  # what the apiserver has
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=1))
+    with pytest.raises(Rejected, match="the apiserver NodeCapacity"):
+        await placement.on_node(node_event("n1", gpus=1, gpu_memory_mib=49_152))
+    with pytest.raises(Rejected, match="still on the apiserver"):
+        await placement.on_node(node_event("n1", gpus=1, deleted=True))
+    for name in ("a", "b", "c"):
+        await placement.on_pod(pod_event(name, memory_mib=16_384))
+    await placement.drain()
+    assert len(api.bound) == 1
+    [gpu] = uow_factory.db.gpus.values()
+    assert gpu["memory_total_mib"] == 16_384 and uow_factory.db.nodes[("east", "n1")]["absent_since"] is None
+
+
+async def test_a_node_that_really_grew_is_taken_as_it_is_now(uow_factory, api):
+    api.nodes["n1"] = NodeCapacity(64_000, 262_144, 1, 16_384)
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=1))
+    api.nodes["n1"] = NodeCapacity(64_000, 262_144, 2, 16_384)  # a GPU was added
+    await placement.on_node(node_event("n1", gpus=2))
+    assert len(uow_factory.db.gpus) == 2

@@ -35,9 +35,9 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters import dependencies
-from gpuplace.adapters.kube import dra, hami
+from gpuplace.adapters.kube import dra, hami, translate
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
-from gpuplace.usecases.ports import BindOutcome, EvictOutcome, Json
+from gpuplace.usecases.ports import BindOutcome, EvictOutcome, Json, NodeCapacity
 
 log = logging.getLogger(__name__)
 Outcome = TypeVar("Outcome", BindOutcome, EvictOutcome)
@@ -185,6 +185,13 @@ class KubeClusterApi:
 
     async def read_pod(self, namespace: str, name: str) -> Json | None:
         return await _found(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
+
+    async def node_capacity(self, name: str) -> NodeCapacity | None:
+        node = await _found(self.core.read_node(name, _preload_content=False))
+        if node is None:
+            return None
+        event = translate.node_event(node, cluster="apiserver", region="apiserver")  # the watcher's reading
+        return NodeCapacity(event.cpu_milli, event.memory_mib, event.gpu_count, event.gpu_memory_mib)
 
     async def bind(self, namespace: str, name: str, uid: str, node: str, assignment: Json,
                    hami_request: Json | None = None, claim: Json | None = None) -> BindOutcome:
