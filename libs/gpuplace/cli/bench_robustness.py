@@ -88,22 +88,29 @@ def run_all(tasks: list[tuple], jobs: int, tick=None) -> list[robustness.Outcome
 
 
 def summarise(outcomes: list[robustness.Outcome]) -> list[dict]:
-    """Per (family, policy): mean, median, p95, worst seed, seeds lost to FGD, mean per arrival order."""
-    fgd = {(o.family, o.seed): o.unallocated_pct_at_100 for o in outcomes if o.policy == "fgd"}
+    """Per (family, policy): mean, median, p95, worst seed, seeds lost to FGD, mean per arrival order.
+
+    A run whose arrivals fell short of 100% has no KPI: it is counted in `short_of_100` and left out of every
+    figure (and of the comparison with FGD), so that one such seed never turns a mean into NaN."""
+    fgd = {(o.family, o.seed): o.unallocated_pct_at_100 for o in outcomes
+           if o.policy == "fgd" and o.unallocated_pct_at_100 is not None}
     rows = []
     for family in dict.fromkeys(o.family for o in outcomes):
         for policy in dict.fromkeys(o.policy for o in outcomes):
-            runs = [o for o in outcomes if o.family == family and o.policy == policy]
+            every = [o for o in outcomes if o.family == family and o.policy == policy]
+            runs = [o for o in every if o.unallocated_pct_at_100 is not None]
+            if not every:
+                continue
             if not runs:
+                rows.append({"family": family, "policy": policy, "seeds": 0, "short_of_100": len(every)})
                 continue
             values = np.array([o.unallocated_pct_at_100 for o in runs])
             worst = runs[int(np.argmax(values))]
-            by_order = {order: round(float(np.mean([o.unallocated_pct_at_100 for o in runs if o.order == order])), 2)
+            by_order = {order: round(float(np.mean([_kpi(o) for o in runs if o.order == order])), 2)
                         for order in robustness.ORDERS if any(o.order == order for o in runs)}
-            lost = sum(o.unallocated_pct_at_100 > fgd[(family, o.seed)] + 1e-9 for o in runs
-                       if (family, o.seed) in fgd)
+            lost = sum(_kpi(o) > fgd[(family, o.seed)] + 1e-9 for o in runs if (family, o.seed) in fgd)
             rows.append({
-                "family": family, "policy": policy, "seeds": len(runs),
+                "family": family, "policy": policy, "seeds": len(runs), "short_of_100": len(every) - len(runs),
                 "mean": round(float(values.mean()), 2), "median": round(float(np.median(values)), 2),
                 "p95": round(float(np.percentile(values, 95)), 2), "worst": float(values.max()),
                 "worst_seed": worst.seed, "worst_order": worst.order,
@@ -111,6 +118,11 @@ def summarise(outcomes: list[robustness.Outcome]) -> list[dict]:
                 "mean_by_order": by_order, "seconds_per_run": round(float(np.mean([o.seconds for o in runs])), 2),
             })
     return rows
+
+
+def _kpi(outcome: robustness.Outcome) -> float:
+    assert outcome.unallocated_pct_at_100 is not None  # summarise keeps only the runs that reached 100%
+    return outcome.unallocated_pct_at_100
 
 
 def render_markdown(rows: list[dict], command: str, seconds: float, scale: float) -> str:
@@ -122,16 +134,23 @@ def render_markdown(rows: list[dict], command: str, seconds: float, scale: float
         f"Measured with `{command}` in {seconds:.0f} s on {platform.machine()} / Python "
         f"{platform.python_version()}" + (f"; fleets {scale:g} x their size." if scale != 1.0 else "."),
         "",
-        "| family | policy | seeds | mean | median | p95 | worst (seed, order) | seeds worse than FGD | "
-        + " | ".join(f"mean {o}" for o in robustness.ORDERS) + " | s/run |",
-        "|---|---|---|---|---|---|---|---|" + "---|" * len(robustness.ORDERS) + "---|",
+        "Seeds short of 100%: runs whose arrivals never reached the mark, left out of every other column.",
+        "",
+        "| family | policy | seeds | short of 100% | mean | median | p95 | worst (seed, order) | "
+        "seeds worse than FGD | " + " | ".join(f"mean {o}" for o in robustness.ORDERS) + " | s/run |",
+        "|---|---|---|---|---|---|---|---|---|" + "---|" * len(robustness.ORDERS) + "---|",
     ]
     for r in rows:
+        if not r["seeds"]:
+            lines.append(f"| {r['family']} | {r['policy']} | 0 | {r['short_of_100']} |" + " - |" * (
+                6 + len(robustness.ORDERS)))
+            continue
         lost = "" if r["seeds_worse_than_fgd"] is None else str(r["seeds_worse_than_fgd"])
-        orders = " | ".join(f"{r['mean_by_order'].get(o, float('nan')):.2f}" for o in robustness.ORDERS)
-        lines.append(f"| {r['family']} | {r['policy']} | {r['seeds']} | {r['mean']:.2f} | {r['median']:.2f} | "
-                     f"{r['p95']:.2f} | {r['worst']:.2f} ({r['worst_seed']}, {r['worst_order']}) | {lost} | {orders} | "
-                     f"{r['seconds_per_run']:.2f} |")
+        orders = " | ".join(f"{r['mean_by_order'][o]:.2f}" if o in r["mean_by_order"] else "-"
+                            for o in robustness.ORDERS)
+        lines.append(f"| {r['family']} | {r['policy']} | {r['seeds']} | {r['short_of_100']} | {r['mean']:.2f} | "
+                     f"{r['median']:.2f} | {r['p95']:.2f} | {r['worst']:.2f} ({r['worst_seed']}, {r['worst_order']}) | "
+                     f"{lost} | {orders} | {r['seconds_per_run']:.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -59,3 +59,17 @@ def test_quick_mode_writes_the_table_and_every_seed(tmp_path):
 def test_unknown_family_is_a_usage_error(tmp_path):
     result = _invoke("--families", "nope", "--out", str(tmp_path / "r.md"))
     assert result.exit_code == 2 and "unknown family" in result.output
+
+
+def test_a_run_short_of_the_mark_is_counted_apart_not_averaged():
+    from gpuplace.cli.bench_robustness import render_markdown, summarise
+
+    def outcome(policy, seed, value):
+        return robustness.Outcome("f", policy, seed, "random", value, {}, 10, 0.1)
+
+    rows = summarise([outcome("fgd", 0, 2.0), outcome("gpuplace", 0, 1.0),
+                      outcome("fgd", 1, None), outcome("gpuplace", 1, None), outcome("gpuplace", 2, 3.0)])
+    ours = next(r for r in rows if r["policy"] == "gpuplace")
+    assert (ours["seeds"], ours["short_of_100"], ours["mean"]) == (2, 1, 2.0)
+    assert ours["seeds_worse_than_fgd"] == 0  # seed 2 has no FGD figure to lose to
+    assert "nan" not in render_markdown(rows, "cmd", 1.0, 1.0).lower()
