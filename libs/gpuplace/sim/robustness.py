@@ -30,10 +30,10 @@ Issue 39's families: small fleets of three GPU models with different memory size
 - `mixed-96`: 8 x 2 T4 16 GiB, 8 x 4 A100 40 GiB, 6 x 8 H100 80 GiB (96 GPUs); slices, CPU-only pods, training
   jobs of 1 and 2 GPUs anywhere, 4 on A100 or H100, 8 on H100;
 - `mixed-200`: 20 x 2 V100 16 GiB, 16 x 4 A10 24 GiB, 12 x 8 A100 40 GiB (200 GPUs); the same kinds of pods;
-- `cpu-heavy-144`: 12 x 2 T4, 10 x 4 A100, 10 x 8 H100 (144 GPUs) with 12 cores per GPU, and pods that ask up to
+- `cpu-heavy-144`: 12 x 2 T4, 10 x 4 A100, 10 x 8 H100 (144 GPUs) with 14 cores per GPU, and pods that ask up to
   16 cores per GPU, perception pods 2-8 cores, a quarter of the pods CPU-only: CPU runs out before GPU;
 - `slices-128`: 8 x 2 T4, 8 x 4 A10, 10 x 8 A100 (128 GPUs); three quarters of the pods GPU-memory slices;
-- `cpu-slices-160`: 16 x 2 V100, 8 x 4 A100, 12 x 8 H100 (160 GPUs) with 8 cores per GPU, perception pods that
+- `cpu-slices-160`: 16 x 2 V100, 8 x 4 A100, 12 x 8 H100 (160 GPUs) with 10 cores per GPU, perception pods that
   ask 2-12 cores for their slice: slices and CPU both scarce.
 """
 
@@ -132,14 +132,14 @@ FAMILIES = {f.name: f for f in (
         ("mixed-200", ((20, 2, V100, 32_000, 256), (16, 4, A10, 64_000, 512), (12, 8, A100, 128_000, 1024)),
          (*_perception(0.50, 14), _cpu_only(0.16), _training(0.16, 1, 12_000), _training(0.08, 2, 12_000),
           _training(0.06, 4, 12_000, (A10[0], A100[0])), _training(0.04, 8, 12_000, (A100[0],)))),
-        ("cpu-heavy-144", ((12, 2, T4, 24_000, 256), (10, 4, A100, 48_000, 512), (10, 8, H100, 96_000, 1024)),
+        ("cpu-heavy-144", ((12, 2, T4, 28_000, 256), (10, 4, A100, 56_000, 512), (10, 8, H100, 112_000, 1024)),
          (*_perception(0.40, 14, cpu=(2_000, 8_000)), _cpu_only(0.25, 16_000), _training(0.18, 1, 16_000),
           _training(0.09, 2, 16_000), _training(0.05, 4, 16_000, (A100[0], H100[0])),
           _training(0.03, 8, 16_000, (H100[0],)))),
         ("slices-128", ((8, 2, T4, 32_000, 256), (8, 4, A10, 64_000, 512), (10, 8, A100, 128_000, 1024)),
          (*_perception(0.75, 14), _cpu_only(0.10), _training(0.08, 1, 12_000), _training(0.04, 2, 12_000),
           _training(0.03, 4, 12_000, (A10[0], A100[0])))),
-        ("cpu-slices-160", ((16, 2, V100, 16_000, 256), (8, 4, A100, 32_000, 512), (12, 8, H100, 64_000, 1024)),
+        ("cpu-slices-160", ((16, 2, V100, 20_000, 256), (8, 4, A100, 40_000, 512), (12, 8, H100, 80_000, 1024)),
          (*_perception(0.60, 14, cpu=(2_000, 12_000)), _cpu_only(0.15), _training(0.12, 1, 8_000),
           _training(0.06, 2, 8_000), _training(0.04, 4, 8_000, (A100[0], H100[0])),
           _training(0.03, 8, 8_000, (H100[0],)))),
