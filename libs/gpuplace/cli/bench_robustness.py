@@ -32,7 +32,8 @@ QUICK_SEEDS, QUICK_SCALE = "0-3", 0.4
 def bench_robustness(
     seeds: str = typer.Option("0-99", help="Seeds: N, N-M, or a comma-separated list (>= 100 for the issue's bar)."),
     families: str = typer.Option(",".join(robustness.FAMILIES), help="Comma-separated families."),
-    policies: str = typer.Option("gpuplace,fgd,bestfit", help="Policies to run."),
+    policies: str = typer.Option("gpuplace,fgd,bestfit", help="Policies to run; `" + robustness.DECLARED + "` is "
+                                 "gpuplace told the run's whole-GPU shapes (gpuplace.sim.robustness)."),
     order: str = typer.Option("", help="One arrival order for every seed (default: seed % 4 picks one of "
                                        + ", ".join(robustness.ORDERS) + ")."),
     quick: bool = typer.Option(False, help=f"Seeds {QUICK_SEEDS} on fleets {QUICK_SCALE:g} x the size (tests)."),
@@ -41,7 +42,10 @@ def bench_robustness(
 ) -> None:
     try:
         seed_list = parse_seeds(QUICK_SEEDS if quick else seeds)
-        policy_list = parse_policies(policies)
+        policy_list = [p.strip() for p in policies.split(",") if p.strip()]
+        registered = [p for p in policy_list if p != robustness.DECLARED]
+        if registered or not policy_list:
+            parse_policies(",".join(registered))  # the reason, when one is unknown or none is given
         family_list = [f for f in families.split(",") if f]
         unknown = [f for f in family_list if f not in robustness.FAMILIES]
         if unknown or not family_list:

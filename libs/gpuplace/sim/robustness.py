@@ -19,6 +19,12 @@ stops there. A run that never came near the mark would report None and be counte
 none). Every pod is placed where the policy says or dropped (no retry, no departures), as in simulator.py; FGD
 gets the typical workload of the run's own pods, as the paper's harness gives it.
 
+FGD is told the mix of the run it is placing, gpuplace is not: it learns it from the pods it has placed, over a
+prior of the whole-GPU shapes the fleet could host. DECLARED (`gpuplace-declared`) is gpuplace told what an operator
+could declare (PolicyContext.expected_shapes, GPUPLACE_EXPECTED_SHAPES in the service): the whole-GPU requests of
+the run -- GPU count and allowed models, not how often each comes, so less than FGD is told. It shows how much of a
+gap to FGD is information and how much placement (issue 39).
+
 Families (FAMILIES):
 - `v100-8gpu`: 50 nodes of 8 x V100 16 GiB; perception pods asking a GPU memory slice, CPU-only pods, training jobs
   of 1, 2, 4 and 8 whole GPUs (issue 19's fleet);
@@ -55,6 +61,7 @@ from gpuplace.core.workload import typical_workload
 from gpuplace.sim.kpi import unallocated_pct_at
 from gpuplace.sim.simulator import shape_label
 
+DECLARED = "gpuplace-declared"
 ORDERS = ("random", "large-first", "large-last", "bursts", "waves", "cpu-heavy-first")
 FIRST_ORDERS = ORDERS[:4]
 """The orders of issue 19's families (seed % 4 picks one, so their seeds stay what they were)."""
@@ -261,8 +268,9 @@ def run_case(run: Case, policy: str) -> Outcome:
     started = time.perf_counter()
     snapshot = ClusterSnapshot(run.nodes)
     pods = run.pods
-    placer = registry.create(policy, PolicyContext(workload=typical_workload(pods, snapshot.gpu_types),
-                                                   rng=np.random.default_rng(run.seed)))
+    placer = registry.create("gpuplace" if policy == DECLARED else policy, PolicyContext(
+        workload=typical_workload(pods, snapshot.gpu_types), rng=np.random.default_rng(run.seed),
+        expected_shapes=whole_gpu_shapes(pods) if policy == DECLARED else ()))
     arrived, allocated = np.zeros(len(pods) + 1, dtype=np.int64), np.zeros(len(pods) + 1, dtype=np.int64)
     demands: dict[tuple, Demand] = {}
     failed: Counter[str] = Counter()
@@ -283,6 +291,13 @@ def run_case(run: Case, policy: str) -> Outcome:
                    round(time.perf_counter() - started, 2))
 
 
+def whole_gpu_shapes(pods: tuple[Pod, ...]) -> tuple[GpuRequest, ...]:
+    """The distinct whole-GPU requests among `pods` (count and allowed models), in a stable order."""
+    shapes = {GpuRequest(count=p.gpu.count, share_milli=1000, allowed_models=p.gpu.allowed_models)
+              for p in pods if p.gpu.count and p.gpu.memory_mib is None}
+    return tuple(sorted(shapes, key=lambda r: (r.count, r.allowed_models)))
+
+
 def run_one(task: tuple[str, str, int, str | None, float]) -> Outcome:
     """(family, policy, seed, order or None, scale) -> Outcome; the unit a process pool maps over."""
     family, policy, seed, order, scale = task
@@ -293,5 +308,6 @@ def _stable_hash(text: str) -> int:
     return sum((i + 1) * ord(c) for i, c in enumerate(text))
 
 
-__all__ = ["A10", "A100", "ARRIVE_TO_PCT", "BURSTS", "CPU_HEAVY_PART", "Case", "FAMILIES", "FIRST_ORDERS", "Family",
-           "H100", "LARGE_GPUS", "ORDERS", "Outcome", "Shape", "T4", "V100", "WAVES", "case", "run_case", "run_one"]
+__all__ = ["A10", "A100", "ARRIVE_TO_PCT", "BURSTS", "CPU_HEAVY_PART", "Case", "DECLARED", "FAMILIES", "FIRST_ORDERS",
+           "Family", "H100", "LARGE_GPUS", "ORDERS", "Outcome", "Shape", "T4", "V100", "WAVES", "case", "run_case",
+           "run_one", "whole_gpu_shapes"]

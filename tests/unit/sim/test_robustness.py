@@ -105,3 +105,17 @@ def test_a_run_short_of_the_mark_is_counted_apart_not_averaged():
     assert (ours["seeds"], ours["short_of_100"], ours["mean"]) == (2, 1, 2.0)
     assert ours["seeds_worse_than_fgd"] == 0  # seed 2 has no FGD figure to lose to
     assert "nan" not in render_markdown(rows, "cmd", 1.0, 1.0).lower()
+
+
+def test_declared_gpuplace_is_told_the_runs_whole_gpu_shapes_and_runs_in_the_command(tmp_path):
+    run = robustness.case(robustness.FAMILIES["mixed-96"], 2, scale=0.5)
+    shapes = robustness.whole_gpu_shapes(run.pods)
+    assert shapes and all(r.share_milli == 1000 and r.memory_mib is None for r in shapes)
+    assert {(r.count, r.allowed_models) for r in shapes} == {
+        (p.gpu.count, p.gpu.allowed_models) for p in run.pods if p.gpu.count and p.gpu.memory_mib is None}
+    out = tmp_path / "r.md"
+    result = _invoke("--quick", "--families", "mixed-96", "--policies", f"{robustness.DECLARED},fgd", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    rows = {r["policy"]: r for r in json.loads(out.with_suffix(".json").read_text())["summary"]}
+    assert rows[robustness.DECLARED]["seeds"] == 4 and rows[robustness.DECLARED]["seeds_worse_than_fgd"] is not None
+    assert _invoke("--policies", "nope," + robustness.DECLARED, "--out", str(out)).exit_code == 2
