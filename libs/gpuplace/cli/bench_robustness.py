@@ -27,15 +27,16 @@ from gpuplace.sim import robustness
 
 DEFAULT_OUT = Path("bench/results/robustness.md")
 QUICK_SEEDS, QUICK_SCALE = "0-3", 0.4
+DEFAULT_POLICIES = "gpuplace,fgd,bestfit"
 
 
 def bench_robustness(
     seeds: str = typer.Option("0-99", help="Seeds: N, N-M, or a comma-separated list (>= 100 for the issue's bar)."),
     families: str = typer.Option(",".join(robustness.FAMILIES), help="Comma-separated families."),
-    policies: str = typer.Option("gpuplace,fgd,bestfit", help="Policies to run; `" + robustness.DECLARED + "` is "
+    policies: str = typer.Option(DEFAULT_POLICIES, help="Policies to run; `" + robustness.DECLARED + "` is "
                                  "gpuplace told the run's whole-GPU shapes (gpuplace.sim.robustness)."),
-    order: str = typer.Option("", help="One arrival order for every seed (default: seed % 4 picks one of "
-                                       + ", ".join(robustness.ORDERS) + ")."),
+    order: str = typer.Option("", help="One arrival order for every seed (default: seed % n picks one of the "
+                                       "family's n orders: " + ", ".join(robustness.ORDERS) + ")."),
     quick: bool = typer.Option(False, help=f"Seeds {QUICK_SEEDS} on fleets {QUICK_SCALE:g} x the size (tests)."),
     jobs: int = typer.Option(1, min=1, help="Processes to run in parallel."),
     out: Path = typer.Option(DEFAULT_OUT, help="Markdown file to write (a .json with every seed beside it)."),
@@ -62,7 +63,7 @@ def bench_robustness(
         outcomes = run_all(tasks, jobs, lambda: bar.advance(task))
     command = "gpuplace bench robustness" + (" --quick" if quick else f" --seeds {seeds}") + f" --jobs {jobs}" + (
         f" --families {families}" if families != ",".join(robustness.FAMILIES) else "") + (
-        f" --order {order}" if order else "")
+        f" --policies {policies}" if policies != DEFAULT_POLICIES else "") + (f" --order {order}" if order else "")
     table = summarise(outcomes)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_markdown(table, command, time.perf_counter() - started, scale))
@@ -134,7 +135,8 @@ def render_markdown(rows: list[dict], command: str, seconds: float, scale: float
         "# Robustness: small fleets, many seeds, several arrival orders",
         "",
         "Unallocated GPU % at 100% arrived demand (the paper's KPI) per seed; families and arrival orders are "
-        "defined in `libs/gpuplace/sim/robustness.py` (seed % 4 picks the order unless `--order` is given).",
+        "defined in `libs/gpuplace/sim/robustness.py` (seed % n picks one of the family's n orders unless `--order` "
+        "is given).",
         f"Measured with `{command}` in {seconds:.0f} s on {platform.machine()} / Python "
         f"{platform.python_version()}" + (f"; fleets {scale:g} x their size." if scale != 1.0 else "."),
         "",
