@@ -7,7 +7,9 @@ Variants (each switches off one idea of core/policies/gpuplace, by patching this
 - no-hole-loss: no LP pattern-price hole loss, nodes ranked by node-waste growth alone;
 - no-stranding: W without the share a node's CPU and memory can no longer feed (FGD's view of CPU);
 - no-pool-weights: shapes weighted by frequency alone (FGD's weights), not by the reach of their node pools;
-- no-decay: the arriving mix is every pod seen so far, equally weighted (no half-life).
+- no-decay: the arriving mix is every pod seen so far, equally weighted (no half-life);
+- no-cpu-scarce: hole loss blind to the node's CPU, and the reserve to the CPU of pods that ask no GPU
+  (policy.CPU_SCARCE and whole_gpu_reserve.CPU_ONLY_EATS_CPU off; issue 39).
 The KPI is unallocated GPU % at the 100% mark (the run stops there), mean over the seeds.
 """
 
@@ -19,10 +21,10 @@ from unittest import mock
 import numpy as np
 from trace_runs import seeded_runs, trace_parser, unallocated_at_100
 
-from gpuplace.core.policies.gpuplace import hole_loss, node_waste, policy
+from gpuplace.core.policies.gpuplace import hole_loss, node_waste, policy, whole_gpu_reserve
 
 
-def _no_loss(self, gpu_type_id, share_milli, free_share_milli):
+def _no_loss(self, gpu_type_id, share_milli, free_share_milli, cpu_left_milli=None):
     return np.where(np.asarray(free_share_milli) >= np.asarray(share_milli)[:, None], 0.0, np.inf)
 
 
@@ -41,6 +43,8 @@ VARIANTS = {
     "no-pool-weights": [mock.patch.object(node_waste, "shape_weights", _frequency_weights),
                         mock.patch.object(policy, "shape_weights", _frequency_weights)],
     "no-decay": [mock.patch.object(policy, "HALF_LIFE_PODS", 1e15)],
+    "no-cpu-scarce": [mock.patch.object(policy, "CPU_SCARCE", False),
+                      mock.patch.object(whole_gpu_reserve, "CPU_ONLY_EATS_CPU", False)],
 }
 
 

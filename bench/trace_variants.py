@@ -11,7 +11,11 @@ gpuspec25, so that one quantity reaches its target, as the trace's README define
   other GPU tasks; CPU-only tasks kept);
 - multigpuXX: multi-GPU tasks carry XX% of the GPU request (multi-GPU tasks added to the default's);
 - gpuspecXX: XX% of GPU tasks carry a GPU-model constraint (drawn from gpuspec25's constrained and unconstrained
-  GPU tasks, constraints included).
+  GPU tasks, constraints included);
+- cpu200xNNN (CPU-heavy, issue 39): cpu200 with every task's CPU request x NNN/100 (capped at the largest node's
+  CPU, so that no task is made unplaceable by the scaling alone). cpu200 asks 16.0 cores per GPU asked, the
+  cluster has 17.2 per GPU: at x110 the CPU asked passes the cluster's before its GPU does, at x125 well before;
+- cpu200xNNNmixMM: MM% of the tasks drawn from cpu200xNNN, the rest from default (a mix between the two).
 The files are written outside the repository (they are derived from ../shared's data). Regenerating a published
 variant (gpushare40, multigpu20, ...) and simulating it checks the method against the real file.
 """
@@ -29,6 +33,11 @@ SOURCE = "default"
 SPEC_SOURCE = "gpuspec25"
 DEFAULT_VARIANTS = ("cpu100,cpu150,cpu250,gpushare20,gpushare60,gpushare100,multigpu30,multigpu50,gpuspec05,"
                     "gpuspec20,gpuspec33")
+CPU_HEAVY = "cpu250,cpu300,cpu200x110,cpu200x125,cpu200x125mix50"
+"""The CPU-heavy variants of issue 39 (`--variants cpu-heavy`): more CPU-only tasks, or more CPU per task."""
+CPU_SOURCE = "cpu200"
+MAX_NODE_CPU_MILLI = 128_000
+"""The largest node's CPU in openb_node_list_gpu_node.csv: a scaled request is capped there."""
 
 
 def main() -> None:
@@ -40,19 +49,44 @@ def main() -> None:
     args = parser.parse_args()
     header, rows = _read(args.trace_dir / f"openb_pod_list_{SOURCE}.csv")
     _, spec_rows = _read(args.trace_dir / f"openb_pod_list_{SPEC_SOURCE}.csv")
+    _, cpu_rows = _read(args.trace_dir / f"openb_pod_list_{CPU_SOURCE}.csv")
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.variants.split(","):
+    variants = CPU_HEAVY if args.variants == "cpu-heavy" else args.variants
+    for name in variants.split(","):
+        scaled = re.fullmatch(r"cpu200x(\d+)(?:mix(\d+))?", name.strip())
+        if scaled is not None:
+            factor, mix = int(scaled.group(1)) / 100.0, scaled.group(2)
+            made = _cpu_scaled(cpu_rows, factor)
+            if mix is not None:
+                made = _mixed(made, rows, int(mix) / 100.0, np.random.default_rng(args.seed))
+            _emit(args.out, name.strip(), header, made)
+            continue
         match = re.fullmatch(r"(cpu|gpushare|multigpu|gpuspec)(\d+)", name.strip())
         if match is None:
-            raise SystemExit(f"unknown variant {name!r}: cpuXXX, gpushareXX, multigpuXX or gpuspecXX")
+            raise SystemExit(f"unknown variant {name!r}: cpuXXX, gpushareXX, multigpuXX, gpuspecXX, cpu200xNNN[mixMM]")
         family, digits = match.groups()
         target = int(digits) / (1000.0 if family == "cpu" else 100.0)
         rng = np.random.default_rng(args.seed)
         source = spec_rows if family == "gpuspec" else rows
-        made = FAMILIES[family](source, target, rng)
-        path = args.out / f"openb_pod_list_{name.strip()}.csv"
-        _write(path, header, made)
-        print(f"{path}: {len(made)} pods; {_describe(made)}")
+        _emit(args.out, name.strip(), header, FAMILIES[family](source, target, rng))
+
+
+def _emit(out: Path, name: str, header: list[str], made: list[dict]) -> None:
+    path = out / f"openb_pod_list_{name}.csv"
+    _write(path, header, made)
+    print(f"{path}: {len(made)} pods; {_describe(made)}")
+
+
+def _cpu_scaled(rows: list[dict], factor: float) -> list[dict]:
+    """Every task's CPU request x `factor`, rounded to 100 milli-cores and capped at the largest node's CPU."""
+    return [{**r, "cpu_milli": str(min(MAX_NODE_CPU_MILLI, round(int(r["cpu_milli"]) * factor / 100) * 100))}
+            for r in rows]
+
+
+def _mixed(heavy: list[dict], rows: list[dict], part: float, rng: np.random.Generator) -> list[dict]:
+    """As many tasks as `rows`: a `part` of them drawn from `heavy`, the rest from `rows`."""
+    n_heavy = round(part * len(rows))
+    return _draw(heavy, n_heavy, rng) + _draw(rows, len(rows) - n_heavy, rng)
 
 
 def _cpu(rows: list[dict], target: float, rng: np.random.Generator) -> list[dict]:
@@ -115,7 +149,8 @@ def _describe(rows: list[dict]) -> str:
     return (f"CPU-only {100 * (len(rows) - len(gpu)) / len(rows):.1f}% of tasks, shared "
             f"{100 * sum(_request(r) for r in gpu if _shared(r)) / total:.1f}% and multi-GPU "
             f"{100 * sum(_request(r) for r in gpu if _gpus(r) > 1) / total:.1f}% of the GPU request, "
-            f"{100 * sum(bool(r.get('gpu_spec')) for r in gpu) / len(gpu):.1f}% of GPU tasks constrained")
+            f"{100 * sum(bool(r.get('gpu_spec')) for r in gpu) / len(gpu):.1f}% of GPU tasks constrained, "
+            f"{sum(int(r['cpu_milli']) for r in rows) / max(total, 1):.1f} CPU cores asked per GPU asked")
 
 
 def _read(path: Path) -> tuple[list[str], list[dict]]:

@@ -94,13 +94,15 @@ def render_markdown(summaries: list[dict], command: str, seconds: float) -> str:
         cells = []
         for policy in policies:
             ours = by_cell[(trace, policy)]["unallocated_pct_at_100"]
+            short = len(by_cell[(trace, policy)]["seeds_short_of_100"])
+            note = f" [{short} seeds short of 100%]" if short else ""
             published = _published(trace, policy)
-            if published is None:
-                cells.append(f"{ours:.2f}")
+            if ours is None or published is None:
+                cells.append(("n/a" if ours is None else f"{ours:.2f}") + note)
                 continue
             diff = ours - published
             worst = max(worst, abs(diff)) if trace != "default" else worst
-            cells.append(f"{ours:.2f} ({published:.2f}; {diff:+.2f})")
+            cells.append(f"{ours:.2f} ({published:.2f}; {diff:+.2f})" + note)
         lines.append(f"| {trace} | " + " | ".join(cells) + " |")
     lines += ["", f"Largest |difference| outside `default`: {worst:.2f} points.", ""]
     return "\n".join(lines)

@@ -41,10 +41,11 @@ class RunSummary:
     trace: str
     policy: str
     seed: int
-    unallocated_pct_at_100: float
-    unallocated_pct_at_130: float
-    fragmentation_pct_at_100: float
-    fragmentation_ratio_pct_at_100: float
+    unallocated_pct_at_100: float | None
+    """None: the run's arrivals never reached 100% (kpi.at); such runs are counted apart, out of the means."""
+    unallocated_pct_at_130: float | None
+    fragmentation_pct_at_100: float | None
+    fragmentation_ratio_pct_at_100: float | None
     failed_pods: int
     failed_by_shape: dict[str, int]
     arrivals: int
@@ -70,9 +71,10 @@ def summarise(runs: list[RunSummary]) -> dict:
     for run in runs:
         for shape, count in run.failed_by_shape.items():
             failed[shape] = failed.get(shape, 0) + count / len(runs)
-    mean = lambda key: round(float(np.mean([getattr(r, key) for r in runs])), 3)  # noqa: E731
+    mean = lambda key: _mean([getattr(r, key) for r in runs])  # noqa: E731
     return {
         "policy": runs[0].policy, "pods": runs[0].trace, "seeds": [r.seed for r in runs],
+        "seeds_short_of_100": [r.seed for r in runs if r.unallocated_pct_at_100 is None],
         "unallocated_pct_at_100": mean("unallocated_pct_at_100"),
         "unallocated_pct_at_130": mean("unallocated_pct_at_130"),
         "fragmentation_pct_at_100": mean("fragmentation_pct_at_100"),
@@ -83,6 +85,12 @@ def summarise(runs: list[RunSummary]) -> dict:
         **({"moved_pods_pct": mean("moved_pods_pct"), "moved_pods": mean("moved_pods")}
            if runs[0].moved_pods_pct is not None else {}),
     }
+
+
+def _mean(values: list) -> float | None:
+    """Mean over the runs that have the figure (3 decimals); None when none has it -- never NaN."""
+    present = [v for v in values if v is not None]
+    return round(float(np.mean(present)), 3) if present else None
 
 
 def register(app: typer.Typer) -> None:
@@ -183,15 +191,21 @@ def write_plot(groups: list[list[RunSummary]], path: Path, title: str = "") -> N
 def _print_table(summaries: list[dict]) -> None:
     table = Table(title=f"{summaries[0]['pods']}: means over seeds {_seed_text(summaries[0]['seeds'])}")
     # unallocated GPU % at 100/130% arrived; fragmented GPU % of capacity and of idle GPU at 100%
-    for column in ("policy", "unalloc@100", "unalloc@130", "frag@100", "frag/idle", "failed", "most failed",
-                   "s/run"):
+    # short of 100%: seeds whose arrivals never reached the mark, left out of the means
+    for column in ("policy", "unalloc@100", "unalloc@130", "frag@100", "frag/idle", "short of 100%", "failed",
+                   "most failed", "s/run"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for s in summaries:
         top = next(iter(s["failed_pods_by_shape"].items()), None)
-        table.add_row(s["policy"], f"{s['unallocated_pct_at_100']:.2f}", f"{s['unallocated_pct_at_130']:.2f}",
-                      f"{s['fragmentation_pct_at_100']:.2f}", f"{s['fragmentation_ratio_pct_at_100']:.1f}",
-                      f"{s['failed_pods']:.0f}", f"{top[0]} ({top[1]:.0f})" if top else "-", f"{s['seconds']:.2f}")
+        table.add_row(s["policy"], _cell(s["unallocated_pct_at_100"]), _cell(s["unallocated_pct_at_130"]),
+                      _cell(s["fragmentation_pct_at_100"]), _cell(s["fragmentation_ratio_pct_at_100"], 1),
+                      str(len(s["seeds_short_of_100"])), f"{s['failed_pods']:.0f}",
+                      f"{top[0]} ({top[1]:.0f})" if top else "-", f"{s['seconds']:.2f}")
     Console().print(table)
+
+
+def _cell(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def _seed_text(seeds: list[int]) -> str:
@@ -223,7 +237,7 @@ def _run_one(task: tuple) -> RunSummary:
         moved = defrag_simulator.run(nodes, pods, policy, seed, max_moves_pct=max_moves_pct)
         result = moved.simulation
     seconds = time.perf_counter() - started
-    read = functools.partial(kpi.read_at, result.arrived_milli, total_gpus=result.total_gpus, arrived_pct=100)
+    read = functools.partial(kpi.read, result.arrived_milli, total_gpus=result.total_gpus, arrived_pct=100)
     unallocated = 100.0 - result.allocated_pct()
     return RunSummary(
         label, policy, seed, result.unallocated_pct_at(100), result.unallocated_pct_at(130),

@@ -50,7 +50,8 @@ class SimulationResult:
     def failed_pods(self) -> int:
         return sum(self.failed_by_shape.values())
 
-    def unallocated_pct_at(self, arrived_pct: int = 100) -> float:
+    def unallocated_pct_at(self, arrived_pct: int = 100) -> float | None:
+        """The KPI at exactly `arrived_pct`% arrived (kpi.py); None if the arrivals never reach it."""
         return unallocated_pct_at(self.arrived_milli, self.allocated_milli, self.total_gpus, arrived_pct)
 
     def allocated_pct(self) -> FloatArray:

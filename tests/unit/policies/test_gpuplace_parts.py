@@ -59,6 +59,21 @@ def test_hole_loss_of_threes_and_sevens_in_milli():
         [1000 / 3, 0])
 
 
+def test_a_hole_left_where_the_cpu_cannot_feed_it_is_lost():
+    # 300m pods ask 2 cores, the 700m pod 4: the 700 left by a 300 in a fresh GPU is a step of the optimal
+    # packing only if the node still has the 2 cores a 300 needs to go there (issue 39)
+    snapshot, shapes = _mix([make_pod(f"a{i}").cpu(2).gpu_share(300).build() for i in range(3)]
+                            + [make_pod("b").cpu(4).gpu_share(700).build()], [make_node("n").gpus(1).build()])
+    loss = HoleLoss(shapes, shapes.probability)
+    fresh = np.array([[1000]])
+    assert loss.loss_milli(np.array([0]), np.array([300]), fresh, np.array([2_000]))[0, 0] == pytest.approx(0)
+    # 1 core left: nothing of the mix can use the 700 -- K(1000) - y_300 = 2/3 of a GPU lost
+    assert loss.loss_milli(np.array([0]), np.array([300]), fresh, np.array([1_000]))[0, 0] == pytest.approx(
+        2000 / 3)
+    # without the node's CPU, the prices alone (as before)
+    assert loss.loss_milli(np.array([0]), np.array([300]), fresh)[0, 0] == pytest.approx(0)
+
+
 def test_whole_gpus_lose_nothing_to_holes():
     snapshot, shapes = _mix([make_pod("a").gpu_share(300).build()], [make_node("n").gpus(1).build()])
     loss = HoleLoss(shapes, shapes.probability)

@@ -95,6 +95,18 @@ def test_the_mix_is_the_pods_seen_and_none_without_whole_gpu_pods():
     assert mix.cpu_per_gpu == pytest.approx((8_000 + 6 * 2_000) / (2.0 + 6 * 0.8), rel=1e-2)
 
 
+def test_the_cpu_of_pods_that_ask_no_gpu_counts_against_what_the_gpus_can_be_fed():
+    snapshot = _fleet((1000,) * 8)
+    gpu_pods = [make_pod(f"s{i}").cpu(2).gpu_share(800).build() for i in range(6)] + [
+        make_pod("w").cpu(8).whole_gpus(2).build()]
+    cpu_only = [make_pod(f"c{i}").cpu(10).build() for i in range(2)]
+    alone, beside = reserve_mix(_workload(gpu_pods, snapshot)), reserve_mix(_workload(gpu_pods + cpu_only, snapshot))
+    assert alone is not None and beside is not None
+    # the CPU-only pods' 20 cores eat the CPU that would feed the GPUs: more CPU per GPU asked (issue 39)
+    assert beside.cpu_per_gpu == pytest.approx((8_000 + 6 * 2_000 + 20_000) / (2.0 + 6 * 0.8), rel=1e-2)
+    assert beside.whole_part == pytest.approx(alone.whole_part, rel=1e-2)
+
+
 def _taught(context: PolicyContext, snapshot: ClusterSnapshot) -> Gpuplace:
     """gpuplace that has scored whole-GPU pods and 400m pods (whole part 1000 / (1000 + 2 x 400) = 0.56)."""
     policy = Gpuplace(context)

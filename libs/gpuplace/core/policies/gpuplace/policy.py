@@ -14,6 +14,10 @@ runtime applies it, core/topology.py). Ties go to the first node (runtime.py); i
 hole of the best option (for a memory slice the smallest of equal score, otherwise the largest), the lowest GPU
 index among equal holes. Online only: running pods never move.
 
+CPU is as scarce as GPU share where the mix asks more of it per GPU than the nodes have (issue 39): a hole left on
+a node whose CPU cannot feed it counts as lost (hole_loss.py, CPU_SCARCE), and the reserve counts the CPU of pods
+that ask no GPU against what the GPUs can be fed (whole_gpu_reserve.CPU_ONLY_EATS_CPU).
+
 One filter of its own, after the standard chain: the whole-GPU reserve (whole_gpu_reserve.py). Once the room in
 partly used GPUs could take the shared pods the seen mix still brings, a shared pod of more than half a GPU may not
 open a fresh GPU a whole-GPU pod could use; where no other node takes it, it waits (reason WholeGpuReserve).
@@ -108,6 +112,12 @@ WHOLE_GPU_RESERVE = 1.0
 """The whole-GPU reserve's scale (whole_gpu_reserve.py): it holds once the room in partly used GPUs could take this
 many times the shared demand the seen mix still brings. `gpuplace sim --pods default --seeds 42-51`: 3.84 without
 it, 3.688 with it; scale 0.5 gives 3.58, 2 gives 3.79, 0.35 4.25 (bench/reserve_rule.py)."""
+CPU_SCARCE = True
+"""Whether hole loss counts a hole left on a node whose CPU cannot feed it as lost (hole_loss.py; issue 39, with the
+reserve's whole_gpu_reserve.CPU_ONLY_EATS_CPU). Not a setting: the design, kept switchable for the ablation
+(bench/gpuplace_ablation.py, no-cpu-scarce). The same rule for packing -- a node's free share counted only as far as
+its CPU feeds it -- was tried on the robustness families and not kept: cpu-heavy-144 15.49 -> 15.20 but its worst
+seed 24.35 -> 24.70, cpu-slices-160 21.99 -> 22.52 (seeds 0-35)."""
 MAX_TABLES = 4096
 """Score tables kept, one per distinct request; past it they are all dropped. Memory requests rarely repeat (each
 perception pod asks its own MiB), so without a bound a long-running service would keep a table per pod."""
@@ -225,8 +235,9 @@ class Gpuplace(DefaultSteps):
         growth = measure.waste_milli(
             after, np.full(n, snapshot.cpu_free_milli[node] - demand.cpu_milli),
             np.full(n, snapshot.memory_free_mib[node] - demand.memory_mib), np.full(n, type_id)) - before
-        loss = self._hole_loss().loss_milli(np.array([type_id]), np.array([share]), free[None, usable])[0] if _priced(
-            demand) else np.zeros(n)
+        cpu_left = np.array([snapshot.cpu_free_milli[node] - demand.cpu_milli]) if CPU_SCARCE else None
+        loss = self._hole_loss().loss_milli(np.array([type_id]), np.array([share]), free[None, usable],
+                                            cpu_left)[0] if _priced(demand) else np.zeros(n)
         return (int(usable[int(np.argmax(_combined(loss, growth)))]),)
 
     # -- the arriving workload and the measure built on it -----------------------------------------------
@@ -316,7 +327,8 @@ class Gpuplace(DefaultSteps):
         row, col, before, after = _options(free, share, demand.gpu_count)
         loss = np.zeros(len(row))
         if demand.gpu_count == 1 and _priced(demand):  # growth only matters among a state's least-loss options
-            loss = np.round(self._hole_loss().loss_milli(types[row], share[row], before))[:, 0]
+            cpu_left = states.cpu_free_milli[todo][row] - demand.cpu_milli if CPU_SCARCE else None
+            loss = np.round(self._hole_loss().loss_milli(types[row], share[row], before, cpu_left))[:, 0]
             least = np.full(len(todo), np.inf)
             np.minimum.at(least, row, loss)
             keep = loss == least[row]
@@ -405,7 +417,7 @@ def _grown(table: FloatArray | None, size: int) -> FloatArray:
 
 
 __all__ = [
-    "DECLARED_PODS", "DRIFT_CHECK_PODS", "DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "HOLE_LOSS_MEMORY", "LOSS_WEIGHT",
-    "MAX_TABLES", "NAME", "PACK_MILLI", "POOL_CHECK_PODS", "PRIOR_PODS", "SEEN_FLOOR_PODS", "SPAN_PENALTY_MILLI",
-    "WHOLE_GPU_RESERVE",
+    "CPU_SCARCE", "DECLARED_PODS", "DRIFT_CHECK_PODS", "DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "HOLE_LOSS_MEMORY",
+    "LOSS_WEIGHT", "MAX_TABLES", "NAME", "PACK_MILLI", "POOL_CHECK_PODS", "PRIOR_PODS", "SEEN_FLOOR_PODS",
+    "SPAN_PENALTY_MILLI", "WHOLE_GPU_RESERVE",
 ]
