@@ -83,7 +83,7 @@ class FakeStateRepository:
             raise Rejected(reused_id(event_id, stored, digest))
         return False
 
-    async def upsert_node(self, node: Mapping[str, Any]) -> None:
+    async def upsert_node(self, node: Mapping[str, Any]) -> list[int]:
         key = (node["cluster"], node["name"])
         current = self.t["nodes"].get(key, {"cpu_assigned_milli": 0, "memory_assigned_mib": 0})
         given = {k: node[k] for k in ("cluster", "name", "region", "cpu_milli", "memory_mib", "gpu_model", "gpu_count",
@@ -97,11 +97,14 @@ class FakeStateRepository:
                                             "memory_observed_mib": None, "utilization_pct": None, "healthy": True,
                                             "telemetry_at": None, "slo_blocked_at": None})
             numa, nvlink = node.get("gpu_numa") or (), node.get("gpu_nvlink") or ()
-            self.t["gpus"][gkey] = {**gpu, "model": node["gpu_model"], "memory_total_mib": node["gpu_memory_mib"],
+            self.t["gpus"][gkey] = {**gpu, "model": node["gpu_model"], "memory_reported_mib": node["gpu_memory_mib"],
+                                    "memory_total_mib": max(node["gpu_memory_mib"], gpu["memory_assigned_mib"]),
                                     "numa_node": numa[i] if len(numa) == node["gpu_count"] else None,
                                     "nvlink_domain": nvlink[i] if len(nvlink) == node["gpu_count"] else None}
         for gkey in [k for k in self.t["gpus"] if k[:2] == key and k[2] >= node["gpu_count"]]:
             self._drop_gpu(gkey)
+        return sorted(g["index"] for k, g in self.t["gpus"].items()
+                      if k[:2] == key and g["memory_reported_mib"] < g["memory_assigned_mib"])
 
     def _drop_gpu(self, gkey: tuple[str, str, int]) -> None:
         """A GPU row goes with the grants on it (PostgreSQL's ON DELETE CASCADE)."""
@@ -287,6 +290,9 @@ class FakeStateRepository:
             if gpu is not None:
                 gpu["memory_assigned_mib"] -= a["memory_mib"]
                 gpu["share_assigned_milli"] -= a["share_milli"]
+                reported = gpu.get("memory_reported_mib")
+                gpu["memory_total_mib"] = max(gpu["memory_total_mib"] if reported is None else reported,
+                                              gpu["memory_assigned_mib"])
         if node is not None and (cluster, node) in self.t["nodes"]:
             self.t["nodes"][(cluster, node)]["cpu_assigned_milli"] -= cpu_milli
             self.t["nodes"][(cluster, node)]["memory_assigned_mib"] -= memory_mib

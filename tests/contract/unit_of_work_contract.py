@@ -349,6 +349,24 @@ class UnitOfWorkContract:
             assert await uow.state.load_nodes(CLUSTER) == []  # its last holder went: the absent node goes too
             await uow.commit()
 
+    @covers("upsert_node", "release")
+    async def test_a_gpu_that_reports_less_than_its_pods_hold_stays_full_until_they_go(self) -> None:
+        # issue 40: the watcher's correct, smaller value used to fail the CHECK and be dead-lettered
+        uow_factory = await self._seeded()
+        async with uow_factory() as uow:
+            await uow.state.reserve(cluster=CLUSTER, pod_uid="a", node="n1", grants=[GpuGrant(0, 12000, 750)],
+                                    cpu_milli=0, memory_mib=0, decision_id="d1")
+            assert await uow.state.upsert_node(node_row("n1", gpu_memory_mib=8192)) == [0]
+            gpus = {g["index"]: g for g in await uow.state.load_gpus(CLUSTER)}
+            assert (gpus[0]["memory_total_mib"], gpus[0]["memory_reported_mib"]) == (12000, 8192)
+            assert gpus[1]["memory_total_mib"] == 8192
+            assert await uow.state.reserve(cluster=CLUSTER, pod_uid="b", node="n1", grants=[GpuGrant(0, 100, 10)],
+                                           cpu_milli=0, memory_mib=0, decision_id="d2") is not None  # full
+            await uow.state.release(CLUSTER, "a", cpu_milli=0, memory_mib=0)
+            assert [g["memory_total_mib"] for g in await uow.state.load_gpus(CLUSTER)] == [8192, 8192]
+            assert await uow.state.upsert_node(node_row("n1", gpu_memory_mib=8192)) == []
+            await uow.commit()
+
     @covers("load_latency_model", "save_latency_model", "co_runners")
     async def test_latency_model_state_and_co_runners(self) -> None:
         uow_factory = await self._seeded()

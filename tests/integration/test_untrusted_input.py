@@ -268,6 +268,28 @@ async def test_a_node_deleted_and_registered_again_with_pods_running_gets_no_new
         await eventually(lambda: equals(scene.gpu_memory_assigned(), 12000), timeout_s=20, what="12,000 MiB held")
 
 
+async def test_a_gpu_whose_reported_memory_really_drops_below_what_is_held_gets_no_new_pod(scene: Scene):
+    # issue 40: the watcher's correct, smaller value was refused by a database check and dead-lettered
+    async with scene.running():
+        await inventory_seen(scene.settings, 1)
+        await scene.create("slam-0", "slam-1")
+        await scene.bound("slam-0", "slam-1")  # 12,000 of 16,384 MiB
+        await scene.api.core.patch_node(scene.node, {"metadata": {"labels": {"nvidia.com/gpu.memory": "8192"}}})
+        await eventually(lambda: _reported_memory(scene, 8192), timeout_s=30, what="the smaller GPU recorded")
+        assert await scene.gpu_memory_assigned() == 12000
+        await scene.create("small", memory="2000Mi")  # fits 16,384 - 12,000; the GPU has 8,192 now: it waits
+        await eventually(lambda: _state_is(scene, "small", "unschedulable"), timeout_s=30, what="small to wait")
+        await scene.delete("slam-0", "slam-1")
+        await scene.bound("small")
+
+
+async def _reported_memory(scene: Scene, mib: int) -> bool:
+    async with database(scene.settings) as uow_factory, uow_factory.engine.connect() as conn:
+        reported = (await conn.execute(select(gpus.c.memory_reported_mib).where(
+            gpus.c.cluster == scene.settings.cluster, gpus.c.node == scene.node))).scalar_one()
+    return bool(reported == mib)
+
+
 async def _node_absent(scene: Scene) -> bool:
     async with database(scene.settings) as uow_factory, uow_factory.engine.connect() as conn:
         absent = (await conn.execute(select(nodes.c.absent_since).where(

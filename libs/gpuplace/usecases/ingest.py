@@ -6,10 +6,14 @@ claimed and changes nothing.
 
 from __future__ import annotations
 
+import logging
+
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry, LatencyWindow, NodeEvent, PlacementEvent
 from gpuplace.usecases import dra, latency_learning
 from gpuplace.usecases.ports import NO_METRICS, Metrics, Row, UnitOfWork, UnitOfWorkFactory
+
+log = logging.getLogger(__name__)
 
 
 async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consumer: str) -> bool:
@@ -20,7 +24,7 @@ async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consu
         if event.kind == "deleted":
             await uow.state.delete_node(event.cluster, event.name)
         else:
-            await uow.state.upsert_node({
+            short = await uow.state.upsert_node({
                 "cluster": event.cluster, "name": event.name, "region": event.region,
                 "cpu_milli": event.cpu_milli, "memory_mib": event.memory_mib, "gpu_model": event.gpu_model,
                 "gpu_count": event.gpu_count, "gpu_memory_mib": event.gpu_memory_mib, "ready": event.ready,
@@ -29,6 +33,9 @@ async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consu
                 "max_pods": event.max_pods, "extended": {**event.extended, **event.resources},
                 "gpu_numa": list(event.gpu_numa), "gpu_nvlink": list(event.gpu_nvlink),
             })
+            if short:  # a fact, not an error: the GPU stays full until its pods go (StateRepository.upsert_node)
+                log.warning("node %s/%s reports %d MiB on GPU(s) %s, less than its pods hold: nothing new goes "
+                            "there until they go", event.cluster, event.name, event.gpu_memory_mib, short)
         await uow.commit()
     return True
 

@@ -92,8 +92,11 @@ class GpuRow(TypedDict):
     uuid: str | None
     model: str | None
     memory_total_mib: int
+    """What placement may fill: the memory reported, or what pods hold when they hold more (upsert_node)."""
     memory_assigned_mib: int
     share_assigned_milli: int
+    memory_reported_mib: int | None
+    """What the node reports now (None on rows older than the column: memory_total_mib)."""
     memory_observed_mib: int | None
     utilization_pct: float | None
     healthy: bool
@@ -212,9 +215,12 @@ class StateRepository(Protocol):
         claim_event does when one was claimed before with another digest."""
         ...
 
-    async def upsert_node(self, node: Mapping[str, Any]) -> None:
+    async def upsert_node(self, node: Mapping[str, Any]) -> list[int]:
         """Insert or refresh a node (present again, if it was absent); its GPU rows become indices
-        0..gpu_count-1: what they hold is kept, GPUs past the new count are dropped with the grants on them."""
+        0..gpu_count-1: what they hold is kept, GPUs past the new count are dropped with the grants on them. A GPU
+        whose reported memory is below what pods hold keeps memory_total_mib at what they hold (nothing new fits)
+        until release brings it down to the report; returns the indices of such GPUs (over-committed by the node's
+        own report, not by placement)."""
         ...
 
     async def delete_node(self, cluster: str, name: str) -> list[str]:
@@ -318,7 +324,8 @@ class StateRepository(Protocol):
     async def release(self, cluster: str, pod_uid: str, *, cpu_milli: int, memory_mib: int) -> str | None:
         """Give back everything the pod holds: its GPU grants, and `cpu_milli`/`memory_mib` on their node (for a
         pod without GPUs, on the node its row names while reserved, bound or promised); returns that node, None
-        when it held nothing. An absent node (delete_node) goes with the last pod holding there."""
+        when it held nothing. An absent node (delete_node) goes with the last pod holding there, and a GPU that
+        reports less than was held (upsert_node) comes down to its report as the holders go."""
         ...
 
     async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:

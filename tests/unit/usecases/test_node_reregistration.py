@@ -45,3 +45,23 @@ async def test_a_node_that_leaves_for_good_goes_with_its_last_pod(uow_factory, a
     api.gone.add("slam")  # the pod garbage collector deletes the orphaned pod
     await placement.on_pod(pod_event("slam", uid=slam.uid, kind="deleted"))
     assert ("east", "n1") not in uow_factory.db.nodes and not uow_factory.db.gpus
+
+
+async def test_a_gpu_that_really_shrinks_below_what_is_held_takes_nothing_new_until_its_pods_go(uow_factory, api):
+    # issue 40: the watcher's correct, smaller value was refused by a database check and dead-lettered
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=1))  # 16384 MiB
+    slam = pod_event("slam", memory_mib=12000)
+    await placement.on_pod(slam)
+    await placement.drain()
+    await placement.on_node(node_event("n1", gpus=1, gpu_memory_mib=8192))  # the GPU now reports 8192 MiB
+    [gpu] = uow_factory.db.gpus.values()
+    assert (gpu["memory_reported_mib"], gpu["memory_total_mib"], gpu["memory_assigned_mib"]) == (8192, 12000, 12000)
+    await placement.on_pod(pod_event("small", memory_mib=4000))
+    await placement.drain()
+    assert ("robots", "small") not in api.bound  # 4000 MiB would fit the old 16384, not the GPU as it is now
+    api.gone.add("slam")
+    await placement.on_pod(pod_event("slam", uid=slam.uid, kind="deleted"))
+    await placement.drain()
+    [gpu] = uow_factory.db.gpus.values()
+    assert api.bound[("robots", "small")] == "n1" and gpu["memory_total_mib"] == 8192, gpu

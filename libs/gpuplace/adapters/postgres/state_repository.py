@@ -136,7 +136,7 @@ class StateRepository:
         return claimed
 
     # -- nodes and GPUs --------------------------------------------------------------------------
-    async def upsert_node(self, node: Mapping[str, Any]) -> None:
+    async def upsert_node(self, node: Mapping[str, Any]) -> list[int]:
         """Insert or update a node and make its GPU rows match `gpu_count` (GPUs past it go, with their grants);
         `gpu_numa` / `gpu_nvlink`, when given, per GPU index (else NULL: not described)."""
         values = {k: node[k] for k in ("cluster", "name", "region", "cpu_milli", "memory_mib", "gpu_model",
@@ -149,15 +149,20 @@ class StateRepository:
         if node["gpu_count"]:
             numa, nvlink = _per_gpu(node, "gpu_numa"), _per_gpu(node, "gpu_nvlink")
             gpu_rows = [{"cluster": node["cluster"], "node": node["name"], "index": i, "model": node["gpu_model"],
-                         "memory_total_mib": node["gpu_memory_mib"], "numa_node": numa[i], "nvlink_domain": nvlink[i]}
-                        for i in range(node["gpu_count"])]
+                         "memory_total_mib": node["gpu_memory_mib"], "memory_reported_mib": node["gpu_memory_mib"],
+                         "numa_node": numa[i], "nvlink_domain": nvlink[i]} for i in range(node["gpu_count"])]
             gstmt = insert(gpus).values(gpu_rows)
             await self._conn.execute(gstmt.on_conflict_do_update(
                 index_elements=[gpus.c.cluster, gpus.c.node, gpus.c.index],
-                set_={"model": gstmt.excluded.model, "memory_total_mib": gstmt.excluded.memory_total_mib,
+                set_={"model": gstmt.excluded.model, "memory_reported_mib": gstmt.excluded.memory_reported_mib,
+                      "memory_total_mib": func.greatest(gstmt.excluded.memory_total_mib, gpus.c.memory_assigned_mib),
                       "numa_node": gstmt.excluded.numa_node, "nvlink_domain": gstmt.excluded.nvlink_domain}))
         await self._conn.execute(delete(gpus).where(
             gpus.c.cluster == node["cluster"], gpus.c.node == node["name"], gpus.c.index >= node["gpu_count"]))
+        short = await self._conn.execute(select(gpus.c.index).where(
+            gpus.c.cluster == node["cluster"], gpus.c.node == node["name"],
+            gpus.c.memory_reported_mib < gpus.c.memory_assigned_mib).order_by(gpus.c.index))
+        return [int(r[0]) for r in short]
 
     async def delete_node(self, cluster: str, name: str) -> list[str]:
         """Remove a node, or keep it absent while pods hold resources there (the port says why)."""
@@ -395,11 +400,13 @@ class StateRepository:
             allocations.c.cluster == cluster, allocations.c.pod_uid == pod_uid,
         ).returning(allocations.c.node, allocations.c.gpu_index, allocations.c.memory_mib, allocations.c.share_milli))
         grants = held.all()
-        for g in grants:
+        for g in grants:  # a GPU that reports less than was held comes down towards its report (upsert_node)
             await self._conn.execute(update(gpus).where(
                 gpus.c.cluster == cluster, gpus.c.node == g.node, gpus.c.index == g.gpu_index,
             ).values(memory_assigned_mib=gpus.c.memory_assigned_mib - g.memory_mib,
-                     share_assigned_milli=gpus.c.share_assigned_milli - g.share_milli))
+                     share_assigned_milli=gpus.c.share_assigned_milli - g.share_milli,
+                     memory_total_mib=func.greatest(func.coalesce(gpus.c.memory_reported_mib, gpus.c.memory_total_mib),
+                                                    gpus.c.memory_assigned_mib - g.memory_mib)))
         node = grants[0].node if grants else await self._conn.scalar(select(pods.c.node).where(
             pods.c.cluster == cluster, pods.c.uid == pod_uid, pods.c.state.in_(HOLDING)))
         if node is None:

@@ -59,9 +59,12 @@ gpus = Table(
     Column("index", Integer, primary_key=True),
     Column("uuid", Text),
     Column("model", Text),
+    # what placement may fill: the memory the node reports, or, when it reports less than pods hold here (a GPU
+    # that shrank, a wrong report corrected), what they hold, so nothing new fits until they go
     Column("memory_total_mib", Integer, nullable=False),
     Column("memory_assigned_mib", Integer, nullable=False, server_default="0"),
     Column("share_assigned_milli", Integer, nullable=False, server_default="0"),
+    Column("memory_reported_mib", Integer),  # what the node reports now; NULL: memory_total_mib (rows before 0009)
     Column("memory_observed_mib", Integer),
     Column("utilization_pct", Float),
     Column("healthy", Boolean, nullable=False, server_default="true"),
