@@ -86,9 +86,13 @@ class Scene:
         await eventually(gone, timeout_s=30, what=f"{names} gone from the apiserver")
 
     async def gpu_memory_assigned(self) -> int:
+        return await self.gpu_memory("memory_assigned_mib")
+
+    async def gpu_memory(self, column: str) -> int:
+        """A memory column of the node's one GPU row (memory_assigned_mib, memory_reported_mib, ...)."""
         async with database(self.settings) as uow_factory, uow_factory.engine.connect() as conn:
-            return (await conn.execute(select(gpus.c.memory_assigned_mib).where(
-                gpus.c.cluster == self.settings.cluster, gpus.c.node == self.node))).scalar_one()
+            return int((await conn.execute(select(gpus.c[column]).where(
+                gpus.c.cluster == self.settings.cluster, gpus.c.node == self.node))).scalar_one())
 
     async def states(self) -> dict[str, str]:
         async with database(self.settings) as uow_factory, uow_factory.engine.connect() as conn:
@@ -275,19 +279,13 @@ async def test_a_gpu_whose_reported_memory_really_drops_below_what_is_held_gets_
         await scene.create("slam-0", "slam-1")
         await scene.bound("slam-0", "slam-1")  # 12,000 of 16,384 MiB
         await scene.api.core.patch_node(scene.node, {"metadata": {"labels": {"nvidia.com/gpu.memory": "8192"}}})
-        await eventually(lambda: _reported_memory(scene, 8192), timeout_s=30, what="the smaller GPU recorded")
+        await eventually(lambda: equals(scene.gpu_memory("memory_reported_mib"), 8192), timeout_s=30,
+                         what="the smaller GPU recorded")
         assert await scene.gpu_memory_assigned() == 12000
         await scene.create("small", memory="2000Mi")  # fits 16,384 - 12,000; the GPU has 8,192 now: it waits
         await eventually(lambda: _state_is(scene, "small", "unschedulable"), timeout_s=30, what="small to wait")
         await scene.delete("slam-0", "slam-1")
         await scene.bound("small")
-
-
-async def _reported_memory(scene: Scene, mib: int) -> bool:
-    async with database(scene.settings) as uow_factory, uow_factory.engine.connect() as conn:
-        reported = (await conn.execute(select(gpus.c.memory_reported_mib).where(
-            gpus.c.cluster == scene.settings.cluster, gpus.c.node == scene.node))).scalar_one()
-    return bool(reported == mib)
 
 
 async def _node_absent(scene: Scene) -> bool:
