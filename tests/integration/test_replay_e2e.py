@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,13 @@ from typer.testing import CliRunner
 from gpuplace.adapters.event_log import write_lines
 from gpuplace.adapters.kafka import delete_topics
 from gpuplace.adapters.kafka_event_log import publish_log, read_cluster_log
+from gpuplace.bootstrap import database
 from gpuplace.cli import app as cli
 from gpuplace.cli.pipeline_run import PipelineRun, RunConfig
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.settings import Settings
+from gpuplace.usecases import latency_learning
 
 from .conftest import unique_name
 
@@ -43,6 +46,25 @@ async def _replay(bootstrap: str, cluster: str, *args: str, suffix: str = "") ->
     return result.output
 
 
+@pytest.fixture
+async def default_latency_model(database_url: str) -> AsyncIterator[None]:
+    """The fleet's latency model as a fresh install has it, for the run: replay decides with the default model (the
+    log holds no model), and the one latency windows refit is shared by every test on this database (the SLO,
+    latency-scrape and fleet-report tests teach it). The model found is put back after."""
+    async with database(Settings(database_url=database_url)) as uow_factory:
+        async with uow_factory() as uow:
+            kept = await uow.state.load_latency_model(latency_learning.MODEL_NAME)
+            await uow.state.save_latency_model(latency_learning.MODEL_NAME, {})
+            await uow.commit()
+        try:
+            yield
+        finally:
+            async with uow_factory() as uow:
+                await uow.state.save_latency_model(latency_learning.MODEL_NAME, kept or {})
+                await uow.commit()
+
+
+@pytest.mark.usefixtures("default_latency_model")
 async def test_replay_of_a_pipeline_run_reproduces_every_decision(kafka_bootstrap: str, database_url: str,
                                                                    tmp_path: Path) -> None:
     kubeconfigs = cluster_kubeconfigs()
