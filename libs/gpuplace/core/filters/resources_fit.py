@@ -1,7 +1,4 @@
-"""CPU and host memory: the pod's requests must fit what is still free on the node.
-
-As kube-scheduler's NodeResourcesFit (fitsRequest, v1.37) compares them: a resource the pod does not request is
-not compared, so a pod asking no CPU still fits a node whose CPU others over-committed."""
+"""CPU and host memory: the pod's requests must fit what is still free on the node."""
 
 from __future__ import annotations
 
@@ -16,8 +13,8 @@ NAME = "ResourcesFit"
 
 def verdict(state: CycleState) -> Verdict:
     snapshot, demand = state.snapshot, state.demand
-    cpu_ok = (snapshot.cpu_free_milli >= demand.cpu_milli) | (demand.cpu_milli <= 0)
-    memory_ok = (snapshot.memory_free_mib >= demand.memory_mib) | (demand.memory_mib <= 0)
+    cpu_ok = snapshot.cpu_free_milli >= demand.cpu_milli
+    memory_ok = snapshot.memory_free_mib >= demand.memory_mib
 
     def explain(rows: IntArray) -> Explained:
         cpu_short, memory_short = ~cpu_ok[rows], ~memory_ok[rows]
