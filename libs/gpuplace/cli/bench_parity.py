@@ -22,6 +22,7 @@ from rich.console import Console
 from gpuplace.cli import bench
 from gpuplace.cli.parity_run import BATCH, VERDICTS, CaseResult, run_parity, tally
 from gpuplace.cli.parity_specs import cases
+from gpuplace.cli.shared_cluster import Outcome
 from gpuplace.cli.stack_env import cluster_kubeconfigs, resolve
 
 DEFAULT_OUT = Path("bench/results/parity.md")
@@ -87,9 +88,11 @@ def report(results: list[CaseResult], *, seed: int, seconds: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _said(outcome: object) -> str:
-    node, waiting, error = (getattr(outcome, k, None) for k in ("node", "unschedulable", "error"))
-    return f"bound to {node}" if node else f"refused: {(waiting or error or '')[:300]}"
+def _said(outcome: Outcome | None) -> str:
+    if outcome is None:
+        return "refused: rejected by the apiserver"
+    return f"bound to {outcome.node}" if outcome.node else \
+        f"refused: {(outcome.unschedulable or outcome.error or '')[:300]}"
 
 
 def register(app: typer.Typer) -> None:
