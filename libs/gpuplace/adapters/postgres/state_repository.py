@@ -411,11 +411,9 @@ class StateRepository:
             pods.c.cluster == cluster, pods.c.uid == pod_uid, pods.c.state.in_(HOLDING)))
         if node is None:
             return None
-        await self._conn.execute(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == node).values(
+        absent = await self._conn.scalar(update(nodes).where(nodes.c.cluster == cluster, nodes.c.name == node).values(
             cpu_assigned_milli=nodes.c.cpu_assigned_milli - cpu_milli,
-            memory_assigned_mib=nodes.c.memory_assigned_mib - memory_mib))
-        absent = await self._conn.scalar(select(nodes.c.absent_since).where(
-            nodes.c.cluster == cluster, nodes.c.name == node))
+            memory_assigned_mib=nodes.c.memory_assigned_mib - memory_mib).returning(nodes.c.absent_since))
         if absent is not None and not set(await self._holders(cluster, node)) - {pod_uid}:
             await self._conn.execute(delete(nodes).where(nodes.c.cluster == cluster, nodes.c.name == node))
         return node
