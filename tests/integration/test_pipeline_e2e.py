@@ -199,3 +199,19 @@ async def test_two_placement_workers_split_the_clusters_and_bind_every_pod_once(
         await _assert_postgres_matches_apiservers(run, settings)
     finally:
         await run.cleanup()
+
+
+async def test_a_paced_run_submits_at_its_rate_and_binds_every_pod(kafka_bootstrap: str, database_url: str) -> None:
+    """`bench pipeline --rate` (issue 35): pod i is submitted no sooner than i / rate seconds after the first, so
+    60 pods at 20 per second take about 3 s to submit, and each is bound as it comes."""
+    kubeconfigs = dict(list(cluster_kubeconfigs().items())[:2])
+    settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url)
+    run = PipelineRun(RunConfig(kubeconfigs=kubeconfigs, nodes=10, pods=60, rate=20.0, timeout_s=300), settings)
+    try:
+        result = await run.run()
+        assert result.pods_bound == result.pods_submitted == 60, result.summary()
+        assert result.gpus_overcommitted == 0 and result.bound_twice == 0
+        submitted = sorted(run.submitted_at.values())
+        assert submitted[-1] - submitted[0] >= 59 / 20.0 * 0.95, "the pods were not spread at the rate asked"
+    finally:
+        await run.cleanup()

@@ -54,6 +54,8 @@ def bench_pipeline(
     kube_scheduler_burst: int = typer.Option(DEFAULT_BURST, min=1, help="its clientConnection.burst"),
     processes: bool = typer.Option(True, "--processes/--in-process", help="each gpuplace service its own process, "
                                    "as deployed (default), or all of them as tasks in the bench's process"),
+    rate: float | None = typer.Option(None, min=0.1, help="submit the pods at this many per second, spread "
+                                      "evenly (a steady stream), instead of as one burst"),
 ) -> None:
     """Run the pipeline REPEATS times and report median binds/s and pending-to-bound p50/p95/p99."""
     settings, kubeconfigs = local_stack()
@@ -62,7 +64,7 @@ def bench_pipeline(
         limits = ClientLimits(qps=kube_scheduler_qps, burst=kube_scheduler_burst)
         _against_kube_scheduler(settings, kubeconfigs, nodes=nodes, pods=pods, repeats=repeats, policy=policy,
                                 out=out or DEFAULT_OUT_AGAINST, gpus_per_node=gpus_per_node, binary=kube_scheduler,
-                                limits=limits, processes=processes)
+                                limits=limits, processes=processes, rate=rate)
         return
     out = out or DEFAULT_OUT
     gpus = gpus_per_node or DEFAULT_GPUS_PER_NODE
@@ -70,12 +72,12 @@ def bench_pipeline(
     runs = []
     for i in range(repeats):
         config = RunConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, gpus_per_node=gpus, policy=policy,
-                           seed=7 + i, processes=processes)
+                           seed=7 + i, processes=processes, rate=rate)
         result = asyncio.run(PipelineRun(config, settings).run())
         runs.append(result.summary())
         console.print(f"repeat {i + 1}/{repeats}: {result.binds_per_s} binds/s, "
                       f"p50/p95/p99 {result.pending_to_bound_ms}")
-    report = _markdown(runs, nodes, pods, policy, repeats, gpus, processes)
+    report = _markdown(runs, nodes, pods, policy, repeats, gpus, processes, rate)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report)
     out.with_suffix(".json").write_text(json.dumps(runs, indent=2) + "\n")
@@ -84,7 +86,7 @@ def bench_pipeline(
 
 def _against_kube_scheduler(settings: Settings, kubeconfigs: dict[str, str], *, nodes: int, pods: int,
                             repeats: int, policy: str, out: Path, gpus_per_node: int | None, binary: Path | None,
-                            limits: ClientLimits, processes: bool) -> None:
+                            limits: ClientLimits, processes: bool, rate: float | None = None) -> None:
     """`--against kube-scheduler`: ks, gp, ks, gp, ... on the same fleet and burst; report, medians and ratios."""
     console = Console(stderr=True)
     try:
@@ -104,7 +106,7 @@ def _against_kube_scheduler(settings: Settings, kubeconfigs: dict[str, str], *, 
     version = asyncio.run(binary_version(found))
     comparison = Comparison(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, repeats=repeats,
                             gpus_per_node=gpus_per_node, binary=found, limits=limits, policy=policy,
-                            processes=processes)
+                            processes=processes, rate=rate)
 
     def on_run(side: str, repeat: int, result: RunResult) -> None:
         console.print(f"repeat {repeat}/{repeats} {side}: {result.binds_per_s} binds/s, "
@@ -113,12 +115,13 @@ def _against_kube_scheduler(settings: Settings, kubeconfigs: dict[str, str], *, 
     runs = compare(comparison, settings, on_run=on_run)
     command = (f"gpuplace bench pipeline --nodes {nodes} --pods {pods} --repeats {repeats} --policy {policy} "
                f"--against kube-scheduler --gpus-per-node {gpus_per_node} --kube-scheduler-qps {limits.qps:g} "
-               f"--kube-scheduler-burst {limits.burst}" + ("" if processes else " --in-process"))
+               f"--kube-scheduler-burst {limits.burst}" + ("" if processes else " --in-process")
+               + (f" --rate {rate:g}" if rate else ""))
     setup = pipeline_comparison_report.Setup(
         command=command, host=f"{platform.node()} ({platform.processor() or platform.machine()})", nodes=nodes,
         pods=pods, gpus_per_node=gpus_per_node, gpus_per_node_note=note, clusters=len(kubeconfigs), policy=policy,
         kube_scheduler=f"{version} ({found})", kube_scheduler_limits=limits.describe(),
-        gpuplace_limits=gpuplace_client_limits(settings))
+        gpuplace_limits=gpuplace_client_limits(settings), rate=rate)
     report = pipeline_comparison_report.markdown(setup, runs)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report)
@@ -136,7 +139,7 @@ def gpuplace_client_limits(settings: Settings) -> str:
 
 
 def _markdown(runs: list[dict], nodes: int, pods: int, policy: str, repeats: int, gpus: int,
-              processes: bool = True) -> str:
+              processes: bool = True, rate: float | None = None) -> str:
     def median(key: str, sub: str | None = None) -> float:
         return statistics.median(r[key][sub] if sub else r[key] for r in runs)
 
@@ -144,7 +147,8 @@ def _markdown(runs: list[dict], nodes: int, pods: int, policy: str, repeats: int
         f"# Pipeline benchmark: {pods} pods on {nodes} KWOK nodes x {gpus} GPUs, {len(runs[0]['clusters'])} clusters",
         "",
         f"`gpuplace bench pipeline --nodes {nodes} --pods {pods} --repeats {repeats} --policy {policy}"
-        f"{'' if processes else ' --in-process'}` on {platform.node()} ({platform.processor() or platform.machine()}), "
+        f"{'' if processes else ' --in-process'}{f' --rate {rate:g}' if rate else ''}` on "
+        f"{platform.node()} ({platform.processor() or platform.machine()}), "
         f"medians of {len(runs)} runs; the services "
         f"{'each in its own process, as deployed' if processes else 'as tasks in the bench process'}.",
         "",
@@ -163,8 +167,9 @@ def _markdown(runs: list[dict], nodes: int, pods: int, policy: str, repeats: int
     for r in runs:
         p = r["pending_to_bound_ms"]
         lines.append(f"| {r['run_id']} | {r['binds_per_s']} | {p['p50']} | {p['p95']} | {p['p99']} | {r['seconds']} |")
-    lines += ["", "Pods are submitted as fast as the apiservers take them, so pending->bound includes queueing:",
-              "it measures how long a burst of pods waits, and binds/s is the sustained drain rate.", ""]
+    lines += ["", f"Pods are submitted at {rate:g} per second: pending->bound is what a pod of a steady stream waits."
+              if rate else "Pods are submitted as fast as the apiservers take them, so pending->bound includes "
+              "queueing:\nit measures how long a burst of pods waits, and binds/s is the sustained drain rate.", ""]
     return "\n".join(lines)
 
 

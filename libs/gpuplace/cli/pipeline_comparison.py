@@ -51,6 +51,7 @@ class Comparison:
     policy: str | None = None
     timeout_s: float = 600.0
     processes: bool = True  # gpuplace's services as their own processes, as kube-scheduler is its own
+    rate: float | None = None  # pods per second for both sides (RunConfig.rate); None: a burst
 
 
 def whole_gpus_per_node(nodes: int, pods: int, clusters: int) -> int:
@@ -75,7 +76,7 @@ def run_one(side: str, repeat: int, comparison: Comparison, settings: Settings,
     config = RunConfig(kubeconfigs=comparison.kubeconfigs, nodes=comparison.nodes, pods=comparison.pods,
                        gpus_per_node=comparison.gpus_per_node, seed=7 + repeat, policy=comparison.policy,
                        timeout_s=comparison.timeout_s, keep=True,  # cleaned up below, pods first
-                       processes=comparison.processes)
+                       processes=comparison.processes, rate=comparison.rate)
     run: PipelineRun
     if side == KUBE_SCHEDULER:
         run = KubeSchedulerRun(config, settings, binary=comparison.binary, limits=comparison.limits,

@@ -36,6 +36,7 @@ class Setup:
     kube_scheduler: str  # version and binary
     kube_scheduler_limits: str  # the setting, named
     gpuplace_limits: str
+    rate: float | None = None  # pods per second (a steady stream); None: a burst
 
 
 def medians(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -90,7 +91,8 @@ def markdown(setup: Setup, runs: list[dict[str, Any]]) -> str:
         "",
         f"- Fleet (both): {setup.nodes} KWOK nodes split over {setup.clusters} apiservers, {gpus} each, the same "
         "CPU, memory and GPU models; created fresh for every run and deleted (namespace gone) before the next.",
-        f"- Burst (both): {setup.pods} pods, the same CPU, memory and priority classes, submitted 24 at a time; "
+        f"- {'Stream' if setup.rate else 'Burst'} (both): {setup.pods} pods, the same CPU, memory and priority "
+        f"classes, submitted {f'at {setup.rate:g} pods/s, spread evenly' if setup.rate else '24 at a time'}; "
         "pending->bound is the submit call to the run's pod watch first showing a node.",
         f"- gpuplace: policy {setup.policy}; pods ask for a GPU-memory slice (gpuplace.io/gpu-memory). "
         f"API client: {setup.gpuplace_limits}.",
@@ -127,9 +129,12 @@ def markdown(setup: Setup, runs: list[dict[str, Any]]) -> str:
         lines.append(f"| {r['repeat']} | {r['side']} | {r['run_id']} | {r['binds_per_s']} | {p['p50']} | {p['p95']} | "
                      f"{p['p99']} | {r['pods_bound']}/{r['pods_submitted']} | {r['pods_unschedulable']} | "
                      f"{r['seconds']} |")
-    lines += ["", "Pods are submitted as fast as the apiservers take them, so pending->bound includes queueing: it "
-              "measures how long a burst waits, and binds/s (pods bound over first submit to last bind) is the "
-              "sustained drain rate.", ""]
+    lines += ["", (f"Pods are submitted at {setup.rate:g} per second, so binds/s is at most that rate and "
+                   "pending->bound is what a pod of a steady stream waits for its scheduler."
+                   if setup.rate else
+                   "Pods are submitted as fast as the apiservers take them, so pending->bound includes queueing: it "
+                   "measures how long a burst waits, and binds/s (pods bound over first submit to last bind) is the "
+                   "sustained drain rate."), ""]
     return "\n".join(lines + _cpu_lines(runs))
 
 

@@ -68,6 +68,7 @@ class RunConfig:
     keep: bool = False  # leave nodes and pods in the clusters after the run
     regions: dict[str, str] = field(default_factory=dict)  # apiserver name -> its cluster's region (else settings')
     processes: bool = False  # each service its own process (`gpuplace service NAME`), as deployed; else tasks here
+    rate: float | None = None  # pods per second, spread evenly (a steady stream); None: a burst, as fast as accepted
 
 
 @dataclass
@@ -319,13 +320,20 @@ class PipelineRun:
         raise TimeoutError(f"placement saw {seen} of {expected} nodes within 120 s")
 
     async def _submit(self, apis: dict[str, KubeClusterApi]) -> None:
+        """Create the run's pods, 24 calls at a time: as fast as the apiservers take them (a burst), or with
+        `rate`, pod i not before i / rate seconds after the first (a steady stream, as a fleet's everyday life
+        is: the wait a pod sees then is the scheduler's, not the queue of a burst)."""
         names = list(self.clusters)
         pods = robotics_fleet.pods(self.config.pods, seed=self.config.seed)
         slots = asyncio.Semaphore(24)
+        start = time.monotonic()
+        rate = self.config.rate
 
         async def create(i: int, pod: Pod, service_ms: float) -> None:
             cluster = names[i % len(names)]
             api = apis[self.clusters[cluster]]
+            if rate:
+                await asyncio.sleep(max(start + i / rate - time.monotonic(), 0.0))
             async with slots:
                 key = f"{cluster}/{pod.name}"
                 self.submitted_at[key] = time.monotonic()

@@ -4,6 +4,7 @@ per node a whole-GPU burst needs, kube-scheduler's equivalent of a gpuplace pod,
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,13 @@ def test_markdown_names_the_setting_and_lists_both_sides_and_every_run() -> None
     body = report_json(SETUP, runs)
     assert json.loads(json.dumps(body))["runs"] == runs  # JSON-clean, raw runs kept
     assert body["setup"]["kube_scheduler_limits"] == SETUP.kube_scheduler_limits
+
+
+def test_a_paced_comparison_says_its_rate_instead_of_a_burst() -> None:
+    text = markdown(replace(SETUP, rate=50.0), [run("kube-scheduler", 1, 50.0, 300.0), run("gpuplace", 1, 49.0, 600.0)])
+    assert "Stream (both): 40 pods" in text and "submitted at 50 pods/s, spread evenly" in text
+    assert "submitted 24 at a time" not in text and "includes queueing" not in text
+    assert "Burst (both)" in markdown(SETUP, [run("kube-scheduler", 1, 50.0, 300.0), run("gpuplace", 1, 49.0, 600.0)])
 
 
 def test_gpus_per_node_fit_a_whole_gpu_burst_split_as_the_run_splits_it() -> None:
