@@ -28,6 +28,12 @@ NAME = "placement"
 BATCH_RECORDS = 256  # records read at once: a burst of pending pods is decided in batches of up to this many
 
 
+def may_close_a_gpu(body: bytes) -> bool:
+    """Whether a placements record may be an SLO violation, the one kind placement acts on (on_placement): its
+    own decided and bound events, two a pod, are skipped without being parsed."""
+    return b"slo_violation" in body
+
+
 async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry | None = None) -> None:
     telemetry = telemetry or Telemetry()
     metrics = telemetry.metrics
@@ -64,7 +70,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
                                    bind_concurrency=settings.bind_concurrency)
         routes = [Route(topics.NODES, NodeEvent, service.on_node),
                   Route(topics.PODS, PodEvent, service.on_pod, batch=service.on_pods),
-                  Route(topics.PLACEMENTS, PlacementEvent, service.on_placement)]
+                  Route(topics.PLACEMENTS, PlacementEvent, service.on_placement, wants=may_close_a_gpu)]
         try:
             partitions = await ensure_copartitioned(settings.kafka, [settings.topic(r.topic) for r in routes],
                                                     replication_factor=settings.topic_replication_factor)

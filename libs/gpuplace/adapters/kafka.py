@@ -104,6 +104,10 @@ class Route:
     """Takes a run of this topic's valid events at once (a subscriber reading batches: `batch_records`). When it
     raises anything but a transient error, each event of the run goes through `handler` on its own instead,
     so one poison event is dead-lettered alone and the rest are handled (handlers are idempotent)."""
+    wants: Callable[[bytes], bool] | None = None
+    """A cheap test of a record's bytes, for a consumer that reads a topic for a few of its events (placement reads
+    its own placements topic for SLO violations, two records a pod bound among them): a record it refuses is
+    skipped, neither parsed nor dead-lettered. It must pass every record the handler acts on."""
 
 
 def cluster_partitioner(key: bytes | None, all_partitions: list[int], available: list[int]) -> int:
@@ -514,9 +518,13 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
         return reject
 
     async def _validate(record: Any, body: bytes) -> tuple[Route, Envelope, Callable[[str], Awaitable[None]]] | None:
-        """The record's route, event and dead-letter call; None when it was dead-lettered as malformed."""
+        """The record's route, event and dead-letter call; None when it was dead-lettered as malformed, or skipped
+        unread (Route.wants)."""
         topic = getattr(record, "topic", None) or routes[0].topic + suffix  # the in-memory test broker has none
-        route, reject = by_topic[topic], _rejecter(topic, record, body)
+        route = by_topic[topic]
+        if route.wants is not None and not route.wants(body):
+            return None
+        reject = _rejecter(topic, record, body)
         try:
             event = read_event(route.model, body)
         except ValidationError as exc:

@@ -75,3 +75,31 @@ def test_every_record_of_a_cluster_goes_to_one_partition():
     spread = {cluster_partitioner(f"c{i}/n1".encode(), partitions, partitions) for i in range(64)}
     assert len(spread) == len(partitions)  # clusters still spread over the partitions
 
+
+
+async def test_records_a_route_does_not_want_are_skipped_unread_and_not_dead_lettered():
+    """Placement reads its placements topic for SLO violations only (services/placement/app.may_close_a_gpu):
+    its own decided and bound events are skipped before parsing, even one that would not validate."""
+    from gpuplace.contracts.events import PlacementEvent
+    from services.placement.app import may_close_a_gpu
+
+    broker = make_broker("127.0.0.1:9092")
+    handled, letters = [], []
+
+    async def handler(event: PlacementEvent) -> None:
+        handled.append(event.kind)
+
+    subscribe(broker, [Route(topics.PLACEMENTS, PlacementEvent, handler, wants=may_close_a_gpu)], group_id="g",
+              consumer="placement")
+
+    @broker.subscriber(topics.DEADLETTER)
+    async def collect(body: dict) -> None:
+        letters.append(body)
+
+    async with TestKafkaBroker(broker) as test_broker:
+        await test_broker.publish(b'{"kind": "decided", "not": "a placement event"}', topic=topics.PLACEMENTS,
+                                  key=b"east/robots/p1")
+        await test_broker.publish(b'{"kind": "slo_violation", "truncated', topic=topics.PLACEMENTS,
+                                  key=b"east/robots/p1")
+    assert handled == []
+    assert len(letters) == 1 and letters[0]["consumer"] == "placement"  # the one it wanted, malformed
