@@ -26,9 +26,9 @@ from gpuplace.usecases.cluster_view import ClusterView
 from gpuplace.usecases.decide import Decider
 
 
-def run(n_pods: int) -> tuple[float, int, int]:
+def run(n_pods: int, n_nodes: int = 100) -> tuple[float, int, int]:
     """(CPU ms per decision, pods placed, digest of the final free GPU memory)."""
-    snapshot = ClusterSnapshot(robotics_fleet.fleet(100, gpus_per_node=10, seed=7, prefix="bench-n"))
+    snapshot = ClusterSnapshot(robotics_fleet.fleet(n_nodes, gpus_per_node=10, seed=7, prefix="bench-n"))
     view = ClusterView("bench", snapshot, {}, latency_model=DEFAULT_MODEL)
     view.gpu_load = load = GpuLoad.for_snapshot(snapshot)
     decider = Decider("gpuplace")
@@ -52,10 +52,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--nodes", type=int, default=100, help="one cluster's nodes (the 1,000-node pipeline bench "
+                        "has 500 per apiserver)")
     args = parser.parse_args()
-    runs = [run(args.pods) for _ in range(args.repeats)]
+    runs = [run(args.pods, args.nodes) for _ in range(args.repeats)]
     cpu = statistics.median(r[0] for r in runs)
-    print(f"{args.pods} latency pods on 100 nodes x 10 GPUs: {cpu:.3f} ms CPU per decision (median of "
+    print(f"{args.pods} latency pods on {args.nodes} nodes x 10 GPUs: {cpu:.3f} ms CPU per decision (median of "
           f"{args.repeats}: {', '.join(f'{r[0]:.3f}' for r in runs)}); placed {runs[0][1]}; digest {runs[0][2]}")
 
 

@@ -16,6 +16,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -49,6 +50,7 @@ class GpuLoad:
         self.version = 0
         self.node_version = np.zeros(len(self.speed), dtype=np.int64)  # (n_nodes,): bumped with the node's slots
         self._frozen = False
+        self._taken: list[weakref.ref[AsTaken]] = []  # readers of the slots as they are now (taken())
 
     @classmethod
     def for_snapshot(cls, snapshot: ClusterSnapshot) -> GpuLoad:
@@ -57,14 +59,25 @@ class GpuLoad:
         return cls(speeds, snapshot.max_gpus)
 
     def frozen_copy(self) -> GpuLoad:
-        """The slots as they are now, in a copy that refuses changes: what a check explains later reads (a
-        verdict's reasons are built when first read, possibly after the next pod was charged)."""
+        """The slots as they are now, in a copy that refuses changes."""
         other = object.__new__(GpuLoad)
         other.__dict__.update({k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()})
         other.classes = list(self.classes)
         other._placed = {}
         other._frozen = True
+        other._taken = []
         return other
+
+    def taken(self) -> AsTaken:
+        """The slots as they are now, for a reader that may come after the next change: what a check explains
+        later reads (a verdict's reasons are built when first read, possibly after the next pod was charged).
+        Copied on write: the copy is made only if a change comes while the reader lives, so a check that is never
+        explained (nearly every one: a decision pays it on every GPU of the cluster) copies nothing."""
+        reader = AsTaken(self)
+        if len(self._taken) >= 64:
+            self._taken = [ref for ref in self._taken if ref() is not None]
+        self._taken.append(weakref.ref(reader))
+        return reader
 
     # -- reading (`rows`: the node rows to read, all by default) ----------------------------------
 
@@ -161,8 +174,16 @@ class GpuLoad:
         self.node_version[node] += 1
 
     def _check_mutable(self) -> None:
+        """Called before every change: refuses one on a frozen copy, and gives the readers of the slots as they
+        were (taken()) their copy first."""
         if self._frozen:
             raise ValueError("a frozen copy of a GpuLoad cannot change")
+        readers = [reader for ref in self._taken if (reader := ref()) is not None]
+        self._taken = []
+        if readers:
+            copy = self.frozen_copy()
+            for reader in readers:
+                reader.load = copy
 
     def _stream(self, node: int, gpu: int, slot: int) -> Stream:
         service, deadline, cid = (self.service_ms[node, gpu, slot], self.deadline_ms[node, gpu, slot],
@@ -190,9 +211,19 @@ class GpuLoad:
         return slots
 
 
+class AsTaken:
+    """A GpuLoad's slots as they were when taken (GpuLoad.taken): `load` is the live GpuLoad until its next
+    change, and a frozen copy of it from then on."""
+
+    __slots__ = ("load", "__weakref__")
+
+    def __init__(self, load: GpuLoad) -> None:
+        self.load = load
+
+
 def _pad(array: _Slots, extra: int, fill: float) -> _Slots:
     pad = np.full((*array.shape[:2], extra), fill, dtype=array.dtype)
     return np.concatenate([array, pad], axis=2)
 
 
-__all__ = ["GpuLoad", "Rows"]
+__all__ = ["AsTaken", "GpuLoad", "Rows"]

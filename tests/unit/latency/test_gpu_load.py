@@ -67,3 +67,21 @@ def test_the_latency_speeds_are_the_fleet_generators_speeds():
     assert {p.name: p.speed for p in robotics_fleet.GPU_PRODUCTS} == RELATIVE_SPEED
     assert relative_speed("NVIDIA H200") == 1.15  # nvidia-smi spelling
     assert relative_speed("Some-Future-GPU") == min(RELATIVE_SPEED.values())  # unknown: as slow as the slowest
+
+
+def test_slots_as_taken_are_the_live_load_until_a_change_then_a_frozen_copy():
+    """A latency check keeps the slots it was made on (GpuLoad.taken): copied on write, only when a change comes
+    while the check lives, so the checks no refusal explains copy nothing."""
+    load = load_for_two_nodes()
+    cam = Stream(30.0, "detector")
+    taken, dropped = load.taken(), load.taken()
+    assert taken.load is load and dropped.load is load
+    del dropped  # a check gone before the change needs no copy
+    load.charge("a", 0, (0,), cam)
+    assert taken.load is not load and taken.load.frame_rate_hz[0, 0].sum() == 0.0  # as it was when taken
+    assert load.frame_rate_hz[0, 0].sum() == 30.0
+    with pytest.raises(ValueError, match="frozen"):
+        taken.load.charge("b", 0, (0,), cam)
+    again = load.taken()
+    load.refund("a")
+    assert again.load.frame_rate_hz[0, 0].sum() == 30.0 and load.frame_rate_hz[0, 0].sum() == 0.0

@@ -83,10 +83,10 @@ def pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: B
         raise ValueError(f"margin must be in [0, 1), got {margin}")
     if gpu_exists.shape != load.frame_rate_hz.shape[:2]:
         raise ValueError(f"gpu_exists {gpu_exists.shape} does not match GpuLoad {load.frame_rate_hz.shape[:2]}")
-    frozen = load.frozen_copy()
+    taken = load.taken()
 
     def solve() -> tuple[FloatArray, FloatArray, FloatArray]:
-        return _solved(frozen, model, stream, gpu_exists, margin)
+        return _solved(taken.load, model, stream, gpu_exists, margin)
 
     own = _Own.of(load.speed, model, stream, margin)
     alone_ok = _alone_ok(own, load.speed, model, stream)
