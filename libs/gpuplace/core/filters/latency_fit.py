@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 from weakref import WeakKeyDictionary
@@ -34,7 +34,7 @@ from gpuplace.core.framework.interface import Code, Status
 from gpuplace.core.framework.verdicts import Explained, Verdict, distinct
 from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.busy_period import busy_period
-from gpuplace.core.latency.model import LatencyModel, Stream
+from gpuplace.core.latency.model import LatencyModel, Stream, Tail
 from gpuplace.core.latency.predict import percentile_ms
 
 NAME = "LatencyFit"
@@ -111,6 +111,7 @@ class _Residents:
     load: FloatArray  # sum of work / period
     budget_ms: FloatArray  # the tightest deadline x (1 - margin); inf where no resident has a deadline
     solo_ok: BoolArray  # every resident with a deadline keeps it on its own service time (tail.solo_ratio x s)
+    at_budget: dict[float, _AtBudget] = field(default_factory=dict)  # _feasible's residents' side, per pod budget
 
 
 _RESIDENTS: WeakKeyDictionary[GpuLoad, _Residents] = WeakKeyDictionary()
@@ -176,20 +177,64 @@ def _feasible(residents: _Residents, own: _Own, speed: FloatArray, model: Latenc
     holds on its solo term and W stays within the tightest budget's cap, W_cap = (budget - offset / speed) /
     slope. W is the fixed point of f(W) = sum_j b_j max(1, W / T_j), and f(W) - W decreases (busy_period.py), so
     W <= W_cap exactly when f(W_cap) <= W_cap: one weighted sum per GPU instead of a sort and a solve over its
-    slots. A GPU where neither the pod nor any resident has a deadline constrains nothing, as in `_solved`."""
+    slots. A GPU where neither the pod nor any resident has a deadline constrains nothing, as in `_solved`.
+
+    The residents' part of that sum depends on the pod only through its budget (its deadline class: a fleet has
+    few), so it is kept per budget and refreshed on the rows charged since (_at_budget): a decision pays the slot
+    axis only on the nodes that changed, and the pod's own term on every GPU."""
     tail = model.tail(95)
     period = stream.period_ms
-    budget = np.minimum(residents.budget_ms, own.budget_ms)  # (n_nodes, max_gpus)
-    constrained = np.isfinite(budget)
-    cap = np.where(constrained, (budget - tail.offset_ms / speed[:, None]) / tail.slope, 0.0)
-    with np.errstate(invalid="ignore"):  # empty slots: 0 work x max(1, cap / inf)
-        demand = (residents.work_ms * np.maximum(1.0, cap[..., None] / residents.period_ms)).sum(axis=2)
-    demand += own.work_ms[:, None] * np.maximum(1.0, cap / period)
+    at = _at_budget(residents, own.budget_ms, speed, tail)
+    demand = at.demand + own.work_ms[:, None] * np.maximum(1.0, at.cap / period)
     load = residents.load + (own.work_ms / period)[:, None]
     keeps = (residents.solo_ok & (tail.solo_ratio * own.service_ms <= own.budget_ms)[:, None]
-             & (load < min(model.max_load, 1.0)) & (demand <= cap))
-    feasible: BoolArray = gpu_exists & np.where(constrained, keeps, True)
+             & (load < min(model.max_load, 1.0)) & (demand <= at.cap))
+    feasible: BoolArray = gpu_exists & np.where(at.constrained, keeps, True)
     return feasible
+
+
+@dataclass
+class _AtBudget:
+    """The residents' side of `_feasible` for pods of one budget, (n_nodes, max_gpus); rows as of node_version."""
+
+    node_version: IntArray
+    constrained: BoolArray  # the pod or a resident has a deadline
+    cap: FloatArray  # the busy period's work the tightest budget allows (0 where unconstrained)
+    demand: FloatArray  # sum over the residents of work x max(1, cap / period)
+
+
+_AT_BUDGETS = 16
+"""Budgets (deadline classes) whose residents' side is kept per GpuLoad; the least recently used goes first."""
+
+
+def _at_budget(residents: _Residents, budget_ms: float, speed: FloatArray, tail: Tail) -> _AtBudget:
+    """The residents' side for pods of `budget_ms`, refreshed on the rows whose residents changed (all of them
+    the first time)."""
+    kept = residents.at_budget.pop(budget_ms, None)
+    if kept is None:
+        shape = residents.budget_ms.shape
+        kept = _AtBudget(residents.node_version.copy(), np.zeros(shape, dtype=bool), np.zeros(shape),
+                         np.zeros(shape))
+        _refresh_at_budget(kept, residents, budget_ms, speed, tail, slice(None))
+    else:
+        rows = np.flatnonzero(kept.node_version != residents.node_version)
+        if len(rows):
+            kept.node_version[rows] = residents.node_version[rows]
+            _refresh_at_budget(kept, residents, budget_ms, speed, tail, rows)
+    residents.at_budget[budget_ms] = kept  # the most recently used last
+    while len(residents.at_budget) > _AT_BUDGETS:
+        residents.at_budget.pop(next(iter(residents.at_budget)))
+    return kept
+
+
+def _refresh_at_budget(kept: _AtBudget, residents: _Residents, budget_ms: float, speed: FloatArray, tail: Tail,
+                       rows: IntArray | slice) -> None:
+    budget = np.minimum(residents.budget_ms[rows], budget_ms)
+    constrained = np.isfinite(budget)
+    cap = np.where(constrained, (budget - tail.offset_ms / speed[rows][:, None]) / tail.slope, 0.0)
+    with np.errstate(invalid="ignore"):  # empty slots: 0 work x max(1, cap / inf)
+        demand = (residents.work_ms[rows] * np.maximum(1.0, cap[..., None] / residents.period_ms[rows])).sum(axis=2)
+    kept.constrained[rows], kept.cap[rows], kept.demand[rows] = constrained, cap, demand
 
 
 def _solved(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: BoolArray, margin: float

@@ -92,7 +92,7 @@ def _runners_up(snapshot: ClusterSnapshot, feasible: IntArray, scores: ScoreArra
                 ) -> tuple[tuple[str, float], ...]:
     """The RUNNERS_UP best candidates other than the chosen one, by score then node order."""
     order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
-    picked = [int(i) for i in order if int(i) != best][:RUNNERS_UP]
+    picked = [i for i in order[:RUNNERS_UP + 1].tolist() if i != best][:RUNNERS_UP]  # not a loop over every node
     return tuple((snapshot.node_names[int(feasible[i])], float(scores[i])) for i in picked)
 
 
