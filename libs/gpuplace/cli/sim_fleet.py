@@ -1,7 +1,10 @@
 """`gpuplace sim --scenario fleet`: the fleet simulator (sim/fleet) per policy and seed, KPIs over the run.
 
-    gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] --days 7 --seeds 42-44 \\
+    gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] [--no-latency] --days 7 --seeds 42-44 \\
         [--jobs N] [--json] [--plot fleet.png] [--autoscalers H]
+
+As the placement service runs them, every pod with a frame rate goes through the latency filter in front of the
+policy; `--no-latency` runs the policies alone, for comparison (the label gains "-nolat").
 
 Every (policy, seed) run simulates the same plan for that seed (sim/fleet/plan.py). Printed per policy: the
 means over seeds of the fleet's time-averaged stranded GPU memory, GPU memory allocated, p50/p99 pending time
@@ -38,7 +41,7 @@ WARMUP_H = FleetScenario().warmup_s / 3600.0
 
 def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_json: bool, plot: Path | None = None,
         jobs: int = 1, scenario: FleetScenario | None = None, save_runs: Path | None = None,
-        autoscalers: int = 0) -> list[dict[str, Any]]:
+        autoscalers: int = 0, latency: bool = True) -> list[dict[str, Any]]:
     """Run, print and return one summary per policy (see the module docstring). `autoscalers` > 0 compares the
     two autoscalers every that many simulated hours (sim/fleet/autoscaling.py)."""
     unknown = [p for p in policies if p not in registry.POLICIES]
@@ -52,7 +55,7 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
     if save_runs is not None:
         save_runs.mkdir(parents=True, exist_ok=True)
     # seed by seed, so that runs cut short leave whole comparisons behind (with --save-runs)
-    tasks = [(options, seed, policy, defrag, jobs <= 1, save_runs, autoscalers)
+    tasks = [(options, seed, policy, defrag, jobs <= 1, save_runs, autoscalers, latency)
              for seed in seeds for policy in policies]
     if jobs <= 1:
         runs = [_run_one(task) for task in tasks]
@@ -71,9 +74,9 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
     return summaries
 
 
-def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int]) -> dict[str, Any]:
-    scenario, seed, policy, defrag, verbose, save_runs, autoscalers = task
-    label = f"fleet {policy}{' --defrag' if defrag else ''} seed {seed}"
+def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int, bool]) -> dict[str, Any]:
+    scenario, seed, policy, defrag, verbose, save_runs, autoscalers, latency = task
+    label = f"fleet {policy}{' --defrag' if defrag else ''}{'' if latency else ' --no-latency'} seed {seed}"
     day = [0]
 
     def progress(now_s: float, total_s: float) -> None:
@@ -82,13 +85,14 @@ def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int])
             typer.echo(f"{label}: day {day[0]}/{total_s / DAY_S:g}", err=True)
 
     comparison = AutoscalerComparison(every_h=autoscalers) if autoscalers else None
-    result = FleetSim(make_plan(scenario, seed), policy, defrag=defrag, progress=progress, observer=comparison).run()
+    result = FleetSim(make_plan(scenario, seed), policy, defrag=defrag, latency=latency, progress=progress,
+                      observer=comparison).run()
     if comparison is not None:
         result["autoscalers"] = comparison.totals()
         result["autoscaler_observations"] = [o.as_dict() for o in comparison.observations]
     typer.echo(f"{label}: done in {result['seconds']:.1f} s", err=True)
     if save_runs is not None:
-        name = f"{policy}{'-defrag' if defrag else ''}-seed{seed}.json"
+        name = f"{policy}{'-defrag' if defrag else ''}{'' if latency else '-nolat'}-seed{seed}.json"
         (save_runs / name).write_text(json.dumps(result, indent=1))
     return result
 
@@ -101,6 +105,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Means over seeds of one policy's runs, with each run's KPIs (fleet and per region) beside them."""
     fleet = [r["fleet"] for r in runs]
     out: dict[str, Any] = {"scenario": NAME, "policy": runs[0]["policy"], "defrag": runs[0]["defrag"],
+                           "latency": runs[0].get("latency", False),
                            "days": runs[0]["days"], "seeds": [r["seed"] for r in runs]}
     for kpi in FLEET_KPIS:
         values = [f[kpi] for f in fleet if f[kpi] is not None]

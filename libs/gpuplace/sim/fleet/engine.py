@@ -21,6 +21,10 @@ they moved (`consolidation_moves`, `consolidation_gain_gib`: the stranded memory
 summed) and, from the moves made, the most moves of one pod in any hour and the shortest gap between two moves
 of one pod, beside the limits.
 
+Latency (`latency=True`, the default): every pod with a frame rate goes through the latency filter in front of the
+policy, as the placement service decides (usecases/decide.py), with the scenario's truth model; `latency=False`
+runs the policy as the registry builds it, for comparison (`gpuplace sim --scenario fleet --no-latency`).
+
 Hook for other evaluations (the autoscaler comparison): `FleetSim.clusters` holds each cluster's live
 `snapshot` and `waiting_pods()`, and `observer(sim, now_s)` is called at every hourly sample.
 """
@@ -102,10 +106,11 @@ class FleetSim:
 
     def __init__(self, plan: FleetPlan, policy: str, *, defrag: bool = False, limits: Limits = FLEET_LIMITS,
                  consolidation: bool = True,
-                 latency: bool = False, model: LatencyModel = DEFAULT_MODEL,
+                 latency: bool = True, model: LatencyModel = DEFAULT_MODEL,
                  progress: Callable[[float, float], None] | None = None,
                  observer: Callable[[FleetSim, float], None] | None = None) -> None:
         self.plan, self.policy_name, self.defrag, self.limits = plan, policy, defrag, limits
+        self.latency = latency
         self.consolidation = defrag and consolidation
         self.progress, self.observer = progress, observer
         self.truth = truth_model(model)
@@ -438,6 +443,7 @@ class FleetSim:
         hours = end / HOUR_S
         out: dict[str, Any] = {
             "scenario": "fleet", "policy": self.policy_name, "seed": self.plan.seed, "defrag": self.defrag,
+            "latency": self.latency,
             "days": self.plan.scenario.days, "regions": len(self.regions), "clusters": len(self.clusters),
             "gpus_at_start": sum(len(n.gpus) for c in self.plan.clusters for n in c.nodes),
             "fleet": self._scope(None, hours),
