@@ -7,8 +7,9 @@ As the placement service runs them, every pod with a frame rate goes through the
 policy; `--no-latency` runs the policies alone, for comparison (the label gains "-nolat").
 
 Every (policy, seed) run simulates the same plan for that seed (sim/fleet/plan.py). Printed per policy: the
-means over seeds of the fleet's time-averaged stranded GPU memory, GPU memory allocated, p50/p99 pending time
-of GPU pods, SLO attainment and pods moved per hour; `--json` gives them with every run's fleet and per-region
+means over seeds of the fleet's time-averaged stranded GPU memory (FGD's measure, and split into fragmentation-
+and time-stranded: sim/fleet/kpis.py), GPU memory allocated, p50/p99 pending time of GPU pods and of perception
+pods, SLO attainment and pods moved per hour; `--json` gives them with every run's fleet and per-region
 KPIs (the hourly series left out); `--plot` draws the fleet's stranded memory and waiting GPU pods over time.
 Progress goes to stderr, one line per simulated day, so `--json` stays clean on stdout. `--save-runs DIR` writes
 each run's whole result (hourly series included) to DIR as it finishes. `--autoscalers H` compares, every H
@@ -97,7 +98,8 @@ def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int, 
     return result
 
 
-FLEET_KPIS = ("stranded_gpu_memory_gib", "stranded_gpu_memory_pct", "gpu_memory_allocated_pct", "allocation_pct",
+FLEET_KPIS = ("stranded_gpu_memory_gib", "fragmentation_stranded_gib", "time_stranded_gib",
+              "stranded_gpu_memory_pct", "gpu_memory_allocated_pct", "allocation_pct",
               "waiting_gpu_pods_mean", "slo_attainment", "moved_pods_per_hour")
 
 
@@ -171,13 +173,16 @@ def write_plot(runs: list[dict[str, Any]], path: Path) -> None:
 def _print(summaries: list[dict[str, Any]]) -> None:
     s0 = summaries[0]
     table = Table(title=f"fleet, {s0['days']:g} days: means over seeds {s0['seeds']}")
-    for column in ("policy", "stranded GiB", "GPU mem alloc %", "GPU pods p50 s", "GPU pods p99 s", "SLO",
-                   "moved/h", "s/run"):
+    for column in ("policy", "stranded GiB (FGD)", "fragmentation-stranded GiB", "time-stranded GiB",
+                   "GPU mem alloc %", "GPU pods p50 / p99 s", "perception p50 / p99 s", "SLO", "moved/h", "s/run"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for s in summaries:
-        table.add_row(s["policy"] + (" +defrag" if s["defrag"] else ""), f"{s['stranded_gpu_memory_gib']:.0f}",
-                      f"{s['gpu_memory_allocated_pct']:.1f}", _num(s["pending_gpu_p50_s"]),
-                      _num(s["pending_gpu_p99_s"]), _num(s["slo_attainment"], "{:.3f}"),
+        table.add_row(s["policy"] + (" +defrag" if s["defrag"] else "") + ("" if s["latency"] else " -latency"),
+                      f"{s['stranded_gpu_memory_gib']:.0f}", f"{s['fragmentation_stranded_gib']:.0f}",
+                      f"{s['time_stranded_gib']:.0f}", f"{s['gpu_memory_allocated_pct']:.1f}",
+                      f"{_num(s['pending_gpu_p50_s'])} / {_num(s['pending_gpu_p99_s'])}",
+                      f"{_num(s['pending_perception_p50_s'])} / {_num(s['pending_perception_p99_s'])}",
+                      _num(s["slo_attainment"], "{:.3f}"),
                       f"{s['moved_pods_per_hour']:.2f}", f"{s['seconds_per_run']:.1f}")
     Console().print(table)
 
