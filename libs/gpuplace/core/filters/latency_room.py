@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
-from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN, _residents
+from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN, residents
 from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.model import LatencyModel, Stream
 
@@ -52,7 +52,7 @@ class MixTerms:
 
 @dataclass(frozen=True)
 class GpuTerms:
-    """What the pods on k GPUs ask of them: (k,) or (k, slots) arrays (latency_fit._Residents, flattened)."""
+    """What the pods on k GPUs ask of them: (k,) or (k, slots) arrays (latency_fit.Residents, flattened)."""
 
     speed: FloatArray
     work_ms: FloatArray  # per slot, on the GPU's own time scale; 0 in an empty slot
@@ -76,7 +76,7 @@ class GpuTerms:
 def gpu_terms(load: GpuLoad, model: LatencyModel, rows: IntArray, gpus: IntArray,
               margin: float = DEFAULT_MARGIN) -> GpuTerms:
     """The residents' terms of the GPUs (rows[i], gpus[i]) of `load`."""
-    cached = _residents(load, model, margin)
+    cached = residents(load, model, margin)
     return GpuTerms(load.speed[rows], cached.work_ms[rows, gpus], cached.period_ms[rows, gpus],
                     cached.load[rows, gpus], cached.budget_ms[rows, gpus], cached.solo_ok[rows, gpus])
 
