@@ -53,7 +53,8 @@ def _order(policy: str) -> int:
 
 
 def _label(r: dict[str, Any]) -> str:
-    return r["policy"] + (" +defrag" if r["defrag"] else "")
+    plain = "" if r.get("latency", False) else " (no latency filter)"
+    return r["policy"] + (" +defrag" if r["defrag"] else "") + plain
 
 
 def _f(value: float | None, fmt: str = "{:.0f}") -> str:
@@ -65,17 +66,18 @@ def render(runs: list[dict[str, Any]]) -> str:
     r0 = runs[0]
     lines = [f"# Fleet simulation: {r0['days']:g} days, {r0['regions']} regions, {r0['clusters']} clusters, "
              f"{r0['gpus_at_start']} GPUs of mixed models at the start, under churn", ""]
-    header = ("| policy | seed | stranded GPU mem (GiB, time avg) | stranded % | GPU mem alloc % | GPU pods waiting "
-              "(avg) | GPU pods p50 / p99 pending (s) | perception p99 (s) | training p50 / p99 (s) | SLO attain. "
-              "| moved/h | wall s / CPU s per run |")
+    header = ("| policy | seed | stranded GPU mem (GiB, time avg) | fragmentation- / time-stranded (GiB) | stranded % "
+              "| GPU mem alloc % | GPU pods waiting (avg) | GPU pods p50 / p99 pending (s) | perception p99 (s) "
+              "| training p50 / p99 (s) | SLO attain. | moved/h | wall s / CPU s per run |")
     lines += [f"`{COMMAND}` (and with `--defrag`); tables from `python bench/fleet_sim_report.py --runs DIR`, the runs "
               "that command keeps with `--save-runs DIR`.", "", "## Every run", "", header,
-              "|" + "---|" * 12]
+              "|" + "---|" * 13]
     for group in _groups(runs):
         for r in group:
             f = r["fleet"]
             lines.append(
                 f"| {_label(r)} | {r['seed']} | {f['stranded_gpu_memory_gib']:.0f} "
+                f"| {_f(f.get('fragmentation_stranded_gib'))} / {_f(f.get('time_stranded_gib'))} "
                 f"| {f['stranded_gpu_memory_pct']:.2f} "
                 f"| {f['gpu_memory_allocated_pct']:.1f} | {f['waiting_gpu_pods_mean']:.1f} "
                 f"| {_f(f['pending_gpu']['p50_s'])} / {_f(f['pending_gpu']['p99_s'])} "
@@ -108,6 +110,17 @@ def render(runs: list[dict[str, Any]]) -> str:
                 f"| {_delta(fd['pending_gpu']['p99_s'], fp['pending_gpu']['p99_s'])} "
                 f"| {_delta(fd['pending']['training']['p99_s'], fp['pending']['training']['p99_s'])} "
                 f"| {d['moved_pods']} | {fd['moved_pods_per_hour']:.2f} | {d['plans']} |")
+    split = [r for r in runs if "stranded_by_model" in r["fleet"]]
+    if split:
+        lines += ["", "## Why memory is unused, per GPU model (GiB, time avg: fragmentation / time), and pending pods "
+                  "by blocker (mean over hourly samples)", "", "| policy | seed | by model | pending by blocker |",
+                  "|---|---|---|---|"]
+        for r in sorted(split, key=lambda r: (r["defrag"], _order(r["policy"]), r["seed"])):
+            f = r["fleet"]
+            models = "; ".join(f"{m}: {v['fragmentation_gib']:.0f} / {v['time_gib']:.0f}"
+                               for m, v in f["stranded_by_model"].items())
+            blocked = ", ".join(f"{k} {v:.1f}" for k, v in f["pending_blocked_by"].items())
+            lines.append(f"| {_label(r)} | {r['seed']} | {models} | {blocked} |")
     first = [r for r in runs if r["seed"] == seeds[0]]
     lines += ["", f"## Per region, seed {seeds[0]}", "",
               "| policy | region | stranded GiB | GPU mem alloc % | GPU pods p99 (s) | SLO attain. |",

@@ -2,7 +2,7 @@
 
     gpuplace sim --pods default --policy fgd,bestfit --seeds 42-51 --jobs 2 [--json] [--plot out.png]
     gpuplace sim --pods default --policy gpuplace --defrag [--max-moves-pct 3] --seeds 42-51 --json
-    gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] --days 7 --seeds 42-44 [--json] [--plot F]
+    gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] [--no-latency] --days 7 --seeds 42-44
     gpuplace sim --scenario fleet --policy gpuplace --days 2 --seeds 42-44 --autoscalers 1 --json
 
 `--pods` takes a CSV path or a trace short name (default, cpu050, ...) looked up in the trace
@@ -121,6 +121,10 @@ def sim(
                                     help="With --scenario fleet: every this many simulated hours, compare the nodes "
                                          "a whole-GPU and a hint-driven autoscaler would add for the waiting pods "
                                          "(0: off; it costs time)."),
+    no_latency: bool = typer.Option(False, "--no-latency",
+                                    help="With --scenario fleet: run the policies without the latency filter the "
+                                         "placement service puts in front of every pod with a frame rate (on by "
+                                         "default), for comparison."),
 ) -> None:
     if scenario:
         try:
@@ -134,7 +138,7 @@ def sim(
                 raise typer.BadParameter(str(error)) from None
             sim_fleet.run([p.strip() for p in policy.split(",") if p.strip()], seed_list, days=days, defrag=defrag,
                           as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs,
-                          autoscalers=autoscalers)
+                          autoscalers=autoscalers, latency=not no_latency)
             return
         scenarios.run(scenario, policy, seed_list, as_json=as_json)
         return

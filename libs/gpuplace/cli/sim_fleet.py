@@ -1,11 +1,15 @@
 """`gpuplace sim --scenario fleet`: the fleet simulator (sim/fleet) per policy and seed, KPIs over the run.
 
-    gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] --days 7 --seeds 42-44 \\
+    gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] [--no-latency] --days 7 --seeds 42-44 \\
         [--jobs N] [--json] [--plot fleet.png] [--autoscalers H]
 
+As the placement service runs them, every pod with a frame rate goes through the latency filter in front of the
+policy; `--no-latency` runs the policies alone, for comparison (the label gains "-nolat").
+
 Every (policy, seed) run simulates the same plan for that seed (sim/fleet/plan.py). Printed per policy: the
-means over seeds of the fleet's time-averaged stranded GPU memory, GPU memory allocated, p50/p99 pending time
-of GPU pods, SLO attainment and pods moved per hour; `--json` gives them with every run's fleet and per-region
+means over seeds of the fleet's time-averaged stranded GPU memory (FGD's measure, and split into fragmentation-
+and time-stranded: sim/fleet/kpis.py), GPU memory allocated, p50/p99 pending time of GPU pods and of perception
+pods, SLO attainment and pods moved per hour; `--json` gives them with every run's fleet and per-region
 KPIs (the hourly series left out); `--plot` draws the fleet's stranded memory and waiting GPU pods over time.
 Progress goes to stderr, one line per simulated day, so `--json` stays clean on stdout. `--save-runs DIR` writes
 each run's whole result (hourly series included) to DIR as it finishes. `--autoscalers H` compares, every H
@@ -38,7 +42,7 @@ WARMUP_H = FleetScenario().warmup_s / 3600.0
 
 def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_json: bool, plot: Path | None = None,
         jobs: int = 1, scenario: FleetScenario | None = None, save_runs: Path | None = None,
-        autoscalers: int = 0) -> list[dict[str, Any]]:
+        autoscalers: int = 0, latency: bool = True) -> list[dict[str, Any]]:
     """Run, print and return one summary per policy (see the module docstring). `autoscalers` > 0 compares the
     two autoscalers every that many simulated hours (sim/fleet/autoscaling.py)."""
     unknown = [p for p in policies if p not in registry.POLICIES]
@@ -52,7 +56,7 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
     if save_runs is not None:
         save_runs.mkdir(parents=True, exist_ok=True)
     # seed by seed, so that runs cut short leave whole comparisons behind (with --save-runs)
-    tasks = [(options, seed, policy, defrag, jobs <= 1, save_runs, autoscalers)
+    tasks = [(options, seed, policy, defrag, jobs <= 1, save_runs, autoscalers, latency)
              for seed in seeds for policy in policies]
     if jobs <= 1:
         runs = [_run_one(task) for task in tasks]
@@ -71,9 +75,9 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
     return summaries
 
 
-def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int]) -> dict[str, Any]:
-    scenario, seed, policy, defrag, verbose, save_runs, autoscalers = task
-    label = f"fleet {policy}{' --defrag' if defrag else ''} seed {seed}"
+def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int, bool]) -> dict[str, Any]:
+    scenario, seed, policy, defrag, verbose, save_runs, autoscalers, latency = task
+    label = f"fleet {policy}{' --defrag' if defrag else ''}{'' if latency else ' --no-latency'} seed {seed}"
     day = [0]
 
     def progress(now_s: float, total_s: float) -> None:
@@ -82,18 +86,20 @@ def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int])
             typer.echo(f"{label}: day {day[0]}/{total_s / DAY_S:g}", err=True)
 
     comparison = AutoscalerComparison(every_h=autoscalers) if autoscalers else None
-    result = FleetSim(make_plan(scenario, seed), policy, defrag=defrag, progress=progress, observer=comparison).run()
+    result = FleetSim(make_plan(scenario, seed), policy, defrag=defrag, latency=latency, progress=progress,
+                      observer=comparison).run()
     if comparison is not None:
         result["autoscalers"] = comparison.totals()
         result["autoscaler_observations"] = [o.as_dict() for o in comparison.observations]
     typer.echo(f"{label}: done in {result['seconds']:.1f} s", err=True)
     if save_runs is not None:
-        name = f"{policy}{'-defrag' if defrag else ''}-seed{seed}.json"
+        name = f"{policy}{'-defrag' if defrag else ''}{'' if latency else '-nolat'}-seed{seed}.json"
         (save_runs / name).write_text(json.dumps(result, indent=1))
     return result
 
 
-FLEET_KPIS = ("stranded_gpu_memory_gib", "stranded_gpu_memory_pct", "gpu_memory_allocated_pct", "allocation_pct",
+FLEET_KPIS = ("stranded_gpu_memory_gib", "fragmentation_stranded_gib", "time_stranded_gib",
+              "stranded_gpu_memory_pct", "gpu_memory_allocated_pct", "allocation_pct",
               "waiting_gpu_pods_mean", "slo_attainment", "moved_pods_per_hour")
 
 
@@ -101,6 +107,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Means over seeds of one policy's runs, with each run's KPIs (fleet and per region) beside them."""
     fleet = [r["fleet"] for r in runs]
     out: dict[str, Any] = {"scenario": NAME, "policy": runs[0]["policy"], "defrag": runs[0]["defrag"],
+                           "latency": runs[0].get("latency", False),
                            "days": runs[0]["days"], "seeds": [r["seed"] for r in runs]}
     for kpi in FLEET_KPIS:
         values = [f[kpi] for f in fleet if f[kpi] is not None]
@@ -166,13 +173,16 @@ def write_plot(runs: list[dict[str, Any]], path: Path) -> None:
 def _print(summaries: list[dict[str, Any]]) -> None:
     s0 = summaries[0]
     table = Table(title=f"fleet, {s0['days']:g} days: means over seeds {s0['seeds']}")
-    for column in ("policy", "stranded GiB", "GPU mem alloc %", "GPU pods p50 s", "GPU pods p99 s", "SLO",
-                   "moved/h", "s/run"):
+    for column in ("policy", "stranded GiB (FGD)", "fragmentation-stranded GiB", "time-stranded GiB",
+                   "GPU mem alloc %", "GPU pods p50 / p99 s", "perception p50 / p99 s", "SLO", "moved/h", "s/run"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for s in summaries:
-        table.add_row(s["policy"] + (" +defrag" if s["defrag"] else ""), f"{s['stranded_gpu_memory_gib']:.0f}",
-                      f"{s['gpu_memory_allocated_pct']:.1f}", _num(s["pending_gpu_p50_s"]),
-                      _num(s["pending_gpu_p99_s"]), _num(s["slo_attainment"], "{:.3f}"),
+        table.add_row(s["policy"] + (" +defrag" if s["defrag"] else "") + ("" if s["latency"] else " -latency"),
+                      f"{s['stranded_gpu_memory_gib']:.0f}", f"{s['fragmentation_stranded_gib']:.0f}",
+                      f"{s['time_stranded_gib']:.0f}", f"{s['gpu_memory_allocated_pct']:.1f}",
+                      f"{_num(s['pending_gpu_p50_s'])} / {_num(s['pending_gpu_p99_s'])}",
+                      f"{_num(s['pending_perception_p50_s'])} / {_num(s['pending_perception_p99_s'])}",
+                      _num(s["slo_attainment"], "{:.3f}"),
                       f"{s['moved_pods_per_hour']:.2f}", f"{s['seconds_per_run']:.1f}")
     Console().print(table)
 

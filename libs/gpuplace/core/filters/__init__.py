@@ -36,4 +36,5 @@ class Filter(Protocol):
 FILTERS: tuple[Filter, ...] = (node_rules, resources_fit, gpu_model, gpu_fit, gpu_topology)
 """The standard filter chain, in the order reasons are reported (kube-scheduler's: the node's rules first)."""
 
-__all__ = ["FILTERS", "Filter", "gpu_fit", "gpu_model", "gpu_topology", "latency_fit", "node_rules", "resources_fit"]
+__all__ = ["FILTERS", "Filter", "gpu_fit", "gpu_model", "gpu_topology", "latency_fit", "latency_room", "node_rules",
+           "resources_fit"]

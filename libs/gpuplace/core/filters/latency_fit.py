@@ -91,7 +91,7 @@ def pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: B
     own = _Own.of(load.speed, model, stream, margin)
     alone_ok = _alone_ok(own, load.speed, model, stream)
     if model.tail(95).slope > 0:
-        feasible = _feasible(_residents(load, model, margin), own, load.speed, model, stream, gpu_exists)
+        feasible = _feasible(residents(load, model, margin), own, load.speed, model, stream, gpu_exists)
     else:  # p95 does not grow with the busy period: no cap on it, judge the solved figures
         p95, budget, _ = solve()
         feasible = gpu_exists & (p95 <= budget)
@@ -99,7 +99,7 @@ def pre_filter(load: GpuLoad, model: LatencyModel, stream: Stream, gpu_exists: B
 
 
 @dataclass
-class _Residents:
+class Residents:
     """What a check needs of the pods already on each GPU, for one (GpuLoad, model, margin); rows are refreshed
     when the GpuLoad's node_version says they changed. (n_nodes, max_gpus, n_slots) or (n_nodes, max_gpus)."""
 
@@ -114,16 +114,16 @@ class _Residents:
     at_budget: dict[float, _AtBudget] = field(default_factory=dict)  # _feasible's residents' side, per pod budget
 
 
-_RESIDENTS: WeakKeyDictionary[GpuLoad, _Residents] = WeakKeyDictionary()
+_RESIDENTS: WeakKeyDictionary[GpuLoad, Residents] = WeakKeyDictionary()
 
 
-def _residents(load: GpuLoad, model: LatencyModel, margin: float) -> _Residents:
+def residents(load: GpuLoad, model: LatencyModel, margin: float) -> Residents:
     """The residents' terms, recomputed only on the rows whose slots changed since they were last computed (all
     of them for another model or margin, or once the slot axis grew)."""
     cached = _RESIDENTS.get(load)
     if (cached is None or cached.model is not model or cached.margin != margin
             or cached.work_ms.shape != load.frame_rate_hz.shape):
-        _RESIDENTS[load] = cached = _Residents(model, margin, load.node_version.copy(),
+        _RESIDENTS[load] = cached = Residents(model, margin, load.node_version.copy(),
                                                *_resident_terms(load, model, margin, slice(None)))
         return cached
     rows = np.flatnonzero(cached.node_version != load.node_version)
@@ -169,7 +169,7 @@ def _alone_ok(own: _Own, speed: FloatArray, model: LatencyModel, stream: Stream)
     return ok
 
 
-def _feasible(residents: _Residents, own: _Own, speed: FloatArray, model: LatencyModel, stream: Stream,
+def _feasible(residents: Residents, own: _Own, speed: FloatArray, model: LatencyModel, stream: Stream,
               gpu_exists: BoolArray) -> BoolArray:
     """Which GPUs keep every budget with the pod added, without solving for the busy period.
 
@@ -306,4 +306,5 @@ def status(check: LatencyCheck, node: int) -> Status:
     return verdict(check).status(node)
 
 
-__all__ = ["DEFAULT_MARGIN", "LatencyCheck", "NAME", "mask", "pre_filter", "status", "verdict"]
+__all__ = ["DEFAULT_MARGIN", "LatencyCheck", "NAME", "Residents", "mask", "pre_filter", "residents", "status",
+           "verdict"]

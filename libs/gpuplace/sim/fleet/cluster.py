@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import bisect
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from gpuplace.core.defrag.model import RunningPod
+from gpuplace.core.defrag.blockers import diagnose
+from gpuplace.core.defrag.model import Blocker, RunningPod
 from gpuplace.core.defrag.occupancy import Occupancy
 from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.framework.interface import Policy, PolicyContext
@@ -112,6 +114,26 @@ class Cluster:
 
     def queue(self) -> Iterator[Waiting]:
         return (self.waiting[uid] for _, uid in self._order if uid in self.waiting)
+
+    @property
+    def gpu_load(self) -> GpuLoad:
+        """The streams on every GPU (kept whether or not the latency filter decides here)."""
+        return self._gpu_load
+
+    def blockers(self) -> Counter[str]:
+        """What keeps each waiting pod waiting (kpis.py's categories), counted; one diagnosis per distinct request.
+        Judged with the planner's policy: for a policy that learns online it is the instance that hypothetical
+        placements use, so a diagnosis never counts as an arrival (a learner's own rules, e.g. the whole-GPU
+        reserve, may then not show: such pods read "none")."""
+        counts: Counter[str] = Counter()
+        seen: dict[tuple[Any, ...], str] = {}
+        for waiting in self.queue():
+            key = self._attempt_key(waiting.pod)
+            if key not in seen:
+                blocker, reason = diagnose(self._snapshot, self._demand(waiting.pod), self.planner_policy)
+                seen[key] = _category(blocker, reason)
+            counts[seen[key]] += 1
+        return counts
 
     # -- the queue --------------------------------------------------------------------------------------------
 
@@ -280,6 +302,13 @@ class Cluster:
         filter) its stream."""
         stream = self.streams.get(pod.name) if self.model is not None else None
         return (pod.cpu_milli, pod.memory_mib, pod.gpu, pod.rules, stream)
+
+
+def _category(blocker: Blocker, reason: str) -> str:
+    """kpis.py's blocker categories: CAPACITY splits into cpu and memory by what is short in total."""
+    if blocker is Blocker.CAPACITY:
+        return "cpu" if "free CPU" in reason else "memory"
+    return blocker.value
 
 
 __all__ = ["Cluster", "Placed", "RESTART_S", "Waiting"]

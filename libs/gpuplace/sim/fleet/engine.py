@@ -21,6 +21,10 @@ they moved (`consolidation_moves`, `consolidation_gain_gib`: the stranded memory
 summed) and, from the moves made, the most moves of one pod in any hour and the shortest gap between two moves
 of one pod, beside the limits.
 
+Latency (`latency=True`, the default): every pod with a frame rate goes through the latency filter in front of the
+policy, as the placement service decides (usecases/decide.py), with the scenario's truth model; `latency=False`
+runs the policy as the registry builds it, for comparison (`gpuplace sim --scenario fleet --no-latency`).
+
 Hook for other evaluations (the autoscaler comparison): `FleetSim.clusters` holds each cluster's live
 `snapshot` and `waiting_pods()`, and `observer(sim, now_s)` is called at every hourly sample.
 """
@@ -40,13 +44,23 @@ from gpuplace.core.defrag.consolidate import consolidate
 from gpuplace.core.defrag.eligibility import HOUR_S, resting
 from gpuplace.core.defrag.model import Limits, PastMove, Plan
 from gpuplace.core.defrag.planner import plan as plan_moves
+from gpuplace.core.filters.latency_room import MixTerms
 from gpuplace.core.fragmentation import stranded_gpu_memory
 from gpuplace.core.latency.model import DEFAULT_MODEL, LatencyModel, Stream
 from gpuplace.core.model import Node
 from gpuplace.core.snapshot import ClusterSnapshot, GpuType
 from gpuplace.core.workload import TypicalWorkload, typical_workload
 from gpuplace.sim.fleet.cluster import Cluster, Placed, Waiting
-from gpuplace.sim.fleet.kpis import GIB, Integrals, SloLedger, percentiles
+from gpuplace.sim.fleet.kpis import (
+    FRAGMENTATION_STRANDED,
+    GIB,
+    TIME_STRANDED,
+    Integrals,
+    SloLedger,
+    by_model,
+    percentiles,
+    stranded_split,
+)
 from gpuplace.sim.fleet.plan import (
     CLASSES,
     CPU_ONLY,
@@ -102,10 +116,11 @@ class FleetSim:
 
     def __init__(self, plan: FleetPlan, policy: str, *, defrag: bool = False, limits: Limits = FLEET_LIMITS,
                  consolidation: bool = True,
-                 latency: bool = False, model: LatencyModel = DEFAULT_MODEL,
+                 latency: bool = True, model: LatencyModel = DEFAULT_MODEL,
                  progress: Callable[[float, float], None] | None = None,
                  observer: Callable[[FleetSim, float], None] | None = None) -> None:
         self.plan, self.policy_name, self.defrag, self.limits = plan, policy, defrag, limits
+        self.latency = latency
         self.consolidation = defrag and consolidation
         self.progress, self.observer = progress, observer
         self.truth = truth_model(model)
@@ -113,6 +128,9 @@ class FleetSim:
         self.ledger = SloLedger(self.truth)
         self.clusters: dict[str, Cluster] = {}
         self.workloads: dict[str, TypicalWorkload] = {}
+        self.mixes = {spec.name: MixTerms.of(self.truth, _streams(plan, spec.name)) for spec in plan.clusters}
+        """Per cluster, every stream its deployments bring (each version): the mix time-stranded memory is judged
+        against (kpis.stranded_split)."""
         for spec in plan.clusters:
             self.workloads[spec.name] = workload = typical_workload(
                 plan.typical_pods[spec.name], _types(spec.nodes))
@@ -132,6 +150,8 @@ class FleetSim:
         self._integrals = {name: Integrals() for name in self.clusters}
         self._signature: dict[str, tuple[int, ...]] = {}
         self._waits: dict[tuple[str, str], list[float]] = defaultdict(list)  # (region, class) -> seconds
+        self._blocked: dict[str, Counter[str]] = defaultdict(Counter)  # cluster -> pods by blocker, over samples
+        self._samples = 0
         self._history: dict[str, list[PastMove]] = defaultdict(list)
         self._refused: set[tuple[Any, ...]] = set()
         self._consolidated: dict[str, tuple[Any, ...]] = {}
@@ -185,7 +205,7 @@ class FleetSim:
             signature = (cluster.snapshot.uid, int(cluster.snapshot.version.sum()), len(cluster.waiting))
             if signature != self._signature.get(name):
                 self._signature[name] = signature
-                values.now = _state(cluster, self.workloads[name])
+                values.now = _state(cluster, self.workloads[name], self.truth, self.mixes[name])
             values.add(dt)
         self.ledger.advance(now_s)
         self._now = now_s
@@ -226,6 +246,10 @@ class FleetSim:
 
     def _on_sample(self, _: None) -> None:
         row: dict[str, Any] = {"t_h": round(self._now / HOUR_S, 3)}
+        if self._now >= self.plan.scenario.warmup_s:
+            self._samples += 1
+            for name, cluster in self.clusters.items():
+                self._blocked[name].update(cluster.blockers())
         for region in self.regions:
             values = [self._integrals[c].now for c in self.clusters if self.clusters[c].region == region]
             row[region] = {
@@ -438,6 +462,7 @@ class FleetSim:
         hours = end / HOUR_S
         out: dict[str, Any] = {
             "scenario": "fleet", "policy": self.policy_name, "seed": self.plan.seed, "defrag": self.defrag,
+            "latency": self.latency,
             "days": self.plan.scenario.days, "regions": len(self.regions), "clusters": len(self.clusters),
             "gpus_at_start": sum(len(n.gpus) for c in self.plan.clusters for n in c.nodes),
             "fleet": self._scope(None, hours),
@@ -464,7 +489,16 @@ class FleetSim:
                      for w in ws] for k in CLASSES}
         gpu_waits = waits[PERCEPTION] + waits[TRAINING]
         moves = sum(1 for m in self.moves if m.cluster in names)
+        blocked: Counter[str] = Counter()
+        for n in names:
+            blocked.update(self._blocked[n])
+        frag = by_model([i.other for i in integ], FRAGMENTATION_STRANDED, total)
+        time_taken = by_model([i.other for i in integ], TIME_STRANDED, total)
         return {
+            "fragmentation_stranded_gib": round(sum(frag.values()), 1),
+            "time_stranded_gib": round(sum(time_taken.values()), 1),
+            "stranded_by_model": {m: {"fragmentation_gib": frag[m], "time_gib": time_taken[m]} for m in frag},
+            "pending_blocked_by": {k: round(v / max(self._samples, 1), 2) for k, v in sorted(blocked.items())},
             "stranded_gpu_memory_gib": round(sum(i.stranded_mib for i in integ) / total / GIB, 1),
             "stranded_gpu_memory_pct": round(100.0 * sum(i.stranded_mib for i in integ)
                                              / max(sum(i.memory_capacity_mib for i in integ), 1.0), 2),
@@ -485,10 +519,17 @@ def run_fleet(plan: FleetPlan, policy: str, **options: Any) -> dict[str, Any]:
     return FleetSim(plan, policy, **options).run()
 
 
-def _state(cluster: Cluster, workload: TypicalWorkload) -> dict[str, float]:
+def _streams(plan: FleetPlan, cluster: str) -> list[Stream]:
+    return list(dict.fromkeys(
+        Stream(t.frame_rate_hz, t.workload_class, t.service_ms, perception_pod(d, t, 0).deadline_ms)
+        for d in plan.deployments if d.cluster == cluster for t in d.templates))
+
+
+def _state(cluster: Cluster, workload: TypicalWorkload, model: LatencyModel, mix: MixTerms) -> dict[str, float]:
     snapshot = cluster.snapshot
     memory_capacity = float((snapshot.gpu_memory_mib * snapshot.gpu_count).sum())
     return {
+        **stranded_split(snapshot, workload, cluster.gpu_load, model, mix),
         "stranded_mib": float(stranded_gpu_memory(snapshot, workload).sum()),
         "allocated_milli": float(snapshot.allocated_gpu_milli),
         "capacity_milli": float(snapshot.total_gpu_milli),

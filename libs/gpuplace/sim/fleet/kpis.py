@@ -4,6 +4,16 @@ Definitions (reported per region and for the fleet):
 - stranded GPU memory: core/fragmentation.stranded_gpu_memory against the cluster's typical workload (the
   shapes the plan submits, plan.py), summed over the cluster's nodes: free GPU memory that the typical pod
   could not use. Time-averaged: the integral over the run divided by its length, in GiB;
+- the same memory told apart by why it is unused (`stranded_split`), per GPU model: *time-stranded*, the free
+  memory of GPUs whose time is taken -- GPUs running pods where no stream of the cluster's mix (every version of
+  its perception deployments) would keep every deadline, by the latency filter's own test (core/filters/
+  latency_room.py) with the scenario's truth model; and *fragmentation-stranded*, FGD's measure on the other
+  GPUs (those GPUs' free memory and share taken as zero): memory a pod of the mix could not use because of how it
+  is split. A GPU's time is judged for the mix as a whole (some stream fits), not shape by shape;
+- pending pods by what blocks them (hourly samples, averaged): each waiting pod's blocker (core/defrag/
+  blockers.diagnose, with the cluster's latency-aware policy): memory (GPU share or memory, or host memory,
+  short in total), cpu (CPU short in total), fragmentation, latency, constraint (no node could ever take it, or
+  a rule of the policy's own) or none (it fits now and waits for the next pass);
 - allocation: allocated GPU share / GPU capacity, time-averaged (capacity changes as nodes join and leave);
 - pending time, per workload class: submission to binding for every pod that was placed, and submission to
   the end of its wait for pods deleted while waiting (a scale-down) or still waiting when the run ends (then
@@ -22,8 +32,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuplace.core.arrays import FloatArray
+from gpuplace.core.filters.latency_room import MixTerms, fits, gpu_terms
+from gpuplace.core.fragmentation import stranded_memory_of
+from gpuplace.core.gpu_load import GpuLoad
 from gpuplace.core.latency.model import LatencyModel, Stream
 from gpuplace.core.latency.predict import predict, share_over
+from gpuplace.core.snapshot import ClusterSnapshot
+from gpuplace.core.workload import TypicalWorkload
 
 GIB = 1024.0
 _CACHE_SIZE = 200_000
@@ -43,10 +59,53 @@ class Integrals:
     allocated_memory_mib: float = 0.0
     waiting_gpu_pods: float = 0.0
     now: dict[str, float] = field(default_factory=dict)
+    other: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    """Integrals of the values in `now` that are no field (the stranded split per GPU model)."""
 
     def add(self, dt: float) -> None:
         for name, value in self.now.items():
-            setattr(self, name, getattr(self, name) + value * dt)
+            if name in _FIELDS:
+                setattr(self, name, getattr(self, name) + value * dt)
+            else:
+                self.other[name] += value * dt
+
+
+_FIELDS = frozenset(("stranded_mib", "allocated_milli", "capacity_milli", "memory_capacity_mib", "allocated_memory_mib",
+                     "waiting_gpu_pods"))
+FRAGMENTATION_STRANDED, TIME_STRANDED = "fragmentation_stranded_mib", "time_stranded_mib"
+
+
+def stranded_split(snapshot: ClusterSnapshot, workload: TypicalWorkload, load: GpuLoad, model: LatencyModel,
+                   mix: MixTerms) -> dict[str, float]:
+    """Fragmentation- and time-stranded GPU memory (MiB) per GPU model (module docstring), as
+    `{"fragmentation_stranded_mib/<model>": ..., "time_stranded_mib/<model>": ...}`."""
+    used = load.occupied.any(axis=2) & snapshot.gpu_exists & (snapshot.free_memory_mib > 0)
+    rows, gpus = np.nonzero(used)
+    taken = np.zeros_like(used)
+    if len(rows) and len(mix):
+        room = fits(gpu_terms(load, model, rows, gpus), mix, model).any(axis=0)
+        taken[rows[~room], gpus[~room]] = True
+    free_memory = np.where(taken, 0, snapshot.free_memory_mib)
+    frag: FloatArray = stranded_memory_of(np.where(taken, 0, snapshot.free_share_milli), snapshot.cpu_free_milli,
+                                          snapshot.gpu_type_id, free_memory, workload)
+    time = (snapshot.free_memory_mib - free_memory).sum(axis=1)
+    out: dict[str, float] = {}
+    for model_name in dict.fromkeys(t.model for t in snapshot.gpu_types):
+        on = np.array([snapshot.gpu_types[t].model == model_name for t in snapshot.gpu_type_id], dtype=bool)
+        out[f"{FRAGMENTATION_STRANDED}/{model_name}"] = float(frag[on].sum())
+        out[f"{TIME_STRANDED}/{model_name}"] = float(time[on].sum())
+    return out
+
+
+def by_model(totals: list[dict[str, float]], kind: str, seconds: float) -> dict[str, float]:
+    """Time averages in GiB per GPU model of one kind of `stranded_split` integral, summed over clusters."""
+    out: dict[str, float] = defaultdict(float)
+    for values in totals:
+        for key, value in values.items():
+            name, _, model_name = key.partition("/")
+            if name == kind:
+                out[model_name] += value / seconds / GIB
+    return {k: round(v, 1) for k, v in sorted(out.items())}
 
 
 class SloLedger:
@@ -147,4 +206,5 @@ def percentiles(samples: list[float]) -> dict[str, float | int | None]:
             "p99_s": round(float(np.percentile(values, 99)), 1)}
 
 
-__all__ = ["GIB", "GpuKey", "Integrals", "SloLedger", "percentiles"]
+__all__ = ["FRAGMENTATION_STRANDED", "GIB", "GpuKey", "Integrals", "SloLedger", "TIME_STRANDED", "by_model",
+           "percentiles", "stranded_split"]
