@@ -207,7 +207,7 @@ _AT_BUDGETS = 16
 """Budgets (deadline classes) whose residents' side is kept per GpuLoad; the least recently used goes first."""
 
 
-def _at_budget(residents: _Residents, budget_ms: float, speed: FloatArray, tail: Tail) -> _AtBudget:
+def _at_budget(residents: Residents, budget_ms: float, speed: FloatArray, tail: Tail) -> _AtBudget:
     """The residents' side for pods of `budget_ms`, refreshed on the rows whose residents changed (all of them
     the first time)."""
     kept = residents.at_budget.pop(budget_ms, None)
@@ -227,7 +227,7 @@ def _at_budget(residents: _Residents, budget_ms: float, speed: FloatArray, tail:
     return kept
 
 
-def _refresh_at_budget(kept: _AtBudget, residents: _Residents, budget_ms: float, speed: FloatArray, tail: Tail,
+def _refresh_at_budget(kept: _AtBudget, residents: Residents, budget_ms: float, speed: FloatArray, tail: Tail,
                        rows: IntArray | slice) -> None:
     budget = np.minimum(residents.budget_ms[rows], budget_ms)
     constrained = np.isfinite(budget)
