@@ -73,18 +73,6 @@ class GpuTerms:
                         self.solo_ok & (model.tail(95).solo_ratio * service <= budget))
 
 
-@dataclass(frozen=True)
-class GpuTime:
-    """What a policy needs to judge GPU time for one pod: its stream, the GPUs' load, the model and the margin
-    (the latency-aware wrapper hands it over, policies/latency_aware.py)."""
-
-    pod_name: str
-    stream: Stream
-    load: GpuLoad
-    model: LatencyModel
-    margin: float = DEFAULT_MARGIN
-
-
 def gpu_terms(load: GpuLoad, model: LatencyModel, rows: IntArray, gpus: IntArray,
               margin: float = DEFAULT_MARGIN) -> GpuTerms:
     """The residents' terms of the GPUs (rows[i], gpus[i]) of `load`."""
@@ -114,4 +102,4 @@ def fits(terms: GpuTerms, mix: MixTerms, model: LatencyModel) -> BoolArray:
     return out
 
 
-__all__ = ["GpuTerms", "GpuTime", "MixTerms", "fits", "gpu_terms"]
+__all__ = ["GpuTerms", "MixTerms", "fits", "gpu_terms"]

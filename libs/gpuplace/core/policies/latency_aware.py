@@ -7,9 +7,6 @@ memory, so its filter, its score and its own GPU choice all stay inside the feas
 knowing about latency. The view is made once per pod and cycle and reused by filter, score and
 choose_gpus (the runtime calls them in that order on one snapshot).
 
-A base that judges GPU time itself (the house policy's time loss) is handed each pod's stream and the GPUs' load
-before it scores and chooses (`use_gpu_time`).
-
 Pods the wrapper knows no stream for (no frame rate) pass to the base unchanged; they still load
 the GPUs they land on only if the caller charges them to GpuLoad. `model` may be replaced between
 cycles (an online refit, latency/update.py).
@@ -24,7 +21,6 @@ from gpuplace.core.arrays import BoolArray, IntArray, ScoreArray
 from gpuplace.core.demand import Demand
 from gpuplace.core.filters import latency_fit
 from gpuplace.core.filters.latency_fit import LatencyCheck
-from gpuplace.core.filters.latency_room import GpuTime
 from gpuplace.core.framework.interface import Code, Policy, Status
 from gpuplace.core.framework.runtime import span_penalty
 from gpuplace.core.framework.verdicts import CycleState, Verdict, feasible, one_status, verdicts_of
@@ -73,22 +69,11 @@ class LatencyAware:
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> ScoreArray:
         view = self._view(snapshot, demand)
-        self._tell_time(demand, view is not None)
         return self.base.score(snapshot if view is None else view[0], demand, candidates)
 
     def choose_gpus(self, snapshot: ClusterSnapshot, demand: Demand, node: int) -> tuple[int, ...]:
         view = self._view(snapshot, demand)
-        self._tell_time(demand, view is not None)
         return self.base.choose_gpus(snapshot if view is None else view[0], demand, node)
-
-    def _tell_time(self, demand: Demand, streamed: bool) -> None:
-        """A base that judges GPU time (`use_gpu_time`, the house policy: gpuplace/time_loss.py) is told the pod's
-        stream and the GPUs' load, or None for a pod without a stream."""
-        tell = getattr(self.base, "use_gpu_time", None)
-        if tell is None:
-            return
-        stream = self.streams.get(demand.pod_name) if streamed else None
-        tell(None if stream is None else GpuTime(demand.pod_name, stream, self.gpu_load, self.model, self.margin))
 
     def check(self, snapshot: ClusterSnapshot, demand: Demand) -> LatencyCheck | None:
         """The latency verdict for `demand` on every GPU (None when the pod has no stream)."""

@@ -6,7 +6,6 @@
 - node_waste.py: a node's free share the workload could not use (pool-weighted FGD + CPU/memory stranding);
 - states.py: interned node states, the cache key of everything above;
 - state_terms.py: the per-state values kept between decisions;
-- time_loss.py: what placing a pod with a deadline on a GPU takes from the time the arriving streams could use;
 - whole_gpu_reserve.py: when a shared pod of more than half a GPU is kept from opening a whole GPU.
 """
 
@@ -14,5 +13,5 @@ from gpuplace.core.policies.gpuplace.policy import NAME, Gpuplace
 
 __all__ = [
     "NAME", "Gpuplace", "hole_loss", "node_waste", "pattern_prices", "policy", "shape_estimate", "state_terms",
-    "states", "time_loss", "whole_gpu_reserve",
+    "states", "whole_gpu_reserve",
 ]

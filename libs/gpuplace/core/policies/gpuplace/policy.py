@@ -7,12 +7,7 @@ request, every distinct hole it could go into) is judged by two numbers, in this
 2. node waste growth (node_waste.py): how much W_n -- the node's free share the arriving workload could not use:
    FGD's fragmentation with shapes weighted by the reach of their node pool, plus the share the node's CPU and
    memory can no longer feed -- grows, in milli-GPU, as a float (not FGD's quantised sigmoid).
-A node scores its best option, -(loss x LOSS_WEIGHT + growth): any loss outweighs any growth. A pod with a frame
-rate behind the latency filter (policies/latency_aware.py hands over its stream and the GPUs' load) can also pay
-TIME_WEIGHT_MILLI (off by default: measured not to help, see there) per GPU's worth of usable time it takes from
-the arriving mix of streams (time_loss.py): a node pays the least such loss among its GPUs that keep every
-deadline, and on the chosen node the pod takes the GPU of the best memory option less time loss (a memory slice the
-smallest hole among equals). Where the arriving
+A node scores its best option, -(loss x LOSS_WEIGHT + growth): any loss outweighs any growth. Where the arriving
 workload asks memory slices, every GPU pod also pays PACK_MILLI per milli-GPU its node keeps free (_pack). A
 multi-GPU pod that must span GPU domains where the node describes its topology loses SPAN_PENALTY_MILLI more (the
 runtime applies it, core/topology.py). Ties go to the first node (runtime.py); inside the node the pod takes the
@@ -49,7 +44,6 @@ import numpy as np
 
 from gpuplace.core.arrays import BoolArray, FloatArray, IntArray
 from gpuplace.core.demand import Demand, RequestKey
-from gpuplace.core.filters.latency_room import GpuTime
 from gpuplace.core.framework.interface import Code, PolicyContext, Status
 from gpuplace.core.framework.verdicts import CycleState, Verdict, one_status
 from gpuplace.core.gpu_usable import usable_gpus
@@ -65,7 +59,6 @@ from gpuplace.core.policies.gpuplace.shape_estimate import (
 )
 from gpuplace.core.policies.gpuplace.state_terms import StateTerms
 from gpuplace.core.policies.gpuplace.states import StateIndex
-from gpuplace.core.policies.gpuplace.time_loss import StreamMix, TimeLoss
 from gpuplace.core.policies.gpuplace.whole_gpu_reserve import (
     PLUGIN,
     REASON,
@@ -125,16 +118,6 @@ reserve's whole_gpu_reserve.CPU_ONLY_EATS_CPU). Not a setting: the design, kept 
 (bench/gpuplace_ablation.py, no-cpu-scarce). The same rule for packing -- a node's free share counted only as far as
 its CPU feeds it -- was tried on the robustness families and not kept: cpu-heavy-144 15.49 -> 15.20 but its worst
 seed 24.35 -> 24.70, cpu-slices-160 21.99 -> 22.52 (seeds 0-35)."""
-TIME_WEIGHT_MILLI = 0.0
-"""What losing all of a GPU's usable time for the arriving mix costs a pod with a frame rate (time_loss.py), in the
-milli-GPU of node-waste growth (1000: one GPU's time for the mix weighs as much as one GPU of waste). Only where the
-latency-aware wrapper hands the policy the pod's stream (policies/latency_aware.py). Off: on the fleet with the
-latency filter (`gpuplace sim --scenario fleet`, 1 day, seed 45; seed 42 for 1000), it moved memory from
-time-stranded to fragmentation-stranded and did not shorten waits -- weight 0 / 300 / 1000 / 3000: time-stranded
-6,136 / 4,190 / 2,009 / 1,315 GiB, fragmentation-stranded 4,664 / 5,176 / 5,871 / 7,850 GiB, GPU pods' p99 wait
-30,600 / 30,600 / 34,200 / 37,800 s, perception p99 27,000 / 27,000 / 28,749 / 27,345 s (FGD: 7,023, 3,612, 28,449,
-23,400); seed 42 at 1000: GPU p99 13,804 -> 21,865 s, perception p99 2,580 -> 3,190 s. Streams weighed by the time
-they ask (time_loss.BY_TIME) instead of by count changed none of it by more than 2%."""
 MAX_TABLES = 4096
 """Score tables kept, one per distinct request; past it they are all dropped. Memory requests rarely repeat (each
 perception pod asks its own MiB), so without a bound a long-running service would keep a table per pod."""
@@ -170,21 +153,6 @@ class Gpuplace(DefaultSteps):
         self._last_held: Demand | None = None  # the request of the last decision counted in held_back
         self.rebuilds = 0
         """How often the measure was rebuilt (the estimate drifted or the cluster changed)."""
-        self._streams = StreamMix()  # the arriving mix of streams (pods with a frame rate), time_loss.py
-        self._time: GpuTime | None = None  # the current pod's stream and the GPUs' load, from the wrapper
-
-    def use_gpu_time(self, time: GpuTime | None) -> None:
-        """The latency-aware wrapper's hand-over before score and choose_gpus: the pod's stream and the GPUs'
-        load (None for a pod without a stream). Judged only for the pod it names (time_loss.py)."""
-        self._time = time
-
-    def _time_loss(self, demand: Demand) -> TimeLoss | None:
-        """The time loss for this pod: a one-GPU pod the wrapper gave a stream for, else None."""
-        time = self._time
-        if time is None or time.pod_name != demand.pod_name or demand.gpu_count != 1:
-            return None
-        mix, weights = self._streams.terms(time.model, time.margin)
-        return TimeLoss(time, mix, weights)
 
     def verdicts(self, state: CycleState) -> list[Verdict]:
         """The standard chain, then the whole-GPU reserve where it holds (whole_gpu_reserve.py)."""
@@ -217,23 +185,6 @@ class Gpuplace(DefaultSteps):
         return self._reserve_mix[1]
 
     def score(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> FloatArray:
-        scores = self._memory_scores(snapshot, demand, candidates)
-        time = self._time
-        if time is None or time.pod_name != demand.pod_name:
-            return scores
-        self._streams.observe(time.stream)
-        loss = self._time_loss(demand) if TIME_WEIGHT_MILLI else None
-        if loss is None:
-            return scores
-        usable = usable_gpus(snapshot, demand, candidates)  # on the wrapper's view: GPUs that keep every deadline
-        at, gpus = np.nonzero(usable)
-        least = np.full(len(candidates), np.inf)
-        np.minimum.at(least, at, loss.of(candidates[at], gpus))
-        timed: FloatArray = scores - TIME_WEIGHT_MILLI * np.where(np.isfinite(least), least, 0.0)
-        return timed
-
-    def _memory_scores(self, snapshot: ClusterSnapshot, demand: Demand, candidates: IntArray) -> FloatArray:
-        """Each candidate's best option by hole loss, waste growth and packing (the module docstring)."""
         self._estimate.observe(demand)
         self._since_check += 1
         self._since_pool_check += 1
@@ -259,12 +210,6 @@ class Gpuplace(DefaultSteps):
         if demand.gpu_count > 1:  # the least-free usable GPUs, index order on ties (as FGD and the baselines)
             order = np.argsort(free[usable], kind="stable")
             return tuple(sorted(int(i) for i in usable[order[: demand.gpu_count]]))
-        loss = self._time_loss(demand) if TIME_WEIGHT_MILLI else None
-        if loss is not None:  # memory and time, GPU by GPU; a memory slice takes the smallest hole on ties
-            combined = (self._gpu_options(snapshot, demand, node, usable)
-                        - TIME_WEIGHT_MILLI * loss.of(np.full(len(usable), node), usable))
-            best = usable[combined == combined.max()]
-            return (int(best[np.argmin(free[best])] if _takes_memory_slice(demand) else best[0]),)
         scored = self._holes.get(demand.request_key)
         if scored is not None:  # the hole the best option of this node's state took when it was scored
             state = self._state_index(snapshot).ids(snapshot)[node]
@@ -275,10 +220,6 @@ class Gpuplace(DefaultSteps):
 
     def _best_gpu(self, snapshot: ClusterSnapshot, demand: Demand, node: int, usable: IntArray) -> tuple[int]:
         """The usable GPU whose option scores best, lowest index on ties (GPUs judged one by one)."""
-        return (int(usable[int(np.argmax(self._gpu_options(snapshot, demand, node, usable)))]),)
-
-    def _gpu_options(self, snapshot: ClusterSnapshot, demand: Demand, node: int, usable: IntArray) -> FloatArray:
-        """The combined score (hole loss, waste growth) of taking each usable GPU of the node, (n_usable,)."""
         if self._estimate.empty:
             self._estimate.observe(demand)
         self._refresh(snapshot)
@@ -297,7 +238,7 @@ class Gpuplace(DefaultSteps):
         cpu_left = np.array([snapshot.cpu_free_milli[node] - demand.cpu_milli]) if CPU_SCARCE else None
         loss = self._hole_loss().loss_milli(np.array([type_id]), np.array([share]), free[None, usable],
                                             cpu_left)[0] if _priced(demand) else np.zeros(n)
-        return _combined(loss, growth)
+        return (int(usable[int(np.argmax(_combined(loss, growth)))]),)
 
     # -- the arriving workload and the measure built on it -----------------------------------------------
 
@@ -478,5 +419,5 @@ def _grown(table: FloatArray | None, size: int) -> FloatArray:
 __all__ = [
     "CPU_SCARCE", "DECLARED_PODS", "DRIFT_CHECK_PODS", "DRIFT_TV", "Gpuplace", "HALF_LIFE_PODS", "HOLE_LOSS_MEMORY",
     "LOSS_WEIGHT", "MAX_TABLES", "NAME", "PACK_MILLI", "POOL_CHECK_PODS", "PRIOR_PODS", "SEEN_FLOOR_PODS",
-    "SPAN_PENALTY_MILLI", "TIME_WEIGHT_MILLI", "WHOLE_GPU_RESERVE",
+    "SPAN_PENALTY_MILLI", "WHOLE_GPU_RESERVE",
 ]
