@@ -417,6 +417,40 @@ class StateRepository(Protocol):
         ...
 
 
+class Retained(enum.StrEnum):
+    """What the retention pruner removes once it is older than its setting (usecases/retention.py), each by the
+    time the store stamped on it: ids of events processed (processed_at), outbox rows published (published_at;
+    an unpublished row is never pruned), decisions (created_at), latency windows (window_end), and pods deleted
+    (first_seen_at; a deleted pod still holding GPUs mid-plan is kept until it holds none)."""
+
+    PROCESSED_EVENTS = "processed_events"
+    OUTBOX = "outbox"
+    DECISIONS = "decisions"
+    LATENCY_WINDOWS = "latency_windows"
+    DELETED_PODS = "deleted_pods"
+
+
+class RetentionStore(Protocol):
+    """Pruning the rows that only grow, a small batch per unit of work, by the store's own clock (the one that
+    stamped the rows), so that a process's clock never decides what is old."""
+
+    async def take_pruning_turn(self) -> bool:
+        """Whether this unit of work may prune now: True holds the turn until the unit of work ends; False (another
+        unit of work holds it: another replica prunes) returns at once, without waiting."""
+        ...
+
+    async def prune(self, kind: Retained, keep_s: float, limit: int) -> int:
+        """Delete up to `limit` rows of `kind` stamped more than `keep_s` seconds ago, oldest first; how many went.
+        Records the cut-off for pruned_before when any went. Never waits long on a lock a placement holds: it
+        raises instead (the next round tries again)."""
+        ...
+
+    async def pruned_before(self, kind: Retained) -> datetime | None:
+        """The cut-off of the latest prune that removed rows of `kind`: rows stamped before it may be gone. None
+        when none was ever pruned."""
+        ...
+
+
 class UnitOfWork(Protocol):
     """One transaction over the fleet state: `async with uow_factory() as uow:`, then `await uow.commit()`.
 
@@ -426,6 +460,11 @@ class UnitOfWork(Protocol):
     @property
     def state(self) -> StateRepository:
         """The repository of this transaction; usable only inside the `async with` block."""
+        ...
+
+    @property
+    def retention(self) -> RetentionStore:
+        """Pruning, in this transaction (usecases/retention.py); usable only inside the `async with` block."""
         ...
 
     async def __aenter__(self) -> UnitOfWork: ...
@@ -667,5 +706,6 @@ __all__ = [
     "AllocationRow", "AttemptResult", "BindOutcome", "BindResult", "ClusterApi", "ClusterGauges", "DecisionRow",
     "DefragPlanRecord", "EvictOutcome", "EvictResult", "GpuGrant", "GpuRow", "Json", "Metrics", "NO_METRICS",
     "NodeCapacity", "NodeRow", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason", "PlanOutcome",
-    "PlanState", "PlannedMove", "PodReader", "PodRow", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
+    "PlanState", "PlannedMove", "PodReader", "PodRow", "Retained", "RetentionStore", "Row", "StateRepository",
+    "UnitOfWork", "UnitOfWorkFactory",
 ]
