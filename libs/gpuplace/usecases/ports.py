@@ -625,6 +625,18 @@ its way), `binding` (reserved, its bind call in flight)."""
 
 
 @dataclass(frozen=True)
+class NodeGpus:
+    """One node's GPUs as placement holds them: what there is and what pods were given of it."""
+
+    node: str
+    model: str
+    gpus: int
+    memory_mib: int  # over all its GPUs
+    memory_allocated_mib: int
+    share_allocated_milli: int  # summed over its GPUs: 1000 per whole GPU given
+
+
+@dataclass(frozen=True)
 class ClusterGauges:
     """One cluster as a placement worker holds it, read when metrics are scraped."""
 
@@ -632,6 +644,7 @@ class ClusterGauges:
     pending: Mapping[PendingReason, int]  # pods not bound yet, by why
     stranded_share: float | None  # F(M) summed over nodes / the cluster's GPU share; None: no workload seen yet
     stranded_memory_mib: float | None  # the free GPU memory the same shapes could not use
+    gpus: Sequence[NodeGpus] = ()  # per node with GPUs: capacity and allocation (usecases/gpu_gauges.py)
 
 
 class Metrics(Protocol):
@@ -646,6 +659,11 @@ class Metrics(Protocol):
 
     def bind(self, cluster: str, result: BindResult) -> None:
         """One bind call's outcome."""
+        ...
+
+    def pod_scheduled(self, cluster: str, seconds: float) -> None:
+        """A pod gpuplace placed was recorded bound, `seconds` after placement first saw it pending (over every
+        attempt it took: kube-scheduler's pod_scheduling_sli_duration_seconds)."""
         ...
 
     def eviction(self, cluster: str, result: EvictResult) -> None:
@@ -682,6 +700,9 @@ class NullMetrics:
     def bind(self, cluster: str, result: BindResult) -> None:
         pass
 
+    def pod_scheduled(self, cluster: str, seconds: float) -> None:
+        pass
+
     def eviction(self, cluster: str, result: EvictResult) -> None:
         pass
 
@@ -705,7 +726,7 @@ NO_METRICS: Metrics = NullMetrics()
 __all__ = [
     "AllocationRow", "AttemptResult", "BindOutcome", "BindResult", "ClusterApi", "ClusterGauges", "DecisionRow",
     "DefragPlanRecord", "EvictOutcome", "EvictResult", "GpuGrant", "GpuRow", "Json", "Metrics", "NO_METRICS",
-    "NodeCapacity", "NodeRow", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason", "PlanOutcome",
-    "PlanState", "PlannedMove", "PodReader", "PodRow", "Retained", "RetentionStore", "Row", "StateRepository",
-    "UnitOfWork", "UnitOfWorkFactory",
+    "NodeCapacity", "NodeGpus", "NodeRow", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason",
+    "PlanOutcome", "PlanState", "PlannedMove", "PodReader", "PodRow", "Retained", "RetentionStore", "Row",
+    "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
 ]
