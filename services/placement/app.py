@@ -12,13 +12,14 @@ import functools
 
 from gpuplace.adapters.kafka import check_broker, ensure_copartitioned, start_broker
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
-from gpuplace.bootstrap import Resources, resources
+from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
 from gpuplace.settings import ConfigurationError, Settings
 from gpuplace.usecases.decide import decider, policy_options
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
+from gpuplace.usecases.ports import UnitOfWorkFactory
 from gpuplace.usecases.retention import Pruner, RetentionPolicy
 from gpuplace.usecases.scale_hints import HintSettings, ScaleHinter, parse_shapes
 from services.consumer import Route, wire
@@ -78,7 +79,7 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
             await start_broker(res.broker, settings.kafka)
             with metrics.watching(service.cluster_gauges), telemetry.health.running(
                     NAME, postgres=res.uow_factory.check, kafka=functools.partial(check_broker, res.broker)):
-                await asyncio.gather(relay.run(stop), service.resync(stop), pruner(settings, res).run(stop))
+                await asyncio.gather(relay.run(stop), service.resync(stop), pruner(settings, res.uow_factory).run(stop))
             await service.drain()
             if hints is not None:
                 await hints.drain()
@@ -86,11 +87,11 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
 
 
 
-def pruner(settings: Settings, res: Resources) -> Pruner:
+def pruner(settings: Settings, uow_factory: UnitOfWorkFactory) -> Pruner:
     """Retention (usecases/retention.py): every placement replica runs one; the one holding the store's pruning turn
     prunes, so several replicas never prune at once."""
     policy = RetentionPolicy.in_days(
         processed_events=settings.retention_processed_events_days, outbox=settings.retention_outbox_days,
         decisions=settings.retention_decisions_days, latency_windows=settings.retention_latency_windows_days,
         interval_s=settings.retention_interval_s, batch_rows=settings.retention_batch_rows)
-    return Pruner(res.uow_factory, policy)
+    return Pruner(uow_factory, policy)

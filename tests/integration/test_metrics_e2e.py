@@ -15,8 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuplace.adapters.kafka import ensure_topics, partition_of
-from gpuplace.adapters.metrics import MIB
 from gpuplace.adapters.kube.cluster_api import raw_json
+from gpuplace.adapters.metrics import MIB
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
 from gpuplace.cli.pipeline_run import _ensure_priority_classes

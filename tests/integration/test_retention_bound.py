@@ -108,8 +108,9 @@ async def test_pods_placed_and_deleted_leave_the_tables_bounded_by_retention(fre
         for wave in range(measured // WAVE):
             await one_wave(service, api, uow_factory, wave)
         after = await sizes(uow_factory)
-        per_pod = {t: {"rows": (after[t][0] - before[t][0]) / measured, "bytes": (after[t][1] - before[t][1]) / measured}
-                   for t in TABLES}
+        per_pod = {t: {"rows": (after[t][0] - before[t][0]) / measured,
+                       "bytes": (after[t][1] - before[t][1]) / measured} for t in TABLES}
+        print("retention per pod:", json.dumps({"measured_pods": measured, "per_pod": per_pod}), flush=True)
         assert per_pod["processed_events"]["rows"] == 3  # pending, bound, deleted
         assert per_pod["decisions"]["rows"] == 2 and per_pod["outbox"]["rows"] == 2  # decided, bound
         assert per_pod["pods"]["rows"] == 1 and per_pod["allocations"]["rows"] == 0  # deleted, released

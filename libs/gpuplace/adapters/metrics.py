@@ -43,6 +43,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics import disable_created_metrics
 from prometheus_client.registry import Collector
 
+from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.usecases.ports import (
     AttemptResult,
     BindResult,
@@ -293,7 +294,8 @@ def _node_gpu_families(nodes: dict[tuple[str, str], NodeGpus]) -> list[GaugeMetr
     families = [
         (GaugeMetricFamily("gpuplace_node_gpus", "GPUs of the node.", labels=labels), lambda n: n.gpus),
         (GaugeMetricFamily("gpuplace_node_gpus_allocated", "GPUs of the node given to pods, in whole GPUs (shares "
-                           "added: two half-GPU pods are 1).", labels=labels), lambda n: n.share_allocated_milli / 1000),
+                           "added: two half-GPU pods are 1).", labels=labels),
+         lambda n: n.share_allocated_milli / MILLI_PER_GPU),
         (GaugeMetricFamily("gpuplace_node_gpu_memory_bytes", "GPU memory of the node, over its GPUs.", labels=labels),
          lambda n: n.memory_mib * MIB),
         (GaugeMetricFamily("gpuplace_node_gpu_memory_allocated_bytes", "GPU memory of the node given to pods.",
