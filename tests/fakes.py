@@ -14,7 +14,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
@@ -29,6 +29,7 @@ from gpuplace.usecases.ports import (
     NodeCapacity,
     PlanState,
     Reservation,
+    Retained,
     Row,
 )
 
@@ -45,6 +46,8 @@ class FakeDatabase:
     plans: dict[tuple[str, str], DefragPlanRecord] = field(default_factory=dict)  # (cluster, plan id), planned order
     outbox: list[dict[str, Any]] = field(default_factory=list)
     processed: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (consumer, event id) -> digest
+    processed_at: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (consumer, event id) -> when
+    retention_marks: dict[str, datetime] = field(default_factory=dict)  # Retained value -> pruned_before
     latency: list[dict[str, Any]] = field(default_factory=list)
     latency_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
@@ -52,7 +55,8 @@ class FakeDatabase:
 
     def tables(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("nodes", "gpus", "pods", "allocations", "decisions", "plans", "outbox",
-                                              "processed", "latency", "latency_models")}
+                                              "processed", "processed_at", "latency", "latency_models",
+                                              "retention_marks")}
 
 
 def _percentile_cont(ordered: list[float], fraction: float) -> float:
@@ -78,6 +82,7 @@ class FakeStateRepository:
         stored = self.t["processed"].get((consumer, event_id), False)
         if stored is False:
             self.t["processed"][(consumer, event_id)] = digest
+            self.t["processed_at"][(consumer, event_id)] = self._now()
             return True
         if digest is not None and stored is not None and stored != digest:
             raise Rejected(reused_id(event_id, stored, digest))
@@ -416,6 +421,54 @@ class FakeStateRepository:
         return None
 
 
+class FakeRetentionRepository:
+    """ports.RetentionStore on the fake's tables. Units of work run one at a time, so the turn is always free."""
+
+    def __init__(self, tables: dict[str, Any], clock: itertools.count) -> None:
+        self.t = tables
+        self._clock = clock
+
+    async def take_pruning_turn(self) -> bool:
+        return True
+
+    async def prune(self, kind: Retained, keep_s: float, limit: int) -> int:
+        if keep_s < 0 or limit < 1:
+            raise ValueError(f"prune {kind}: keep_s must be >= 0 and limit >= 1 (got {keep_s}, {limit})")
+        cutoff = datetime.fromtimestamp(next(self._clock), UTC) - timedelta(seconds=keep_s)
+        gone = self._prune(kind, cutoff, limit)
+        if gone:
+            self.t["retention_marks"][kind.value] = max(cutoff, self.t["retention_marks"].get(kind.value, cutoff))
+        return gone
+
+    def _prune(self, kind: Retained, cutoff: datetime, limit: int) -> int:
+        """Remove up to `limit` of the oldest rows of `kind` stamped before `cutoff`; how many went."""
+        t = self.t
+        if kind is Retained.PROCESSED_EVENTS:
+            old = sorted((at, key) for key, at in t["processed_at"].items() if at < cutoff)[:limit]
+            for _, key in old:
+                del t["processed"][key], t["processed_at"][key]
+            return len(old)
+        if kind is Retained.DELETED_PODS:
+            holding = {(a["cluster"], a["pod_uid"]) for a in t["allocations"].values()}
+            pods = sorted((p["first_seen_at"], key) for key, p in t["pods"].items()
+                          if p["state"] == PodState.DELETED and p["first_seen_at"] < cutoff and key not in holding)
+            for _, key in pods[:limit]:
+                del t["pods"][key]
+            return len(pods[:limit])
+        name, stamp = {Retained.OUTBOX: ("outbox", "published_at"), Retained.DECISIONS: ("decisions", "created_at"),
+                       Retained.LATENCY_WINDOWS: ("latency", "window_end")}[kind]
+        order = stamp if kind is not Retained.OUTBOX else "id"  # the outbox goes in id order, as PostgreSQL's
+        rows = t[name]
+        old = sorted((r for r in rows if r.get(stamp) is not None and r[stamp] < cutoff), key=lambda r: r[order])
+        gone = {id(r) for r in old[:limit]}
+        rows[:] = [r for r in rows if id(r) not in gone]
+        return len(gone)
+
+    async def pruned_before(self, kind: Retained) -> datetime | None:
+        at: datetime | None = self.t["retention_marks"].get(kind.value)
+        return at
+
+
 class FakeUnitOfWork:
     """Serialisable transactions: one at a time (a lock), working on a deep copy swapped in on commit."""
 
@@ -427,13 +480,14 @@ class FakeUnitOfWork:
         await self.db.lock.acquire()
         self._work = copy.deepcopy(self.db.tables())
         self.state = FakeStateRepository(self._work, self.db.clock)
+        self.retention = FakeRetentionRepository(self._work, self.db.clock)
         return self
 
     async def commit(self) -> None:
         for name, value in self._work.items():
             setattr(self.db, name, value)
         self._work = copy.deepcopy(self.db.tables())
-        self.state.t = self._work
+        self.state.t = self.retention.t = self._work
         self.committed = True
 
     async def __aexit__(self, *exc: object) -> None:

@@ -110,6 +110,18 @@ class Settings(BaseSettings):
     # release pods deleted while nothing watched and charge pods bound unseen (usecases/reconcile)
     reconcile_interval_s: float = Field(default=300.0, ge=0)
     max_event_bytes: int = Field(default=900_000, ge=4096, le=100_000_000)
+    # retention (usecases/retention.py, docs/retention.md): days each kind of row is kept, 0 for ever. Processed
+    # event ids must outlive every record Kafka can redeliver: a record stays up to the topic's retention.ms plus
+    # its segment.ms (7 + 7 days by Kafka's defaults), so 15 days. Published outbox rows are on Kafka already: a
+    # day, to look at. Decisions (and deleted pods' rows) are what `gpuplace explain` tells: two weeks. Latency
+    # windows feed the fleet report and offline study, the model keeps its own fit: a week. The placement
+    # replica holding the pruning turn prunes every retention_interval_s (0: none does), batch_rows a transaction.
+    retention_processed_events_days: float = Field(default=15.0, ge=0)
+    retention_outbox_days: float = Field(default=1.0, ge=0)
+    retention_decisions_days: float = Field(default=14.0, ge=0)
+    retention_latency_windows_days: float = Field(default=7.0, ge=0)
+    retention_interval_s: float = Field(default=300.0, ge=0)
+    retention_batch_rows: int = Field(default=1000, ge=1, le=100_000)
     # gpu-agent: the node it reports for, and where it reads GPUs (NVML if no DCGM exporter URL is given)
     node_name: str | None = None
     dcgm_url: str | None = None

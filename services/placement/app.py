@@ -19,6 +19,8 @@ from gpuplace.settings import ConfigurationError, Settings
 from gpuplace.usecases.decide import decider, policy_options
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.placement import PlacementService
+from gpuplace.usecases.ports import UnitOfWorkFactory
+from gpuplace.usecases.retention import Pruner, RetentionPolicy
 from gpuplace.usecases.scale_hints import HintSettings, ScaleHinter, parse_shapes
 from services.consumer import Route, wire
 from services.placement.ownership import ClusterOwnership
@@ -83,9 +85,19 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
             await start_broker(res.broker, settings.kafka)
             with metrics.watching(service.cluster_gauges), telemetry.health.running(
                     NAME, postgres=res.uow_factory.check, kafka=functools.partial(check_broker, res.broker)):
-                await asyncio.gather(relay.run(stop), service.resync(stop))
+                await asyncio.gather(relay.run(stop), service.resync(stop), pruner(settings, res.uow_factory).run(stop))
             await service.drain()
             if hints is not None:
                 await hints.drain()
             await relay.run_once()
 
+
+
+def pruner(settings: Settings, uow_factory: UnitOfWorkFactory) -> Pruner:
+    """Retention (usecases/retention.py): every placement replica runs one; the one holding the store's pruning turn
+    prunes, so several replicas never prune at once."""
+    policy = RetentionPolicy.in_days(
+        processed_events=settings.retention_processed_events_days, outbox=settings.retention_outbox_days,
+        decisions=settings.retention_decisions_days, latency_windows=settings.retention_latency_windows_days,
+        interval_s=settings.retention_interval_s, batch_rows=settings.retention_batch_rows)
+    return Pruner(uow_factory, policy)

@@ -13,7 +13,15 @@ from typing import get_args
 
 import pytest
 
-from gpuplace.usecases.ports import AttemptResult, BindResult, ClusterGauges, EvictResult, Metrics, PlanOutcome
+from gpuplace.usecases.ports import (
+    AttemptResult,
+    BindResult,
+    ClusterGauges,
+    EvictResult,
+    Metrics,
+    NodeGpus,
+    PlanOutcome,
+)
 from tests.contract.covers import covers
 
 
@@ -38,6 +46,14 @@ class MetricsContract:
                 assert metrics.eviction(cluster, evict) is None
             for outcome in get_args(PlanOutcome):
                 assert metrics.defrag_plan(cluster, outcome) is None
+        self.scrape(metrics)
+
+    @covers("pod_scheduled")
+    def test_pods_scheduled_at_once_and_after_hours_are_taken(self) -> None:
+        metrics = self.make_metrics()
+        for seconds in (0.0, 0.004, 3 * 3600.0, 1e9):  # past the last bucket: +Inf
+            assert metrics.pod_scheduled("east", seconds) is None
+        assert metrics.pod_scheduled("west", 1.5) is None
         self.scrape(metrics)
 
     @covers("latency_window")
@@ -66,7 +82,8 @@ class MetricsContract:
 
         def source() -> list[ClusterGauges]:
             calls.append(1)
-            return [ClusterGauges("east", {"unschedulable": 1}, 0.25, 1024.0)]
+            return [ClusterGauges("east", {"unschedulable": 1}, 0.25, 1024.0,
+                                  (NodeGpus("n1", "NVIDIA-H100-80GB-HBM3", 8, 8 * 81920, 9420, 1500),))]
 
         with metrics.watching(source):
             assert calls == []  # registering reads nothing

@@ -28,6 +28,7 @@ from gpuplace.usecases.ports import (
     PlanState,
     PodRow,
     Reservation,
+    Retained,
 )
 from tests.contract.covers import covers
 
@@ -601,6 +602,18 @@ class UnitOfWorkContract:
         async with uow_factory() as uow:
             assert await uow.state.count_bound_twice(CLUSTER) == 1
             assert await uow.state.count_bound_twice("elsewhere") == 0
+
+    @covers("retention")
+    async def test_pruning_is_part_of_the_transaction_and_undone_without_commit(self) -> None:
+        uow_factory = await self._fresh()
+        async with uow_factory() as uow:
+            await uow.state.add_decisions([decision_row("d1", "a", "decided")])
+            await uow.commit()
+        async with uow_factory() as uow:
+            assert await uow.retention.prune(Retained.DECISIONS, 0, 10) == 1
+            assert await uow.state.decisions_of(CLUSTER, "a") == []  # its own transaction sees the rows gone
+        async with uow_factory() as uow:  # not committed: still there
+            assert [d["id"] for d in await uow.state.decisions_of(CLUSTER, "a")] == ["d1"]
 
     @covers("add_latency_window")
     async def test_latency_windows_are_kept_once_committed(self) -> None:

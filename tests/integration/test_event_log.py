@@ -147,3 +147,44 @@ async def test_a_file_with_a_bad_line_publishes_nothing(kafka_bootstrap: str, tm
         assert not {t + suffix for t in topics.ALL_TOPICS} & await list_topics(kafka_bootstrap)
     finally:
         await delete_topics(kafka_bootstrap, [t + suffix for t in topics.ALL_TOPICS])
+
+
+async def test_export_and_replay_say_when_kafkas_retention_deleted_the_logs_beginning(kafka_bootstrap: str,
+                                                                                      tmp_path: Path) -> None:
+    """What replay needs is the log from its beginning; a partition whose first records retention deleted (here
+    deleted by hand, as retention.ms would) makes export and replay say so, naming the partition and offset."""
+    from aiokafka.admin import RecordsToDelete
+    from aiokafka.structs import TopicPartition
+
+    from gpuplace.adapters.kafka import admin_client, partition_of
+
+    cluster, suffix = unique_name("trimmed"), "." + unique_name("trimmed")
+    names = [t + suffix for t in topics.ALL_TOPICS]
+    broker = make_broker(kafka_bootstrap)
+    try:
+        await ensure_topics(kafka_bootstrap, names, partitions=2)
+        await broker.start()
+        await publish_event(broker, node_event("n1", cluster=cluster), topic=topics.NODES + suffix)
+        for name in ("p0", "p1", "p2"):
+            await publish_event(broker, pod_event(name, cluster=cluster), topic=topics.PODS + suffix)
+        pods = TopicPartition(topics.PODS + suffix, partition_of(cluster, 2))
+        async with admin_client(kafka_bootstrap) as admin:
+            await admin.delete_records({pods: RecordsToDelete(before_offset=2)})  # p0 and p1 gone
+
+        rc, _, err = await _gpuplace(kafka_bootstrap, "export", "--cluster", cluster, "-o", str(tmp_path / "l.jsonl"),
+                                     suffix=suffix)
+        assert rc == 0, err
+        assert f"Kafka's retention deleted the earliest records of {pods.topic}[{pods.partition}] from offset 2" in err
+        assert [json.loads(x)["event"].get("name") for x in (tmp_path / "l.jsonl").read_text().splitlines()] == \
+            ["n1", "p2"]
+        rc, _, err = await _gpuplace(kafka_bootstrap, "replay", "--cluster", cluster, "--source", "kafka", "--json",
+                                     suffix=suffix)
+        assert rc == 0, err
+        assert "gpuplace replay: warning: the log no longer starts at its beginning" in err and \
+            f"{pods.topic}[{pods.partition}] from offset 2" in err
+        rc, _, err = await _gpuplace(kafka_bootstrap, "export", "--cluster", cluster, "--from", "0", "-o",
+                                     str(tmp_path / "r.jsonl"), suffix=suffix)
+        assert rc == 0 and "retention" not in err  # a range asked for from a time: not the log's beginning
+    finally:
+        await broker.stop()
+        await delete_topics(kafka_bootstrap, names)

@@ -39,14 +39,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "gpuplace"
 RBAC_YAML = ROOT / "deploy" / "k8s" / "rbac.yaml"
 FIELD_MANAGER = "gpuplace-chart-test"
-SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
 METRICS = (
     "gpuplace_scheduling_attempts_total", "gpuplace_scheduling_attempt_duration_seconds", "gpuplace_pending_pods",
     "gpuplace_binds_total", "gpuplace_bind_failures_total", "gpuplace_evictions_total", "gpuplace_defrag_plans_total",
     "gpuplace_stranded_gpu_share", "gpuplace_stranded_gpu_memory_bytes", "gpuplace_slo_attainment_ratio",
     "gpuplace_deadline_misses_total", "gpuplace_consumer_lag_records", "gpuplace_outbox_backlog_rows",
-    "gpuplace_dead_letters_total",
+    "gpuplace_dead_letters_total", "gpuplace_pod_scheduling_sli_duration_seconds", "gpuplace_node_gpus",
+    "gpuplace_node_gpus_allocated", "gpuplace_node_gpu_memory_bytes", "gpuplace_node_gpu_memory_allocated_bytes",
 )
+PROMETHEUS_RULE_CRD = "prometheusrules.monitoring.coreos.com"
 # Two clusters (one in-cluster, one remote by kubeconfig Secret), a standby watcher, SASL_SSL with mutual TLS,
 # a ServiceMonitor, gpu-agent, another HTTP port.
 FULL_VALUES: dict[str, Any] = {
@@ -57,6 +58,7 @@ FULL_VALUES: dict[str, Any] = {
     "placement": {"replicas": 3},
     "httpPort": 9090,
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+    "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "gpuAgent": {"enabled": True},
     "kafka": {"bootstrap": "kafka-0.kafka:9093", "securityProtocol": "SASL_SSL",
               "sasl": {"username": "gpuplace", "existingSecret": "gpuplace-kafka"},
@@ -139,27 +141,45 @@ async def dry_run_apply(api: client.ApiClient, objects: list[dict], namespace: s
     return answers
 
 
-@pytest.fixture
-async def service_monitor_crd(kube: client.ApiClient) -> None:
-    """The ServiceMonitor kind, from a minimal CRD when the apiserver does not serve it yet (kept: other runs use
-    it, and removing a CRD deletes every object of its kind)."""
-    path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{SERVICE_MONITOR_CRD}"
+def _open_schema() -> dict[str, Any]:
+    return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def _prometheus_rule_schema() -> dict[str, Any]:
+    """The Prometheus Operator's PrometheusRule schema (monitoring.coreos.com/v1, v0.7x), its spec's fields: strict,
+    so a misspelt or misplaced field of a rule is refused as the operator's CRD refuses it."""
+    string, text = {"type": "string"}, {"type": "string", "minLength": 1}
+    labels = {"type": "object", "additionalProperties": {"type": "string"}}
+    rule = {"type": "object", "required": ["expr"], "properties": {
+        "alert": string, "record": string, "expr": {"x-kubernetes-int-or-string": True}, "for": string,
+        "keep_firing_for": text, "labels": labels, "annotations": labels}}
+    group = {"type": "object", "required": ["name"], "properties": {
+        "name": text, "interval": string, "query_offset": string, "limit": {"type": "integer"},
+        "partial_response_strategy": string, "labels": labels, "rules": {"type": "array", "items": rule}}}
+    return {"type": "object", "required": ["spec"], "properties": {
+        "apiVersion": string, "kind": string, "metadata": {"type": "object"},
+        "spec": {"type": "object", "properties": {"groups": {"type": "array", "items": group}}}}}
+
+
+async def _ensure_crd(kube: client.ApiClient, plural: str, kind: str, schema: dict[str, Any]) -> None:
+    """A monitoring.coreos.com/v1 kind, from a stand-in CRD when the apiserver does not serve it yet (kept: other
+    runs use it, and removing a CRD deletes every object of its kind)."""
+    name = f"{plural}.monitoring.coreos.com"
     try:
-        await _request(kube, "GET", path)
+        await _request(kube, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
     except ApiException as error:
         if error.status != 404:
             raise
         crd = {
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": SERVICE_MONITOR_CRD,
+            "metadata": {"name": name,
                          "labels": {"gpuplace.io/test-fixture": "helm-chart"},
                          "annotations": {"gpuplace.io/why": "tests/integration/test_helm_chart.py: a stand-in for "
-                                         "the Prometheus Operator's CRD, schema left open"}},
+                                         "the Prometheus Operator's CRD"}},
             "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
-                     "names": {"plural": "servicemonitors", "singular": "servicemonitor", "kind": "ServiceMonitor",
-                               "listKind": "ServiceMonitorList"},
-                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+                     "names": {"plural": plural, "singular": plural[:-1], "kind": kind, "listKind": f"{kind}List"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": schema}}]},
         }
         with contextlib.suppress(ApiException):  # 409: another run created it meanwhile
             await _request(kube, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
@@ -169,9 +189,16 @@ async def service_monitor_crd(kube: client.ApiClient) -> None:
             listing = await _request(kube, "GET", "/apis/monitoring.coreos.com/v1")
         except ApiException:
             return False
-        return any(r["kind"] == "ServiceMonitor" for r in listing["resources"])
+        return any(r["kind"] == kind for r in listing["resources"])
 
-    await eventually(served, what="the apiserver to serve monitoring.coreos.com/v1 ServiceMonitor")
+    await eventually(served, what=f"the apiserver to serve monitoring.coreos.com/v1 {kind}")
+
+
+@pytest.fixture
+async def service_monitor_crd(kube: client.ApiClient) -> None:
+    """The ServiceMonitor and PrometheusRule kinds (see _ensure_crd)."""
+    await _ensure_crd(kube, "servicemonitors", "ServiceMonitor", _open_schema())
+    await _ensure_crd(kube, "prometheusrules", "PrometheusRule", _prometheus_rule_schema())
 
 
 async def test_default_values_are_accepted_by_the_apiserver(kube: client.ApiClient, namespace: str,
@@ -204,6 +231,14 @@ async def test_two_clusters_service_monitor_and_kafka_tls_are_accepted(
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["endpoints"][0]["port"] == "http"
     assert len(by_kind(objects, "DaemonSet")) == 1
+    # gpu-agent is scraped: a headless Service the ServiceMonitor selects, on the agents' named port
+    agent = named(answers, "Service", "gpu-agent")
+    assert agent["spec"]["clusterIP"] == "None" and agent["metadata"]["labels"]["gpuplace.io/metrics"] == "true"
+    assert agent["spec"]["ports"][0]["targetPort"] == "http"
+    assert agent["spec"]["selector"].items() <= named(objects, "DaemonSet", "gpu-agent")["spec"]["template"][
+        "metadata"]["labels"].items()
+    rule = named(answers, "PrometheusRule", "gpuplace")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
     watchers = {d["metadata"]["name"]: d for d in by_kind(objects, "Deployment") if "cluster-watcher" in
                 d["metadata"]["name"]}
@@ -389,3 +424,36 @@ def test_the_grafana_dashboard_charts_every_metric(helm: str) -> None:
     expressions = " ".join(t["expr"] for p in document["panels"] for t in p.get("targets", []))
     assert [m for m in METRICS if m not in expressions] == []
 
+
+
+ALERTS = {"GpuplaceNothingPlacedWhilePodsWait", "GpuplaceConsumerLag", "GpuplaceDeadLetters", "GpuplaceOutboxBacklog",
+          "GpuplaceTargetDown", "GpuplaceNotReady"}
+OTHERS_METRICS = {"up", "kube_pod_status_ready"}  # Prometheus's own; kube-state-metrics'
+
+
+def test_the_alerts_read_only_metrics_that_exist_and_select_this_release(helm: str) -> None:
+    import re
+
+    rule = named(render(helm, "gpuplace", {"prometheusRule": {"enabled": True}}), "PrometheusRule", "gpuplace")
+    rules = rule["spec"]["groups"][0]["rules"]
+    assert {r["alert"] for r in rules} == ALERTS
+    for alert in rules:
+        expr = alert["expr"]
+        names = set(re.findall(r"\b([a-z_]+)\{", expr))
+        assert names and names <= set(METRICS) | OTHERS_METRICS, (alert["alert"], names)
+        assert 'namespace="gpuplace"' in expr and "gp-gpuplace-.*" in expr  # this release's targets only
+        assert alert["labels"]["severity"] in ("warning", "critical") and alert["annotations"]["summary"]
+        assert "{{ $labels" in alert["annotations"]["summary"] or "{{ $value" in alert["annotations"]["summary"]
+    without_ksm = named(render(helm, "gpuplace", {"prometheusRule": {"enabled": True, "kubeStateMetrics": False}}),
+                        "PrometheusRule", "gpuplace")
+    assert {r["alert"] for r in without_ksm["spec"]["groups"][0]["rules"]} == ALERTS - {"GpuplaceNotReady"}
+    assert not by_kind(render(helm, "gpuplace"), "PrometheusRule")  # off by default: it needs the operator's CRD
+
+
+async def test_a_misspelt_alert_field_is_refused_by_the_prometheus_rule_schema(
+        kube: client.ApiClient, namespace: str, helm: str, service_monitor_crd: None) -> None:
+    """The dry run above can fail on a rule: the PrometheusRule kind is served with the operator's strict schema."""
+    rule = named(render(helm, namespace, {"prometheusRule": {"enabled": True}}), "PrometheusRule", "gpuplace")
+    rule["spec"]["groups"][0]["rules"][0]["fro"] = "10m"
+    with pytest.raises(AssertionError, match="fro"):
+        await dry_run_apply(kube, [rule], namespace)

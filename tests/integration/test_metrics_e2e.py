@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuplace.adapters.kafka import ensure_topics, partition_of
 from gpuplace.adapters.kube.cluster_api import raw_json
+from gpuplace.adapters.metrics import MIB
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
 from gpuplace.cli.pipeline_run import _ensure_priority_classes
@@ -25,7 +26,7 @@ from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
 from services.telemetry import Telemetry
 from tests.integration.conftest import eventually
-from tests.integration.test_defrag_e2e import Fleet, _bound_app_pod, fragment, scene_settings
+from tests.integration.test_defrag_e2e import A100, V100, Fleet, _bound_app_pod, fragment, scene_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -74,10 +75,11 @@ async def scraping(url: str) -> AsyncIterator[Scraper]:
 
 
 async def test_placement_metrics_move_as_pods_bind_wait_and_are_evicted(kafka_bootstrap: str,
-                                                                       database_url: str) -> None:
-    run, kubeconfig, settings = scene_settings(kafka_bootstrap, database_url, "metrics")
+                                                                       fresh_database: str) -> None:
+    # a database of its own: migrated to this branch's head without moving the shared one's schema
+    run, kubeconfig, settings = scene_settings(kafka_bootstrap, fresh_database, "metrics")
     cluster, namespace = settings.cluster, settings.namespace
-    await migrate.upgrade_async(database_url)
+    await migrate.upgrade_async(fresh_database)
     await ensure_topics(kafka_bootstrap, [settings.topic(t) for t in topics.ALL_TOPICS], partitions=PARTITIONS)
     names = [f"m{run}-n1", f"m{run}-n2", f"m{run}-n3"]
     telemetry, stop = Telemetry(), asyncio.Event()
@@ -100,6 +102,18 @@ async def test_placement_metrics_move_as_pods_bind_wait_and_are_evicted(kafka_bo
                 assert await metric.now("gpuplace_scheduling_attempts_total", result="unschedulable") >= 1
                 share = await metric.now("gpuplace_stranded_gpu_share")
                 assert 0 < share < 1  # 7384 + 7384 MiB left on the V100s: holes no 9000 MiB pod can use
+                # pending to bound: the three pods bound, timed; the waiting one is not (yet)
+                assert await metric.now("gpuplace_pod_scheduling_sli_duration_seconds_count") == 3
+                assert 0 < await metric.now("gpuplace_pod_scheduling_sli_duration_seconds_sum") < 3 * 120
+                # capacity and allocation per node and model: what the three pods hold
+                v100 = {"model": V100[0]}
+                assert await metric.now("gpuplace_node_gpus", node=names[0], **v100) == 1
+                assert await metric.now("gpuplace_node_gpu_memory_bytes", node=names[0], **v100) == V100[1] * MIB
+                for node, held_mib in ((names[0], 9000), (names[1], 9000)):
+                    assert await metric.now("gpuplace_node_gpu_memory_allocated_bytes", node=node, **v100) == \
+                        held_mib * MIB
+                assert await metric.now("gpuplace_node_gpu_memory_allocated_bytes", node=names[2],
+                                        model=A100[0]) == 30000 * MIB
 
                 # 2. Evicted: a high-priority pod blocked by fragmentation has the Deployment's pod moved.
                 await fleet.pod("urgent", 12000, 100, 33.0)
@@ -112,6 +126,12 @@ async def test_placement_metrics_move_as_pods_bind_wait_and_are_evicted(kafka_bo
                 assert await metric.now("gpuplace_defrag_plans_total", outcome="completed") == 1
                 assert await metric.now("gpuplace_scheduling_attempts_total", result="unschedulable") >= 2
                 assert await metric.now("gpuplace_pending_pods", reason="unschedulable") == 1  # still too big
+                assert await metric.now("gpuplace_pod_scheduling_sli_duration_seconds_count") == 5
+                # the victim moved off names[0] (urgent's 12000 MiB took its GPU) and its replacement is on names[2]
+                assert await metric.now("gpuplace_node_gpu_memory_allocated_bytes", node=names[0],
+                                        model=V100[0]) == 12000 * MIB
+                assert await metric.now("gpuplace_node_gpu_memory_allocated_bytes", node=names[2],
+                                        model=A100[0]) == (30000 + 9000) * MIB
                 await scraper.scrape()
 
             # Read all along: counters never went back, and each one moved while the scraper watched.

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 # Tables DESIGN §5 names; the migrations may hold more.
 STATE_TABLES = {"nodes", "gpus", "pods", "allocations", "decisions", "defrag_plans", "defrag_moves", "outbox",
-                "processed_events"}
+                "processed_events", "retention_marks"}
 
 
 async def _tables(dsn: str) -> set[str]:

@@ -17,6 +17,7 @@ from tests.contract.cluster_api_contract import ClusterApiContract
 from tests.contract.covers import covered, covers, port_methods
 from tests.contract.metrics_contract import MetricsContract
 from tests.contract.outbox_contract import OutboxContract
+from tests.contract.retention_contract import RetentionContract
 from tests.contract.unit_of_work_contract import UnitOfWorkContract
 
 # suite -> (the ports it is the contract of, the modules that run it: on the fake, on the real component)
@@ -25,6 +26,8 @@ SUITES: dict[type, tuple[tuple[type, ...], tuple[str, str]]] = {
                          ("tests.unit.test_fake_unit_of_work", "tests.integration.test_postgres_unit_of_work")),
     OutboxContract: ((ports.OutboxStore, ports.OutboxUnitOfWork),
                      ("tests.unit.test_fake_outbox", "tests.integration.test_postgres_outbox")),
+    RetentionContract: ((ports.RetentionStore,),
+                        ("tests.unit.test_fake_retention", "tests.integration.test_postgres_retention")),
     ClusterApiContract: ((ports.ClusterApi, ports.PodReader),
                          ("tests.unit.test_fake_cluster_api", "tests.integration.test_kube_cluster_api")),
     # Prometheus's client is in-process: its side runs in the unit tests, beside the counters' own checks

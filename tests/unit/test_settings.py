@@ -36,3 +36,20 @@ def test_a_missing_ca_file_is_named():
     settings = Settings(kafka_security_protocol="SSL", kafka_ca_file="/nonexistent/ca.crt")
     with pytest.raises(ValueError, match="/nonexistent/ca.crt does not exist"):
         client_options(settings.kafka)
+
+
+def test_retention_defaults_outlast_kafkas_default_log_and_bad_values_name_their_variable(monkeypatch):
+    from gpuplace.usecases.ports import Retained
+    from services.placement.app import pruner
+    from tests.fakes import FakeUnitOfWorkFactory
+
+    settings = Settings()
+    # Kafka keeps a record up to retention.ms + segment.ms after its append: 7 + 7 days by default
+    assert settings.retention_processed_events_days > 14
+    policy = pruner(settings, FakeUnitOfWorkFactory()).policy
+    assert policy.keep_s[Retained.DELETED_PODS] == policy.keep_s[Retained.DECISIONS] == 14 * 86_400
+    monkeypatch.setenv("GPUPLACE_RETENTION_DECISIONS_DAYS", "-1")
+    with pytest.raises(ValidationError, match="retention_decisions_days"):
+        Settings()
+    monkeypatch.setenv("GPUPLACE_RETENTION_DECISIONS_DAYS", "0")  # 0: kept for ever
+    assert Retained.DECISIONS not in pruner(Settings(), FakeUnitOfWorkFactory()).policy.keep_s

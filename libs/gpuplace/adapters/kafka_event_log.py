@@ -48,6 +48,18 @@ class Exported:
     records: list[LogRecord]
     absent_topics: list[str] = field(default_factory=list)
     not_json: int = 0  # records of the cluster whose value is not a JSON object (their dead letters are kept)
+    # "topic[partition]" -> its first offset, for partitions read from the log's beginning whose first records
+    # Kafka's retention (retention.ms) already deleted: the log read is not the whole story
+    trimmed: dict[str, int] = field(default_factory=dict)
+
+    def trimmed_note(self) -> str | None:
+        """One line saying which partitions lost their beginning to Kafka's retention; None when none did."""
+        if not self.trimmed:
+            return None
+        where = ", ".join(f"{tp} from offset {offset}" for tp, offset in sorted(self.trimmed.items()))
+        return (f"the log no longer starts at its beginning: Kafka's retention deleted the earliest records of "
+                f"{where}; what they held (nodes, pods, decisions before the first record read) is missing, so a "
+                "state rebuilt from this log may differ from the one placement had")
 
 
 async def read_cluster_log(kafka: Kafka, *, cluster: str, topic_names: Sequence[str], suffix: str = "",
@@ -74,6 +86,8 @@ async def read_cluster_log(kafka: Kafka, *, cluster: str, topic_names: Sequence[
         if not wanted:
             return exported
         starts = await _start_offsets(consumer, list(wanted), start_ms)
+        if start_ms is None:
+            exported.trimmed = {f"{tp.topic}[{tp.partition}]": starts[tp] for tp in wanted if starts[tp] > 0}
         ends = await consumer.end_offsets(list(wanted))
         todo = {tp for tp in wanted if starts[tp] < ends[tp]}
         consumer.assign(list(todo))

@@ -43,11 +43,13 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics import disable_created_metrics
 from prometheus_client.registry import Collector
 
+from gpuplace.core.model import MILLI_PER_GPU
 from gpuplace.usecases.ports import (
     AttemptResult,
     BindResult,
     ClusterGauges,
     EvictResult,
+    NodeGpus,
     PendingReason,
     PlanOutcome,
 )
@@ -57,6 +59,8 @@ MIB = 1 << 20
 SLO_HORIZON_S = 300.0  # SLO attainment is over the latency windows that arrived this long ago at most
 REFRESH_TIMEOUT_S = 2.0  # a consumer slow to tell its position keeps its last lag rather than hold the scrape
 ATTEMPT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# kube-scheduler's scheduler_pod_scheduling_sli_duration_seconds: ExponentialBuckets(0.01, 2, 20), 10 ms to ~87 min
+SLI_BUCKETS = tuple(0.01 * 2 ** i for i in range(20))
 # The classic text format every Prometheus (and agent) reads; gpuplace's names need none of 1.0.0's UTF-8 names.
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
@@ -90,6 +94,11 @@ class PrometheusMetrics:
             "Time one scheduling attempt took to decide and reserve (the commit and the bind excluded).",
             ["result"], buckets=ATTEMPT_BUCKETS, registry=registry)
         self._binds = Counter("gpuplace_binds", "Pods bound through pods/binding.", ["cluster"], registry=registry)
+        self._scheduled_seconds = Histogram(
+            "gpuplace_pod_scheduling_sli_duration_seconds",
+            "Time from placement first seeing a pod pending to its bind recorded, over every attempt it took "
+            "(kube-scheduler's scheduler_pod_scheduling_sli_duration_seconds, same buckets).",
+            ["cluster"], buckets=SLI_BUCKETS, registry=registry)
         self._bind_failures = Counter(
             "gpuplace_bind_failures", "Bind calls that did not bind the pod, by why.", ["cluster", "reason"],
             registry=registry)
@@ -136,6 +145,10 @@ class PrometheusMetrics:
             self._binds.labels(cluster).inc()
         else:
             self._bind_failures.labels(cluster, result).inc()
+
+    def pod_scheduled(self, cluster: str, seconds: float) -> None:
+        self._cluster(cluster)
+        self._scheduled_seconds.labels(cluster).observe(max(0.0, seconds))
 
     def eviction(self, cluster: str, result: EvictResult) -> None:
         self._cluster(cluster)
@@ -209,6 +222,7 @@ class PrometheusMetrics:
         for result in get_args(AttemptResult):
             self._attempts.labels(cluster, result)
         self._binds.labels(cluster)
+        self._scheduled_seconds.labels(cluster)
         for bind_result in get_args(BindResult):
             if bind_result != "bound":
                 self._bind_failures.labels(cluster, bind_result)
@@ -228,12 +242,13 @@ class _ClusterCollector(Collector):
         self._sources = sources
 
     def describe(self) -> list[Metric]:
-        return list(self._families())
+        return [*self._families(), *_node_gpu_families({})]
 
     def collect(self) -> Iterable[Metric]:
         pending: dict[tuple[str, str], int] = {}
         share: dict[str, float] = {}
         memory: dict[str, float] = {}
+        nodes: dict[tuple[str, str], NodeGpus] = {}
         for source in list(self._sources.values()):
             try:
                 clusters = list(source())
@@ -248,6 +263,7 @@ class _ClusterCollector(Collector):
                     share[gauges.cluster] = gauges.stranded_share
                 if gauges.stranded_memory_mib is not None:
                     memory[gauges.cluster] = gauges.stranded_memory_mib * MIB
+                nodes.update(((gauges.cluster, n.node), n) for n in gauges.gpus)  # the last source's, as stranded
         pending_family, share_family, memory_family = self._families()
         for (cluster, reason), pods in sorted(pending.items()):
             pending_family.add_metric([cluster, reason], pods)
@@ -255,7 +271,7 @@ class _ClusterCollector(Collector):
             share_family.add_metric([cluster], value)
         for cluster, value in sorted(memory.items()):
             memory_family.add_metric([cluster], value)
-        return [pending_family, share_family, memory_family]
+        return [pending_family, share_family, memory_family, *_node_gpu_families(nodes)]
 
     @staticmethod
     def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
@@ -270,6 +286,25 @@ class _ClusterCollector(Collector):
                               "Free GPU memory the typical workload could not use (F(M)'s rule on memory).",
                               labels=["cluster"]),
         )
+
+
+def _node_gpu_families(nodes: dict[tuple[str, str], NodeGpus]) -> list[GaugeMetricFamily]:
+    """GPU capacity and allocation per node, labelled with its GPU model (sum by model for a cluster's figures)."""
+    labels = ["cluster", "node", "model"]
+    families = [
+        (GaugeMetricFamily("gpuplace_node_gpus", "GPUs of the node.", labels=labels), lambda n: n.gpus),
+        (GaugeMetricFamily("gpuplace_node_gpus_allocated", "GPUs of the node given to pods, in whole GPUs (shares "
+                           "added: two half-GPU pods are 1).", labels=labels),
+         lambda n: n.share_allocated_milli / MILLI_PER_GPU),
+        (GaugeMetricFamily("gpuplace_node_gpu_memory_bytes", "GPU memory of the node, over its GPUs.", labels=labels),
+         lambda n: n.memory_mib * MIB),
+        (GaugeMetricFamily("gpuplace_node_gpu_memory_allocated_bytes", "GPU memory of the node given to pods.",
+                           labels=labels), lambda n: n.memory_allocated_mib * MIB),
+    ]
+    for (cluster, node), gpus in sorted(nodes.items()):
+        for family, value in families:
+            family.add_metric([cluster, node, gpus.model], value(gpus))
+    return [family for family, _ in families]
 
 
 class _Backlog(Collector):
@@ -329,4 +364,4 @@ class _SloWindows(Collector):
             labels=["cluster", "workload"])
 
 
-__all__ = ["CONTENT_TYPE", "LagKey", "LagSource", "PrometheusMetrics", "SLO_HORIZON_S"]
+__all__ = ["CONTENT_TYPE", "LagKey", "LagSource", "PrometheusMetrics", "SLI_BUCKETS", "SLO_HORIZON_S"]

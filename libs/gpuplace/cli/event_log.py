@@ -51,6 +51,8 @@ def export(
         os.replace(partial, out)
     if exported.absent_topics:
         _note(f"no such topic(s), nothing exported from them: {', '.join(exported.absent_topics)}")
+    if note := exported.trimmed_note():
+        _note(note)
     if exported.not_json:
         _note(f"left out {exported.not_json} record(s) that are not JSON objects (their dead letters are kept)")
     _note(f"exported {len(exported.records)} record(s) of cluster {cluster} to {out}")

@@ -41,6 +41,8 @@ def load_log(source: str, cluster: str, end_ms: int | None, suffix: str | None) 
         exported = asyncio.run(read_cluster_log(
             settings.kafka, cluster=cluster, topic_names=REPLAYED_TOPICS,
             suffix=settings.topic_suffix if suffix is None else suffix, end_ms=end_ms))
+        if note := exported.trimmed_note():
+            typer.echo(f"gpuplace replay: warning: {note}", err=True)
         return entries_of(exported.records)
     path = Path(source)
     if not path.is_file():

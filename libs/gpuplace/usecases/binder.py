@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from gpuplace.contracts.events import PlacementEvent
 from gpuplace.usecases import feedback
@@ -130,9 +131,13 @@ class Binder:
                 failed.append(item)
             await self._decisions.write(uow, events)
             await self._decisions.commit(uow)
+        now = datetime.now(UTC)
         for uid in moved:
             state.recorded_bound[uid] = bound[uid].hold.node
             self._report_scheduled(bound[uid].row, bound[uid].hold)
+            # first_seen_at is the database's clock, `now` this process's: NTP keeps them well under a bucket apart
+            waited_s = (now - bound[uid].row["first_seen_at"]).total_seconds()
+            self._metrics.pod_scheduled(cluster, max(0.0, waited_s))
         for item in failed:
             state.view.refund(item.row["uid"])
             if item.outcome not in ("gone", "conflict"):

@@ -21,7 +21,7 @@ from typing import Any
 from gpuplace.usecases.cluster_view import RUNNERS_UP_KEY, SCORE_KEY
 from gpuplace.usecases.placement import ADOPTED
 from gpuplace.usecases.pod_states import WAITING, PodState
-from gpuplace.usecases.ports import DecisionRow, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import DecisionRow, Retained, UnitOfWork, UnitOfWorkFactory
 
 _PLAN_OUTCOMES = {"defrag_completed": "completed", "defrag_aborted": "aborted"}
 
@@ -95,6 +95,9 @@ class Explanation:
     defrag_plans: list[DefragPlan] = field(default_factory=list)
     moved: Move | None = None
     older_namesakes: int = 0  # earlier pods of the same name in this namespace and cluster
+    # decisions stamped before this were pruned (usecases/retention.py), and the pod is older: its story as told
+    # here may lack its first steps (None: nothing of it was pruned)
+    decisions_pruned_before: datetime | None = None
 
     @property
     def waiting(self) -> bool:
@@ -150,6 +153,9 @@ class Explanation:
                          if m.replacement else "  replacement: none adopted the promised place yet")
         if self.older_namesakes:
             lines.append(f"  ({self.older_namesakes} earlier pod(s) had this name here; this is the newest)")
+        if self.decisions_pruned_before:
+            lines.append(f"  decisions before {_at(self.decisions_pruned_before)} were pruned (retention, "
+                         "GPUPLACE_RETENTION_DECISIONS_DAYS): what happened to it before then is not told")
         return "\n".join(lines)
 
 
@@ -168,7 +174,10 @@ async def explain(uow_factory: UnitOfWorkFactory, pod: str, *, namespace: str | 
                  if p["state"] != PodState.PROMISED]
         if not found:
             where = " ".join(f"{k} {v}" for k, v in (("namespace", namespace), ("cluster", cluster)) if v)
-            raise ExplainError(f"gpuplace never saw a pod named {name!r}" + (f" ({where})" if where else ""))
+            pruned = await uow.retention.pruned_before(Retained.DELETED_PODS)
+            raise ExplainError(f"gpuplace never saw a pod named {name!r}" + (f" ({where})" if where else "") + (
+                f", or it was deleted and pruned (deleted pods first seen before {_at(pruned)} are pruned: "
+                "GPUPLACE_RETENTION_DECISIONS_DAYS)" if pruned else ""))
         places = sorted({(p["cluster"], p["namespace"]) for p in found})
         if len(places) > 1:
             raise ExplainError(f"pod name {name!r} is ambiguous: " + ", ".join(
@@ -179,6 +188,9 @@ async def explain(uow_factory: UnitOfWorkFactory, pod: str, *, namespace: str | 
             managed=bool(row.get("managed", True)), first_seen_at=row["first_seen_at"], bound_at=row.get("bound_at"),
             node=row.get("node"), state_reason=row.get("reason"), older_namesakes=len(found) - 1)
         decisions = await uow.state.decisions_of(row["cluster"], row["uid"])
+        pruned = await uow.retention.pruned_before(Retained.DECISIONS)
+        if pruned is not None and row["first_seen_at"] < pruned:
+            explanation.decisions_pruned_before = pruned
         await _where(uow, explanation)
         _history(explanation, decisions)
         await _moves(uow, explanation, decisions)

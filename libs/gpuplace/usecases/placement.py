@@ -51,6 +51,7 @@ from gpuplace.usecases.cluster_state import ClusterState
 from gpuplace.usecases.cluster_view import ClusterView, Placement, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.defrag import Defragmenter
+from gpuplace.usecases.gpu_gauges import node_gpus
 from gpuplace.usecases.ingest import ingest_node
 from gpuplace.usecases.pod_states import HOLDING, TRACKED, WAITING, PodState
 from gpuplace.usecases.ports import (
@@ -384,7 +385,7 @@ class PlacementService:
                         "unschedulable" if uid in state.last_reasons or row["state"] == PodState.UNSCHEDULABLE else
                         "queued"] += 1
             share, memory = _stranded(state)
-            found.append(ClusterGauges(cluster, dict(pending), share, memory))
+            found.append(ClusterGauges(cluster, dict(pending), share, memory, node_gpus(state.view)))
         return found
 
     def waiting_in(self, cluster: str) -> ClusterWaiting | None:

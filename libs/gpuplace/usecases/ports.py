@@ -417,6 +417,40 @@ class StateRepository(Protocol):
         ...
 
 
+class Retained(enum.StrEnum):
+    """What the retention pruner removes once it is older than its setting (usecases/retention.py), each by the
+    time the store stamped on it: ids of events processed (processed_at), outbox rows published (published_at;
+    an unpublished row is never pruned), decisions (created_at), latency windows (window_end), and pods deleted
+    (first_seen_at; a deleted pod still holding GPUs mid-plan is kept until it holds none)."""
+
+    PROCESSED_EVENTS = "processed_events"
+    OUTBOX = "outbox"
+    DECISIONS = "decisions"
+    LATENCY_WINDOWS = "latency_windows"
+    DELETED_PODS = "deleted_pods"
+
+
+class RetentionStore(Protocol):
+    """Pruning the rows that only grow, a small batch per unit of work, by the store's own clock (the one that
+    stamped the rows), so that a process's clock never decides what is old."""
+
+    async def take_pruning_turn(self) -> bool:
+        """Whether this unit of work may prune now: True holds the turn until the unit of work ends; False (another
+        unit of work holds it: another replica prunes) returns at once, without waiting."""
+        ...
+
+    async def prune(self, kind: Retained, keep_s: float, limit: int) -> int:
+        """Delete up to `limit` rows of `kind` stamped more than `keep_s` seconds ago, oldest first; how many went.
+        Records the cut-off for pruned_before when any went. Never waits long on a lock a placement holds: it
+        raises instead (the next round tries again)."""
+        ...
+
+    async def pruned_before(self, kind: Retained) -> datetime | None:
+        """The cut-off of the latest prune that removed rows of `kind`: rows stamped before it may be gone. None
+        when none was ever pruned."""
+        ...
+
+
 class UnitOfWork(Protocol):
     """One transaction over the fleet state: `async with uow_factory() as uow:`, then `await uow.commit()`.
 
@@ -426,6 +460,11 @@ class UnitOfWork(Protocol):
     @property
     def state(self) -> StateRepository:
         """The repository of this transaction; usable only inside the `async with` block."""
+        ...
+
+    @property
+    def retention(self) -> RetentionStore:
+        """Pruning, in this transaction (usecases/retention.py); usable only inside the `async with` block."""
         ...
 
     async def __aenter__(self) -> UnitOfWork: ...
@@ -586,6 +625,18 @@ its way), `binding` (reserved, its bind call in flight)."""
 
 
 @dataclass(frozen=True)
+class NodeGpus:
+    """One node's GPUs as placement holds them: what there is and what pods were given of it."""
+
+    node: str
+    model: str
+    gpus: int
+    memory_mib: int  # over all its GPUs
+    memory_allocated_mib: int
+    share_allocated_milli: int  # summed over its GPUs: 1000 per whole GPU given
+
+
+@dataclass(frozen=True)
 class ClusterGauges:
     """One cluster as a placement worker holds it, read when metrics are scraped."""
 
@@ -593,6 +644,7 @@ class ClusterGauges:
     pending: Mapping[PendingReason, int]  # pods not bound yet, by why
     stranded_share: float | None  # F(M) summed over nodes / the cluster's GPU share; None: no workload seen yet
     stranded_memory_mib: float | None  # the free GPU memory the same shapes could not use
+    gpus: Sequence[NodeGpus] = ()  # per node with GPUs: capacity and allocation (usecases/gpu_gauges.py)
 
 
 class Metrics(Protocol):
@@ -607,6 +659,11 @@ class Metrics(Protocol):
 
     def bind(self, cluster: str, result: BindResult) -> None:
         """One bind call's outcome."""
+        ...
+
+    def pod_scheduled(self, cluster: str, seconds: float) -> None:
+        """A pod gpuplace placed was recorded bound, `seconds` after placement first saw it pending (over every
+        attempt it took: kube-scheduler's pod_scheduling_sli_duration_seconds)."""
         ...
 
     def eviction(self, cluster: str, result: EvictResult) -> None:
@@ -643,6 +700,9 @@ class NullMetrics:
     def bind(self, cluster: str, result: BindResult) -> None:
         pass
 
+    def pod_scheduled(self, cluster: str, seconds: float) -> None:
+        pass
+
     def eviction(self, cluster: str, result: EvictResult) -> None:
         pass
 
@@ -666,6 +726,7 @@ NO_METRICS: Metrics = NullMetrics()
 __all__ = [
     "AllocationRow", "AttemptResult", "BindOutcome", "BindResult", "ClusterApi", "ClusterGauges", "DecisionRow",
     "DefragPlanRecord", "EvictOutcome", "EvictResult", "GpuGrant", "GpuRow", "Json", "Metrics", "NO_METRICS",
-    "NodeCapacity", "NodeRow", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason", "PlanOutcome",
-    "PlanState", "PlannedMove", "PodReader", "PodRow", "Row", "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
+    "NodeCapacity", "NodeGpus", "NodeRow", "NullMetrics", "OutboxStore", "OutboxUnitOfWork", "PendingReason",
+    "PlanOutcome", "PlanState", "PlannedMove", "PodReader", "PodRow", "Retained", "RetentionStore", "Row",
+    "StateRepository", "UnitOfWork", "UnitOfWorkFactory",
 ]

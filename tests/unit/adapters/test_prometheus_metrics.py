@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuplace.adapters.metrics import MIB, REFRESH_TIMEOUT_S, PrometheusMetrics
-from gpuplace.usecases.ports import ClusterGauges, Metrics
+from gpuplace.usecases.ports import ClusterGauges, Metrics, NodeGpus
 from tests.contract.metrics_contract import MetricsContract
 
 README = Path(__file__).resolve().parents[3] / "README.md"
@@ -63,6 +64,39 @@ def test_binds_evictions_and_plans_are_counted_by_outcome():
     assert value(metrics, "gpuplace_defrag_plans_total", cluster="east", outcome="planned") == 1
     assert value(metrics, "gpuplace_defrag_plans_total", cluster="east", outcome="aborted") == 1
     assert value(metrics, "gpuplace_defrag_plans_total", cluster="east", outcome="completed") == 0
+
+
+def test_pending_to_bound_is_a_histogram_on_kube_schedulers_buckets():
+    metrics = PrometheusMetrics(process_metrics=False)
+    metrics.bind("west", "bound")  # a cluster's histogram exists at zero from its first report on
+    assert value(metrics, "gpuplace_pod_scheduling_sli_duration_seconds_count", cluster="west") == 0
+    for seconds in (0.005, 0.3, 0.3, 7200.0):
+        metrics.pod_scheduled("east", seconds)
+    # ExponentialBuckets(0.01, 2, 20): 0.01, 0.02, ..., 0.01 x 2^19 = 5242.88 s, then +Inf
+    assert value(metrics, "gpuplace_pod_scheduling_sli_duration_seconds_bucket", cluster="east", le="0.01") == 1
+    assert value(metrics, "gpuplace_pod_scheduling_sli_duration_seconds_bucket", cluster="east", le="0.32") == 3
+    assert value(metrics, "gpuplace_pod_scheduling_sli_duration_seconds_bucket", cluster="east", le="5242.88") == 3
+    assert value(metrics, "gpuplace_pod_scheduling_sli_duration_seconds_bucket", cluster="east", le="+Inf") == 4
+    assert value(metrics, "gpuplace_pod_scheduling_sli_duration_seconds_sum", cluster="east") == \
+        pytest.approx(7200.605)
+
+
+def test_gpu_capacity_and_allocation_per_node_and_model_are_read_at_the_scrape():
+    metrics = PrometheusMetrics(process_metrics=False)
+    h100 = [NodeGpus("n1", "NVIDIA-H100-80GB-HBM3", 8, 8 * 81920, 2 * 9420, 250)]
+    a100 = [NodeGpus("a1", "NVIDIA-A100-SXM4-40GB", 4, 4 * 40960, 40960, 1000)]
+    with metrics.watching(lambda: [ClusterGauges("east", {}, None, None, h100),
+                                   ClusterGauges("west", {}, None, None, a100)]):
+        east = {"cluster": "east", "node": "n1", "model": "NVIDIA-H100-80GB-HBM3"}
+        assert value(metrics, "gpuplace_node_gpus", **east) == 8
+        assert value(metrics, "gpuplace_node_gpus_allocated", **east) == 0.25  # two pods of an eighth each
+        assert value(metrics, "gpuplace_node_gpu_memory_bytes", **east) == 8 * 81920 * MIB
+        assert value(metrics, "gpuplace_node_gpu_memory_allocated_bytes", **east) == 2 * 9420 * MIB
+        h100[0] = replace(h100[0], share_allocated_milli=1250)  # read again at each scrape
+        assert value(metrics, "gpuplace_node_gpus_allocated", **east) == 1.25
+        assert value(metrics, "gpuplace_node_gpus_allocated", cluster="west", node="a1",
+                     model="NVIDIA-A100-SXM4-40GB") == 1
+    assert value(metrics, "gpuplace_node_gpus", **east) is None  # the placement service stopped
 
 
 def test_a_scale_hint_sets_nodes_per_shape_and_the_next_replaces_it():

@@ -91,3 +91,30 @@ async def test_an_unknown_pod_and_a_name_used_in_two_clusters_are_one_line_error
     assert (await explain(uow_factory, "slam-0", cluster="west")).cluster == "west"
     with pytest.raises(ExplainError, match="disagree"):
         await explain(uow_factory, "robots/slam-0", namespace="other")
+
+
+async def test_a_pod_older_than_the_decisions_pruned_says_its_story_was_pruned_and_a_pruned_pod_says_why_unknown():
+    from gpuplace.usecases.ports import Retained
+    from gpuplace.usecases.retention import RetentionPolicy, prune_round
+
+    uow_factory, api = FakeUnitOfWorkFactory(), FakeClusterApi()
+    placement = PlacementService(uow_factory, {"east": api}, decider("bestfit"), policy="bestfit")
+    await placement.on_node(node_event("n1"))
+    kept, gone = pod_event("kept"), pod_event("gone")
+    for event in (kept, gone):
+        await placement.on_pod(event)
+    await placement.drain()
+    assert "were pruned" not in (await explain(uow_factory, "robots/kept")).text()
+    api.delete_pod("robots", "gone")
+    await placement.on_pod(pod_event("gone", uid=gone.uid, kind="deleted"))
+    # every decision and deleted pod so far is older than this round's cut-off
+    policy = RetentionPolicy({Retained.DECISIONS: 1e-9, Retained.DELETED_PODS: 1e-9})
+    await prune_round(uow_factory, policy)
+
+    found = await explain(uow_factory, "robots/kept")
+    assert found.state == "bound" and found.placed_by is None  # its `decided` was pruned
+    assert found.decisions_pruned_before is not None
+    assert "were pruned (retention, GPUPLACE_RETENTION_DECISIONS_DAYS)" in found.text()
+    with pytest.raises(ExplainError, match=r"never saw a pod named 'gone' \(namespace robots\), or it was deleted "
+                                           r"and pruned \(deleted pods first seen before 1970-"):
+        await explain(uow_factory, "robots/gone")

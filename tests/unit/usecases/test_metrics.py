@@ -69,6 +69,43 @@ async def test_stranded_gpu_is_the_free_share_and_memory_the_recent_pods_could_n
         assert sample(metrics, "gpuplace_stranded_gpu_memory_bytes", cluster="east") == 6964 * MIB
 
 
+async def test_gpu_capacity_and_allocation_per_node_follow_placements_and_deletions(uow_factory, api, metrics):
+    placement = PlacementService(uow_factory, {"east": api}, decider("bestfit"), policy="bestfit", metrics=metrics)
+    n1 = {"cluster": "east", "node": "n1", "model": "Tesla-V100-SXM2-16GB"}
+    with metrics.watching(placement.cluster_gauges):
+        await placement.on_node(node_event("n1", gpus=2))
+        await placement.on_node(node_event("cpu", gpus=0))  # no GPUs: no series
+        await placement.drain()  # the view re-read after the burst of node events
+        assert sample(metrics, "gpuplace_node_gpus", **n1) == 2
+        assert sample(metrics, "gpuplace_node_gpu_memory_bytes", **n1) == 2 * 16384 * MIB
+        assert sample(metrics, "gpuplace_node_gpus_allocated", **n1) == 0
+        slam = pod_event("slam-0", memory_mib=9420)
+        await placement.on_pod(slam)
+        await placement.on_pod(pod_event("whole-0", memory_mib=16384))
+        await placement.drain()
+        # 9420 MiB of a 16384 MiB GPU is a 575m share (rounded up: core/demand.py) plus one whole GPU
+        assert sample(metrics, "gpuplace_node_gpu_memory_allocated_bytes", **n1) == (9420 + 16384) * MIB
+        allocated = sample(metrics, "gpuplace_node_gpus_allocated", **n1)
+        assert allocated is not None and 1.5 < allocated < 1.6
+        assert sample(metrics, "gpuplace_node_gpus", cluster="east", node="cpu", model="") is None
+        api.delete_pod("robots", "slam-0")
+        await placement.on_pod(pod_event("slam-0", uid=slam.uid, kind="deleted"))
+        assert sample(metrics, "gpuplace_node_gpus_allocated", **n1) == 1
+        assert sample(metrics, "gpuplace_node_gpu_memory_allocated_bytes", **n1) == 16384 * MIB
+
+
+async def test_each_pod_bound_is_timed_from_first_seen_pending(uow_factory, api, metrics):
+    placement = PlacementService(uow_factory, {"east": api}, decider("bestfit"), policy="bestfit", metrics=metrics)
+    await placement.on_node(node_event("n1", gpus=1))
+    for name in ("a", "b", "too-big"):
+        await placement.on_pod(pod_event(name, memory_mib=60000 if name == "too-big" else 4000))
+    await placement.drain()
+    # two bound (the one that fits nowhere is not observed); the fake's clock stamps first_seen_at in 1970, so
+    # each waited decades by this process's clock: past the last bucket, still counted
+    assert sample(metrics, "gpuplace_pod_scheduling_sli_duration_seconds_count", cluster="east") == 2
+    assert sample(metrics, "gpuplace_pod_scheduling_sli_duration_seconds_bucket", cluster="east", le="+Inf") == 2
+
+
 async def test_a_defragmentation_counts_its_plan_evictions_and_outcome(metrics):
     uow_factory, api, placement, _ = await fragmented_fleet(metrics=metrics)
     await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))

@@ -114,6 +114,7 @@ pods = Table(
 Index("pods_by_name", pods.c.cluster, pods.c.namespace, pods.c.name)
 Index("pods_waiting", pods.c.cluster, pods.c.state)
 Index("pods_promised", pods.c.cluster, pods.c.namespace, pods.c.owner, postgresql_where=pods.c.state == "promised")
+Index("pods_deleted_by_age", pods.c.first_seen_at, postgresql_where=pods.c.state == "deleted")
 
 allocations = Table(
     "allocations", metadata,
@@ -145,6 +146,7 @@ decisions = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 Index("decisions_by_pod", decisions.c.cluster, decisions.c.pod_uid)
+Index("decisions_by_age", decisions.c.created_at)  # the pruner's (usecases/retention.py), as the three below
 
 # A defragmentation plan (usecases/defrag.py) and the pods it moves, in move order. The plan's row is what
 # settles it exactly once (planned -> completed | aborted) and what recover() reads after a restart; its
@@ -200,6 +202,7 @@ processed_events = Table(
     Column("processed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("digest", Text),  # Envelope.digest of what was processed: a reused id with other content is refused
 )
+Index("processed_events_by_age", processed_events.c.processed_at)
 
 latency_windows = Table(
     "latency_windows", metadata,
@@ -221,6 +224,7 @@ latency_windows = Table(
 )
 Index("latency_by_pod", latency_windows.c.cluster, latency_windows.c.namespace, latency_windows.c.pod)
 Index("latency_by_workload", latency_windows.c.workload, latency_windows.c.node, latency_windows.c.gpu_index)
+Index("latency_windows_by_age", latency_windows.c.window_end)
 
 latency_models = Table(
     "latency_models", metadata,
@@ -230,5 +234,14 @@ latency_models = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+# Up to when each kind of row was pruned (usecases/retention.py): rows older than `pruned_before` may be gone.
+retention_marks = Table(
+    "retention_marks", metadata,
+    Column("name", Text, primary_key=True),  # a ports.Retained value
+    Column("pruned_before", DateTime(timezone=True), nullable=False),
+    Column("rows_pruned", BigInteger, nullable=False, server_default="0"),  # since the table was created
+    Column("pruned_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
 __all__ = ["metadata", "nodes", "gpus", "pods", "allocations", "decisions", "defrag_plans", "defrag_moves", "outbox",
-           "processed_events", "latency_windows", "latency_models"]
+           "processed_events", "latency_windows", "latency_models", "retention_marks"]

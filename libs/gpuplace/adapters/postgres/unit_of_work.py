@@ -17,6 +17,7 @@ from types import TracebackType
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction, create_async_engine
 
+from gpuplace.adapters.postgres.retention_repository import RetentionRepository
 from gpuplace.adapters.postgres.state_repository import StateRepository
 
 
@@ -34,11 +35,13 @@ class PostgresUnitOfWork:
         self._conn: AsyncConnection | None = None
         self._tx: AsyncTransaction | None = None
         self.state: StateRepository
+        self.retention: RetentionRepository
 
     async def __aenter__(self) -> PostgresUnitOfWork:
         self._conn = await self._engine.connect()
         self._tx = await self._conn.begin()
         self.state = StateRepository(self._conn)
+        self.retention = RetentionRepository(self._conn)
         return self
 
     async def commit(self) -> None:
