@@ -1,5 +1,6 @@
 """Settings refuse an incomplete Kafka security configuration at start-up, with the variable to set, and keep
-the Kafka password out of repr() like the database's."""
+the Kafka password out of repr() like the database's; the database URL providers hand out (postgresql://) is taken,
+and a malformed one, or GPUPLACE_KUBECONFIGS that is not JSON, is one line naming the variable."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from gpuplace.adapters.kafka import client_options
+from gpuplace.cli.errors import one_line
 from gpuplace.settings import Settings
 
 
@@ -36,3 +38,46 @@ def test_a_missing_ca_file_is_named():
     settings = Settings(kafka_security_protocol="SSL", kafka_ca_file="/nonexistent/ca.crt")
     with pytest.raises(ValueError, match="/nonexistent/ca.crt does not exist"):
         client_options(settings.kafka)
+
+
+# The URL forms PostgreSQL providers hand out, and what asyncpg's dialect is given for them.
+@pytest.mark.parametrize("given, used", [
+    ("postgresql://app:pw@db.example.com:5432/gpuplace", "postgresql+asyncpg://app:pw@db.example.com:5432/gpuplace"),
+    ("postgres://app:pw@db.example.com/gpuplace", "postgresql+asyncpg://app:pw@db.example.com/gpuplace"),
+    ("postgresql://app:p%40ss@db:5432/gpuplace?sslmode=verify-full",
+     "postgresql+asyncpg://app:p%40ss@db:5432/gpuplace?ssl=verify-full"),
+    ("postgresql+asyncpg://app:pw@db/gpuplace?ssl=require", "postgresql+asyncpg://app:pw@db/gpuplace?ssl=require"),
+])
+def test_a_plain_postgresql_url_is_taken_as_asyncpg(given, used):
+    assert Settings(database_url=given).database_url.get_secret_value() == used
+
+
+@pytest.mark.parametrize("url, message", [
+    ("db.example.com:5432/gpuplace", "not a database URL; expected postgresql+asyncpg://"),
+    ("postgresql://app:hunter2@db:port/gpuplace", "not a database URL"),
+    ("mysql://app:hunter2@db/gpuplace", "mysql:// is not a PostgreSQL URL"),
+    ("postgresql://app:hunter2@db/gpuplace?sslmode=require&channel_binding=require", "channel_binding"),
+])
+def test_a_malformed_database_url_names_its_variable_and_not_its_password(monkeypatch, url, message):
+    monkeypatch.setenv("GPUPLACE_DATABASE_URL", url)
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    line = one_line(caught.value)
+    assert line.startswith("invalid settings: GPUPLACE_DATABASE_URL: ") and message in line
+    assert "hunter2" not in line and "\n" not in line
+
+
+@pytest.mark.parametrize("value, message", [
+    ('{"east": "/etc/east.kubeconfig"', "GPUPLACE_KUBECONFIGS: not JSON"),
+    ('["/etc/east.kubeconfig"]', "GPUPLACE_KUBECONFIGS: Input should be a valid dictionary"),
+])
+def test_bad_kubeconfigs_json_names_its_variable(monkeypatch, value, message):
+    monkeypatch.setenv("GPUPLACE_KUBECONFIGS", value)
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    assert message in one_line(caught.value)
+
+
+def test_kubeconfigs_json_is_read(monkeypatch):
+    monkeypatch.setenv("GPUPLACE_KUBECONFIGS", '{"east": "/etc/east.kubeconfig", "west": "/etc/west.kubeconfig"}')
+    assert Settings().cluster_kubeconfigs() == {"east": "/etc/east.kubeconfig", "west": "/etc/west.kubeconfig"}
