@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpuplace.cli.console import new_console
 from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, RunResult
 from gpuplace.cli.stack_run import Keep, Nodes, PolicyName, local_stack, stage_bars
 
@@ -28,7 +29,7 @@ def demo(
     logging.basicConfig(level=logging.WARNING)
     config = RunConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, policy=policy, seed=seed,
                        timeout_s=timeout_s, keep=keep)
-    console = Console(stderr=True)
+    console = new_console(stderr=True)
     with stage_bars(console, width=10, disable=as_json) as progress:
         try:
             result = asyncio.run(PipelineRun(config, settings, progress).run())
@@ -38,7 +39,7 @@ def demo(
     if as_json:
         typer.echo(json.dumps(result.summary()))
     else:
-        _print_summary(Console(), result)
+        _print_summary(new_console(), result)
 
 
 def _print_summary(console: Console, result: RunResult) -> None:

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from gpuplace.adapters.event_log import BadLogLine, LogRecord, parse_time, read_lines
 from gpuplace.adapters.kafka_event_log import read_cluster_log
+from gpuplace.cli.console import new_console
 from gpuplace.contracts import topics
 from gpuplace.core.policies import registry
 from gpuplace.settings import Settings
@@ -204,7 +205,7 @@ def replay_command(
             out["report"] = [str(report), *map(str, plots)]
         typer.echo(json.dumps(out, indent=2, default=lambda o: asdict(o)))
         return
-    console = Console()
+    console = new_console()
     print_comparison(console, recorded)
     if replayed is not None:
         print_table(console, what_if_table(recorded, replayed), f"{cluster}: recorded vs what-if")

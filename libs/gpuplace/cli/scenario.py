@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from gpuplace.cli import sim_fleet
 from gpuplace.cli.choices import parse_seeds
+from gpuplace.cli.console import new_console
 from gpuplace.core.latency import fit
 from gpuplace.core.latency.model import DEFAULT_MODEL, LatencyModel
 from gpuplace.core.latency.speed import relative_speed
@@ -114,7 +114,7 @@ def _print(summaries: list[dict]) -> None:
     for s in summaries:
         table.add_row(s["policy"], f"{100 * s['slo_attainment']:.2f}%", f"{s['deadline_miss_frames_pct']:.3f}",
                       f"{s['pods_per_gpu']:.2f}", f"{s['pods_per_fleet_gpu']:.2f}", f"{s['placed_pct']:.1f}")
-    Console().print(table)
+    new_console().print(table)
 
 
 __all__ = ["KPIS", "SCENARIOS", "register", "run", "summarise"]

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from gpuplace.cli import scenario as scenarios
 from gpuplace.cli import sim_fleet
 from gpuplace.cli.choices import parse_policies, parse_seeds
+from gpuplace.cli.console import new_console
 from gpuplace.core.policies import registry
 from gpuplace.sim import defrag_simulator, kpi, simulator
 from gpuplace.traces import alibaba
@@ -201,7 +201,7 @@ def _print_table(summaries: list[dict]) -> None:
                       _cell(s["fragmentation_pct_at_100"]), _cell(s["fragmentation_ratio_pct_at_100"], 1),
                       str(len(s["seeds_short_of_100"])), f"{s['failed_pods']:.0f}",
                       f"{top[0]} ({top[1]:.0f})" if top else "-", f"{s['seconds']:.2f}")
-    Console().print(table)
+    new_console().print(table)
 
 
 def _cell(value: float | None, digits: int = 2) -> str:
