@@ -29,6 +29,7 @@ from gpuplace.cli import scenario as scenarios
 from gpuplace.cli import sim_fleet
 from gpuplace.cli.choices import parse_policies, parse_seeds
 from gpuplace.cli.console import new_console
+from gpuplace.cli.plot_output import check_plot_path, save_figure
 from gpuplace.core.policies import registry
 from gpuplace.sim import defrag_simulator, kpi, simulator
 from gpuplace.traces import alibaba
@@ -103,7 +104,8 @@ def sim(
     policy: str = typer.Option("gpuplace", help="Policy name(s), comma-separated: " + ", ".join(registry.names())),
     seeds: str = typer.Option("42-51", help="Seeds: N, N-M, or a comma-separated list."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON array, one object per policy."),
-    plot: Path | None = typer.Option(None, help="Write the allocation curves to this PNG."),
+    plot: Path | None = typer.Option(None, help="Write the plot to this image (png without an extension): the "
+                                                "allocation curves; with --scenario, its KPIs or time series."),
     jobs: int = typer.Option(1, min=1, help="Processes to run seeds in parallel."),
     defrag: bool = typer.Option(False, "--defrag", help="A pod blocked by fragmentation may have pods moved for it."),
     max_moves_pct: float = typer.Option(3.0, "--max-moves-pct", min=0.0,
@@ -122,6 +124,11 @@ def sim(
                                          "a whole-GPU and a hint-driven autoscaler would add for the waiting pods "
                                          "(0: off; it costs time)."),
 ) -> None:
+    if plot is not None:  # before the run, which may take minutes
+        try:
+            check_plot_path(plot)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="'--plot'") from None
     if scenario:
         try:
             seed_list = parse_seeds(seeds)
@@ -136,7 +143,7 @@ def sim(
                           as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs,
                           autoscalers=autoscalers)
             return
-        scenarios.run(scenario, policy, seed_list, as_json=as_json)
+        scenarios.run(scenario, policy, seed_list, as_json=as_json, plot=plot)
         return
     try:
         policies, seed_list = parse_policies(policy), parse_seeds(seeds)
@@ -184,7 +191,7 @@ def write_plot(groups: list[list[RunSummary]], path: Path, title: str = "") -> N
            xlabel="Arrived workloads (in % of cluster GPU capacity)")
     ax.grid(linestyle="-.", alpha=0.8)
     ax.legend(loc="upper left", bbox_to_anchor=(1, 1.05), frameon=False)
-    fig.savefig(path, bbox_inches="tight")
+    save_figure(fig, path)
     plt.close(fig)
 
 

@@ -27,6 +27,7 @@ import typer
 from rich.table import Table
 
 from gpuplace.cli.console import new_console
+from gpuplace.cli.plot_output import save_figure
 from gpuplace.core.policies import registry
 from gpuplace.sim.fleet import FleetScenario, FleetSim, make_plan
 from gpuplace.sim.fleet.autoscaling import AutoscalerComparison
@@ -159,7 +160,7 @@ def write_plot(runs: list[dict[str, Any]], path: Path) -> None:
     for ax in (top, bottom):
         ax.grid(linestyle="-.", alpha=0.6)
     top.legend(loc="upper left", bbox_to_anchor=(1, 1.02), frameon=False)
-    fig.savefig(path, bbox_inches="tight")
+    save_figure(fig, path)
     plt.close(fig)
 
 
