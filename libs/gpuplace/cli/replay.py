@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuplace.adapters.event_log import BadLogLine, LogRecord, parse_time, read_lines
-from gpuplace.adapters.kafka_event_log import read_cluster_log
+from gpuplace.adapters.kafka_event_log import read_known_cluster_log
 from gpuplace.cli.console import new_console
 from gpuplace.contracts import topics
 from gpuplace.core.policies import registry
@@ -39,7 +39,7 @@ def load_log(source: str, cluster: str, end_ms: int | None, suffix: str | None) 
     """The cluster's records up to `end_ms` (from its beginning: the state at --from is rebuilt from them)."""
     if source == "kafka":
         settings = Settings()
-        exported = asyncio.run(read_cluster_log(
+        exported = asyncio.run(read_known_cluster_log(
             settings.kafka, cluster=cluster, topic_names=REPLAYED_TOPICS,
             suffix=settings.topic_suffix if suffix is None else suffix, end_ms=end_ms))
         return entries_of(exported.records)
