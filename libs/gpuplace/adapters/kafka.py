@@ -80,13 +80,16 @@ from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLS
 from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 
-from gpuplace.adapters import dependencies
+from gpuplace.adapters import dependencies, kafka_coordinator_log
 from gpuplace.adapters.metrics import PrometheusMetrics
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope, read_event
 from gpuplace.contracts.events import DeadLetter
 from gpuplace.contracts.rejected import Rejected
 from gpuplace.settings import KafkaAccess
+
+# every process that opens a consumer through this module says "waiting for the coordinator" at INFO, not ERROR
+kafka_coordinator_log.install()
 
 log = logging.getLogger(__name__)
 _CLUSTER_KEY = re.compile(rb"^([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)/")
