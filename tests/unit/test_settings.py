@@ -52,30 +52,23 @@ def test_a_plain_postgresql_url_is_taken_as_asyncpg(given, used):
     assert Settings(database_url=given).database_url.get_secret_value() == used
 
 
-@pytest.mark.parametrize("url, message", [
-    ("db.example.com:5432/gpuplace", "not a database URL; expected postgresql+asyncpg://"),
-    ("postgresql://app:hunter2@db:port/gpuplace", "not a database URL"),
-    ("mysql://app:hunter2@db/gpuplace", "mysql:// is not a PostgreSQL URL"),
-    ("postgresql://app:hunter2@db/gpuplace?sslmode=require&channel_binding=require", "channel_binding"),
+@pytest.mark.parametrize("variable, value, message", [
+    ("GPUPLACE_DATABASE_URL", "db.example.com:5432/gpuplace", "not a database URL; expected postgresql+asyncpg://"),
+    ("GPUPLACE_DATABASE_URL", "postgresql://app:hunter2@db:port/gpuplace", "not a database URL"),
+    ("GPUPLACE_DATABASE_URL", "mysql://app:hunter2@db/gpuplace", "mysql:// is not a PostgreSQL URL"),
+    ("GPUPLACE_DATABASE_URL", "postgresql://app:hunter2@db/gpuplace?sslmode=require&channel_binding=require",
+     "channel_binding"),
+    ("GPUPLACE_KUBECONFIGS", '{"east": "/etc/east.kubeconfig"', "not JSON"),
+    ("GPUPLACE_KUBECONFIGS", '["/etc/east.kubeconfig"]', "Input should be a valid dictionary"),
 ])
-def test_a_malformed_database_url_names_its_variable_and_not_its_password(monkeypatch, url, message):
-    monkeypatch.setenv("GPUPLACE_DATABASE_URL", url)
+def test_a_malformed_setting_is_one_line_naming_its_variable_and_not_the_password(monkeypatch, variable, value,
+                                                                                  message):
+    monkeypatch.setenv(variable, value)
     with pytest.raises(ValidationError) as caught:
         Settings()
     line = one_line(caught.value)
-    assert line.startswith("invalid settings: GPUPLACE_DATABASE_URL: ") and message in line
+    assert line.startswith(f"invalid settings: {variable}: ") and message in line
     assert "hunter2" not in line and "\n" not in line
-
-
-@pytest.mark.parametrize("value, message", [
-    ('{"east": "/etc/east.kubeconfig"', "GPUPLACE_KUBECONFIGS: not JSON"),
-    ('["/etc/east.kubeconfig"]', "GPUPLACE_KUBECONFIGS: Input should be a valid dictionary"),
-])
-def test_bad_kubeconfigs_json_names_its_variable(monkeypatch, value, message):
-    monkeypatch.setenv("GPUPLACE_KUBECONFIGS", value)
-    with pytest.raises(ValidationError) as caught:
-        Settings()
-    assert message in one_line(caught.value)
 
 
 def test_kubeconfigs_json_is_read(monkeypatch):
