@@ -6,11 +6,12 @@ environment or a Kubernetes Secret mounted into it, and never appear in `repr()`
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 KafkaProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -48,7 +49,8 @@ class Settings(BaseSettings):
     kubeconfig: str | None = Field(default=None, validation_alias=AliasChoices("GPUPLACE_KUBECONFIG", "KUBECONFIG"))
     # cluster name -> kubeconfig path, for a placement worker serving several clusters
     # (GPUPLACE_KUBECONFIGS='{"east": "/etc/gpuplace/east.kubeconfig", ...}'); defaults to {cluster: kubeconfig}.
-    kubeconfigs: dict[str, str] = Field(default_factory=dict)
+    # NoDecode: the JSON is parsed by _kubeconfigs_json, which names the variable when it is not JSON
+    kubeconfigs: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     # cluster-watcher scope: all nodes and namespaces unless narrowed (a node pool, a tenant's namespace)
     node_label_selector: str = ""
     namespace: str = ""
@@ -134,6 +136,26 @@ class Settings(BaseSettings):
     # logged at start-up; what tests, the demo and the chaos bench use so that runs never collide)
     http_port: int = Field(default=8080, ge=0, le=65535)
 
+    @field_validator("database_url")
+    @classmethod
+    def _asyncpg_url(cls, value: SecretStr) -> SecretStr:
+        return SecretStr(asyncpg_url(value.get_secret_value()))
+
+    @field_validator("kubeconfigs", mode="before")
+    @classmethod
+    def _kubeconfigs_json(cls, value: object) -> object:
+        """pydantic-settings' own JSON decoding fails with 'error parsing value for field "kubeconfigs"' and a
+        traceback; this says what the variable should hold."""
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return {}
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"not JSON ({exc}); expected an object of cluster name -> kubeconfig path, "
+                             '{"east": "/etc/gpuplace/east.kubeconfig"}') from None
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _level_in_capitals(cls, value: object) -> object:
@@ -179,6 +201,36 @@ class Settings(BaseSettings):
         return f"{name}{self.topic_suffix}"
 
 
+# The PostgreSQL URL forms providers hand out (RDS, Cloud SQL, Azure, Neon, CloudNativePG's app Secret), all meaning
+# libpq; gpuplace connects with asyncpg, whose SQLAlchemy dialect is postgresql+asyncpg
+_LIBPQ_SCHEMES = ("postgresql", "postgres", "postgresql+asyncpg")
+_ASYNCPG_URL = "postgresql+asyncpg://USER:PASSWORD@HOST:5432/DATABASE"
+
+
+def asyncpg_url(url: str) -> str:
+    """`url` as SQLAlchemy's asyncpg dialect takes it: a plain postgresql:// or postgres:// URL gets the
+    +asyncpg driver, and libpq's sslmode becomes asyncpg's ssl (same values: disable ... verify-full). A ValueError
+    for anything else says what is wrong and never repeats the URL, which carries the password."""
+    from sqlalchemy.engine import make_url  # imported here: `gpuplace --version` and the settings of
+    from sqlalchemy.exc import ArgumentError  # gpu-agent should not pay for SQLAlchemy
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise ValueError(f"not a database URL; expected {_ASYNCPG_URL}") from None
+    if parsed.drivername not in _LIBPQ_SCHEMES:
+        raise ValueError(f"{parsed.drivername}:// is not a PostgreSQL URL gpuplace can use; expected "
+                         f"{_ASYNCPG_URL} (postgresql:// and postgres:// are taken as that)")
+    query = dict(parsed.query)
+    if "channel_binding" in query:
+        raise ValueError("channel_binding is a libpq parameter asyncpg does not take: remove it from the URL "
+                         "(the password exchange is still SCRAM, and sslmode keeps the connection encrypted)")
+    if "sslmode" in query:
+        query.setdefault("ssl", query.pop("sslmode"))
+    fixed = parsed.set(drivername="postgresql+asyncpg", query=query)
+    return fixed.render_as_string(hide_password=False)
+
+
 class ConfigurationError(RuntimeError):
     """A service cannot run as configured: a setting it needs is missing (the message names the variable), or
     what it reads disagrees with itself (topics of different partition counts). Not SystemExit: raised in a
@@ -189,4 +241,4 @@ def load() -> Settings:
     return Settings()
 
 
-__all__ = ["ConfigurationError", "KafkaAccess", "Settings", "load"]
+__all__ = ["ConfigurationError", "KafkaAccess", "Settings", "asyncpg_url", "load"]

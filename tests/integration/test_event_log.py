@@ -1,6 +1,6 @@
 """`gpuplace export` and `gpuplace import` on the real broker: a cluster's events of a time range, in the log's order,
 and nothing else; imported under another suffix (other partition count) and exported again, the same log; a file
-with a bad line publishes nothing."""
+with a bad line publishes nothing; a cluster the topics do not hold is one line saying which they do."""
 
 from __future__ import annotations
 
@@ -185,6 +185,37 @@ async def test_export_and_replay_say_when_kafkas_retention_deleted_the_logs_begi
         rc, _, err = await _gpuplace(kafka_bootstrap, "export", "--cluster", cluster, "--from", "0", "-o",
                                      str(tmp_path / "r.jsonl"), suffix=suffix)
         assert rc == 0 and "retention" not in err  # a range asked for from a time: not the log's beginning
+    finally:
+        await broker.stop()
+        await delete_topics(kafka_bootstrap, names)
+
+
+async def test_a_cluster_the_log_does_not_hold_is_one_line_naming_the_clusters_it_does(kafka_bootstrap: str,
+                                                                                      tmp_path: Path) -> None:
+    """A typo in --cluster (or a suffix no topic has) used to end in aiokafka's CancelledError traceback, or in an
+    empty export that looked like success; now export and replay say which clusters the topics hold."""
+    cluster, other = unique_name("evlog-east"), unique_name("evlog-west")
+    suffix = "." + unique_name("evlog-typo")
+    names = [t + suffix for t in topics.ALL_TOPICS]
+    broker = make_broker(kafka_bootstrap)
+    try:
+        await ensure_topics(kafka_bootstrap, names, partitions=3)
+        await broker.start()
+        for on in (cluster, other):
+            await publish_event(broker, pod_event("p0", cluster=on), topic=topics.PODS + suffix)
+            await publish_event(broker, node_event("n0", cluster=on), topic=topics.NODES + suffix)
+        out = tmp_path / "typo.jsonl"
+        for command in (["export", "-o", str(out)], ["replay"]):
+            rc, _, err = await _gpuplace(kafka_bootstrap, *command, "--cluster", cluster + "x", suffix=suffix)
+            assert rc == 1 and err.count("\n") == 1, err
+            assert f"no records of cluster '{cluster}x' found on " in err, err
+            assert f"clusters with records there: {', '.join(sorted([cluster, other]))}" in err, err
+        assert not out.exists()
+        rc, _, err = await _gpuplace(kafka_bootstrap, "export", "--cluster", cluster, "-o", "-",
+                                     suffix="." + unique_name("evlog-none"))
+        assert rc == 1 and err.count("\n") == 1 and "none of the topics" in err and "exists" in err, err
+        rc, _, err = await _gpuplace(kafka_bootstrap, "export", "--cluster", cluster, "-o", str(out), suffix=suffix)
+        assert rc == 0 and len(_lines(out)) == 2, err  # the cluster's own pod and node
     finally:
         await broker.stop()
         await delete_topics(kafka_bootstrap, names)

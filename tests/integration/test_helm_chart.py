@@ -415,6 +415,19 @@ def test_the_migration_job_is_a_pre_install_and_pre_upgrade_hook(helm: str) -> N
     assert [c["command"][:2] for c in spec["initContainers"] + spec["containers"]] == [
         ["gpuplace", "migrate"], ["gpuplace", "topics"]]
     assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is False
+    topics_command = spec["containers"][0]["command"]
+    # the default fits the Kafka it is pointed at (0: its brokers, at most 3): a one-broker Kafka passes the hook
+    assert topics_command[topics_command.index("--replication-factor") + 1] == "0"
+
+
+def test_helm_lints_the_chart_and_refuses_a_misspelt_value_by_its_schema(helm: str) -> None:
+    lint = subprocess.run([helm, "lint", str(CHART)], capture_output=True, text=True, timeout=120)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    for misspelt, said in ((["--set", "placement.replica=3"], "additional properties 'replica' not allowed"),
+                           (["--set", "kafka.securityProtocol=SASL"], "kafka/securityProtocol")):
+        result = subprocess.run([helm, "template", "gp", str(CHART), *misspelt], capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode != 0 and "schema" in result.stderr and said in result.stderr, result.stderr
 
 
 def test_the_grafana_dashboard_charts_every_metric(helm: str) -> None:

@@ -1,5 +1,6 @@
 """Settings refuse an incomplete Kafka security configuration at start-up, with the variable to set, and keep
-the Kafka password out of repr() like the database's."""
+the Kafka password out of repr() like the database's; the database URL providers hand out (postgresql://) is taken,
+and a malformed one, or GPUPLACE_KUBECONFIGS that is not JSON, is one line naming the variable."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from gpuplace.adapters.kafka import client_options
+from gpuplace.cli.errors import one_line
 from gpuplace.settings import Settings
 
 
@@ -53,3 +55,39 @@ def test_retention_defaults_outlast_kafkas_default_log_and_bad_values_name_their
         Settings()
     monkeypatch.setenv("GPUPLACE_RETENTION_DECISIONS_DAYS", "0")  # 0: kept for ever
     assert Retained.DECISIONS not in pruner(Settings(), FakeUnitOfWorkFactory()).policy.keep_s
+
+
+# The URL forms PostgreSQL providers hand out, and what asyncpg's dialect is given for them.
+@pytest.mark.parametrize("given, used", [
+    ("postgresql://app:pw@db.example.com:5432/gpuplace", "postgresql+asyncpg://app:pw@db.example.com:5432/gpuplace"),
+    ("postgres://app:pw@db.example.com/gpuplace", "postgresql+asyncpg://app:pw@db.example.com/gpuplace"),
+    ("postgresql://app:p%40ss@db:5432/gpuplace?sslmode=verify-full",
+     "postgresql+asyncpg://app:p%40ss@db:5432/gpuplace?ssl=verify-full"),
+    ("postgresql+asyncpg://app:pw@db/gpuplace?ssl=require", "postgresql+asyncpg://app:pw@db/gpuplace?ssl=require"),
+])
+def test_a_plain_postgresql_url_is_taken_as_asyncpg(given, used):
+    assert Settings(database_url=given).database_url.get_secret_value() == used
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("GPUPLACE_DATABASE_URL", "db.example.com:5432/gpuplace", "not a database URL; expected postgresql+asyncpg://"),
+    ("GPUPLACE_DATABASE_URL", "postgresql://app:hunter2@db:port/gpuplace", "not a database URL"),
+    ("GPUPLACE_DATABASE_URL", "mysql://app:hunter2@db/gpuplace", "mysql:// is not a PostgreSQL URL"),
+    ("GPUPLACE_DATABASE_URL", "postgresql://app:hunter2@db/gpuplace?sslmode=require&channel_binding=require",
+     "channel_binding"),
+    ("GPUPLACE_KUBECONFIGS", '{"east": "/etc/east.kubeconfig"', "not JSON"),
+    ("GPUPLACE_KUBECONFIGS", '["/etc/east.kubeconfig"]', "Input should be a valid dictionary"),
+])
+def test_a_malformed_setting_is_one_line_naming_its_variable_and_not_the_password(monkeypatch, variable, value,
+                                                                                  message):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    line = one_line(caught.value)
+    assert line.startswith(f"invalid settings: {variable}: ") and message in line
+    assert "hunter2" not in line and "\n" not in line
+
+
+def test_kubeconfigs_json_is_read(monkeypatch):
+    monkeypatch.setenv("GPUPLACE_KUBECONFIGS", '{"east": "/etc/east.kubeconfig", "west": "/etc/west.kubeconfig"}')
+    assert Settings().cluster_kubeconfigs() == {"east": "/etc/east.kubeconfig", "west": "/etc/west.kubeconfig"}

@@ -43,6 +43,23 @@ class BadLogLine(ValueError):
     """A line of an event log file that is not a record of the format above; the message names its number."""
 
 
+class ClusterNotInLog(LookupError):
+    """An export or replay of a cluster the topics hold no record of: a typo, or another stack's topic suffix.
+    The message is one line naming the topics read and the clusters found on them."""
+
+    def __init__(self, cluster: str, read: Sequence[str], absent: Sequence[str], present: Sequence[str]) -> None:
+        found = [name for name in read if name not in absent]
+        if not found:
+            text = (f"no records of cluster {cluster!r}: none of the topics {', '.join(read)} exists (check "
+                    "GPUPLACE_TOPIC_SUFFIX or --topic-suffix)")
+        else:
+            clusters = (f"clusters with records there: {', '.join(present)}" if present
+                        else "they hold no record of any cluster")
+            text = f"no records of cluster {cluster!r} found on {', '.join(found)}; {clusters}"
+        super().__init__(text)
+        self.cluster, self.present = cluster, list(present)
+
+
 @dataclass(frozen=True)
 class LogRecord:
     """One line of the log."""
@@ -168,5 +185,5 @@ def write_lines(records: Iterable[LogRecord]) -> Iterator[str]:
         yield record.line() + "\n"
 
 
-__all__ = ["FIELDS", "SPREAD_BY_KEY", "BadLogLine", "LogRecord", "topic_names", "parse_time", "of_record", "merge",
-           "parse_line", "read_lines", "write_lines"]
+__all__ = ["FIELDS", "SPREAD_BY_KEY", "BadLogLine", "ClusterNotInLog", "LogRecord", "topic_names", "parse_time",
+           "of_record", "merge", "parse_line", "read_lines", "write_lines"]

@@ -80,13 +80,16 @@ from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLS
 from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 
-from gpuplace.adapters import dependencies
+from gpuplace.adapters import dependencies, kafka_coordinator_log
 from gpuplace.adapters.metrics import PrometheusMetrics
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope, read_event
 from gpuplace.contracts.events import DeadLetter
 from gpuplace.contracts.rejected import Rejected
-from gpuplace.settings import KafkaAccess
+from gpuplace.settings import ConfigurationError, KafkaAccess
+
+# every process that opens a consumer through this module says "waiting for the coordinator" at INFO, not ERROR
+kafka_coordinator_log.install()
 
 log = logging.getLogger(__name__)
 _CLUSTER_KEY = re.compile(rb"^([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)/")
@@ -624,6 +627,26 @@ async def admin_client(kafka: Kafka) -> AsyncIterator[AIOKafkaAdminClient]:
         await admin.close()
 
 
+def _refusal(failed: dict[str, str], replication_factor: int) -> str:
+    """One line for topics the broker refused, each reason once (seven topics refused for want of brokers gave
+    the same sentence seven times), with the settings to change when the replication factor is the reason."""
+    reasons: dict[str, list[str]] = {}
+    for topic, reason in failed.items():
+        reasons.setdefault(reason, []).append(topic)
+    text = "; ".join(f"{reason.rstrip('.')} ({', '.join(names)})" for reason, names in reasons.items())
+    if any("replication factor" in reason.lower() for reason in reasons):
+        text += (f"; the replication factor asked for was {replication_factor}: lower it to the brokers the Kafka "
+                 "cluster has (GPUPLACE_TOPIC_REPLICATION_FACTOR, `gpuplace topics --replication-factor N`, the "
+                 "chart's kafka.topics.replicationFactor), or 0 for as many as it has, at most 3")
+    return f"the broker refused to create topics: {text}"
+
+
+async def broker_count(kafka: Kafka) -> int:
+    """How many brokers the Kafka cluster has (its metadata's broker list)."""
+    async with admin_client(kafka) as admin:
+        return len((await admin.describe_cluster())["brokers"])
+
+
 async def list_topics(kafka: Kafka) -> set[str]:
     """Every topic the broker has."""
     async with admin_client(kafka) as admin:
@@ -667,7 +690,7 @@ async def ensure_topics(kafka: Kafka, names: list[str], *, partitions: int = 4, 
                   for e in response["topic_errors"]
                   if e["error_code"] not in (0, kafka_errors.TopicAlreadyExistsError.errno)}
         if failed:
-            raise RuntimeError(f"the broker refused to create topics: {failed}")
+            raise ConfigurationError(_refusal(failed, replication_factor))
         # ours must show every partition; one another client created meanwhile (TopicAlreadyExists), any
         expected = {e["topic"]: partitions if e["error_code"] == 0 else None for e in response["topic_errors"]}
         created = [t.name for t in missing]

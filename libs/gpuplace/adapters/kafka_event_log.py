@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from gpuplace.adapters import dependencies
-from gpuplace.adapters.event_log import SPREAD_BY_KEY, LogRecord, merge, of_record
+from gpuplace.adapters.event_log import SPREAD_BY_KEY, ClusterNotInLog, LogRecord, merge, of_record
 from gpuplace.adapters.kafka import (
     Kafka,
     admin_client,
@@ -68,23 +69,21 @@ async def read_cluster_log(kafka: Kafka, *, cluster: str, topic_names: Sequence[
     """The records of `cluster` on `topic_names` (contract names; read as name + suffix) with a timestamp in
     [start_ms, end_ms), in the log's order (event_log.merge)."""
     counts = await _partition_counts(kafka, [name + suffix for name in topic_names])
-    consumer = AIOKafkaConsumer(**client_options(kafka), enable_auto_commit=False, auto_offset_reset="earliest")
-    with dependencies.reaching(dependencies.kafka(kafka)):
-        await consumer.start()
+    wanted: dict[TopicPartition, str] = {}  # partition -> the contract's topic name
+    absent = []
+    for name in topic_names:
+        real = name + suffix
+        count = counts.get(real, 0)
+        if not count:
+            absent.append(real)
+            continue
+        chosen = list(range(count)) if name in SPREAD_BY_KEY else [partition_of(cluster, count)]
+        wanted.update({TopicPartition(real, p): name for p in chosen})
+    exported = Exported([], absent)
+    if not wanted:
+        return exported
+    consumer = await _started_consumer(kafka)
     try:
-        wanted: dict[TopicPartition, str] = {}  # partition -> the contract's topic name
-        absent = []
-        for name in topic_names:
-            real = name + suffix
-            count = counts.get(real, 0)
-            if not count:
-                absent.append(real)
-                continue
-            chosen = list(range(count)) if name in SPREAD_BY_KEY else [partition_of(cluster, count)]
-            wanted.update({TopicPartition(real, p): name for p in chosen})
-        exported = Exported([], absent)
-        if not wanted:
-            return exported
         starts = await _start_offsets(consumer, list(wanted), start_ms)
         if start_ms is None:
             exported.trimmed = {f"{tp.topic}[{tp.partition}]": starts[tp] for tp in wanted if starts[tp] > 0}
@@ -130,6 +129,55 @@ async def read_cluster_log(kafka: Kafka, *, cluster: str, topic_names: Sequence[
         return exported
     finally:
         await consumer.stop()
+
+
+async def read_known_cluster_log(kafka: Kafka, *, cluster: str, topic_names: Sequence[str], suffix: str = "",
+                                 **options: Any) -> Exported:
+    """read_cluster_log, refusing a cluster the topics hold no record of (a typo, or the wrong topic suffix) with
+    ClusterNotInLog, which names the clusters they do hold. A known cluster with no record in the time range is
+    no error: its export is empty."""
+    exported = await read_cluster_log(kafka, cluster=cluster, topic_names=topic_names, suffix=suffix, **options)
+    if exported.records or exported.not_json:
+        return exported
+    present = await clusters_in_log(kafka, [name + suffix for name in topic_names])
+    if cluster not in present:
+        raise ClusterNotInLog(cluster, [name + suffix for name in topic_names], exported.absent_topics, present)
+    return exported
+
+
+async def clusters_in_log(kafka: Kafka, names: Sequence[str], *, tail: int = 1000) -> list[str]:
+    """The clusters (the `<cluster>/` of the keys) of the last `tail` records of each partition of the existing
+    topics of `names`: every cluster that published lately, read in one bounded pass however long the log."""
+    counts = await _partition_counts(kafka, list(names))
+    partitions = [TopicPartition(topic, p) for topic, count in counts.items() for p in range(count)]
+    if not partitions:
+        return []
+    consumer = await _started_consumer(kafka)
+    try:
+        begins, ends = await consumer.beginning_offsets(partitions), await consumer.end_offsets(partitions)
+        todo = {tp for tp in partitions if ends[tp] > begins[tp]}
+        consumer.assign(list(todo))
+        for tp in todo:
+            consumer.seek(tp, max(begins[tp], ends[tp] - tail))
+        found: set[str] = set()
+        while todo:
+            batches = await consumer.getmany(*todo, timeout_ms=1000)
+            found.update(m.key.split(b"/", 1)[0].decode("utf-8", "replace") for messages in batches.values()
+                         for m in messages if m.key and b"/" in m.key)
+            todo = {tp for tp in todo if await consumer.position(tp) < ends[tp]}
+        return sorted(found)
+    finally:
+        await consumer.stop()
+
+
+async def _started_consumer(kafka: Kafka) -> AIOKafkaConsumer:
+    """A group-less consumer, started. The pause after start lets aiokafka's group-less coordinator start its
+    task: a consumer stopped before that task's first step re-raised the task's CancelledError from stop()."""
+    consumer = AIOKafkaConsumer(**client_options(kafka), enable_auto_commit=False, auto_offset_reset="earliest")
+    with dependencies.reaching(dependencies.kafka(kafka)):
+        await consumer.start()
+    await asyncio.sleep(0)
+    return consumer
 
 
 async def _partition_counts(kafka: Kafka, names: list[str]) -> dict[str, int]:
@@ -183,4 +231,4 @@ async def publish_log(kafka: Kafka, records: Sequence[LogRecord], *, suffix: str
     return len(records)
 
 
-__all__ = ["Exported", "read_cluster_log", "publish_log"]
+__all__ = ["Exported", "clusters_in_log", "read_cluster_log", "read_known_cluster_log", "publish_log"]

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import Progress
 
 from gpuplace.cli.choices import parse_policies, parse_seeds
+from gpuplace.cli.console import new_console
 from gpuplace.cli.sim import run_grid, summarise
 from gpuplace.core.policies.registry import PAPER_POLICIES
 from gpuplace.traces import alibaba
@@ -71,7 +71,7 @@ def bench_sim(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_markdown(summaries, command, time.perf_counter() - started))
     out.with_suffix(".json").write_text(json.dumps([_trimmed(s) for s in summaries], indent=2) + "\n")
-    Console().print(f"wrote {out} and {out.with_suffix('.json')}")
+    new_console().print(f"wrote {out} and {out.with_suffix('.json')}")
 
 
 def render_markdown(summaries: list[dict], command: str, seconds: float) -> str:

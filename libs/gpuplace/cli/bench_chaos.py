@@ -19,6 +19,7 @@ from rich.table import Table
 
 from gpuplace.cli import bench
 from gpuplace.cli.chaos_run import ChaosConfig, ChaosResult, ChaosRun
+from gpuplace.cli.console import new_console
 from gpuplace.cli.stack_run import Keep, Nodes, PolicyName, local_stack, stage_bars
 from services import runtime
 
@@ -49,7 +50,7 @@ def bench_chaos(
                          kafka_restarts=kafka_restarts, postgres_restarts=postgres_restarts,
                          kill_interval_s=kill_interval_s, churn=churn, policy=policy, timeout_s=timeout_s,
                          settle_s=settle_s, run_dir=run_dir, keep=keep)
-    console = Console(stderr=True)
+    console = new_console(stderr=True)
     console.print(f"chaos run {config.run_id}: faults phase {config.phase_s:.0f} s; service logs in "
                   f"{(run_dir or 'a temporary directory')}")
     result = run_with_progress(config, settings, console)
@@ -57,7 +58,7 @@ def bench_chaos(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report)
     out.with_suffix(".json").write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
-    print_summary(Console(), result)
+    print_summary(new_console(), result)
     console.print(f"report: {out} and {out.with_suffix('.json')}; service logs: {result.run_dir}")
     if not result.passed:
         raise typer.Exit(1)

@@ -22,10 +22,10 @@ from collections import Counter
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from gpuplace.cli import bench, dra_report
 from gpuplace.cli.bench_pipeline import gpuplace_client_limits
+from gpuplace.cli.console import new_console
 from gpuplace.cli.dra_run import DEFAULT_WAVE, DraKubeSchedulerRun, DraRun
 from gpuplace.cli.kube_scheduler_process import DEFAULT_BURST, DEFAULT_QPS, ClientLimits, binary_version, find_binary
 from gpuplace.cli.pipeline_comparison import run_then_clean
@@ -79,7 +79,7 @@ def bench_dra(
         except FileNotFoundError as exc:
             raise typer.BadParameter(str(exc)) from exc
         version = f"{asyncio.run(binary_version(found))} ({found})"
-    console = Console(stderr=True)
+    console = new_console(stderr=True)
     runs: dict[str, dict] = {}
     setup_run: PipelineRun | None = None
     for side in sides:

@@ -38,9 +38,9 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich.console import Console
 
 from gpuplace.cli import bench
+from gpuplace.cli.console import new_console
 from gpuplace.core.demand import resolve
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.framework.runtime import decide
@@ -95,7 +95,7 @@ def bench_explain(
     """Milliseconds to decide and explain a pod that fits nowhere, beside deciding one that fits."""
     if policy not in registry.names():
         raise typer.BadParameter(f"unknown policy {policy!r}; known: {', '.join(registry.names())}")
-    console = Console(stderr=True)
+    console = new_console(stderr=True)
     view = build_view(nodes, fill_pct, seed)
     decider = Decider(policy)
     rows = []

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from gpuplace.cli import bench
+from gpuplace.cli.console import new_console
 from gpuplace.cli.parity_run import BATCH, VERDICTS, CaseResult, run_parity, tally
 from gpuplace.cli.parity_specs import cases
 from gpuplace.cli.shared_cluster import Outcome
@@ -44,7 +44,7 @@ def bench_parity(
     out: Path = typer.Option(DEFAULT_OUT, "-o", "--out", help="Markdown report; the JSON goes beside it."),
 ) -> None:
     """Generated pod specs through gpuplace and kube-scheduler side by side: every disagreement, listed."""
-    console = Console()
+    console = new_console()
     kafka, database, kubeconfigs = resolve("GPUPLACE_KAFKA_BOOTSTRAP"), resolve("GPUPLACE_DATABASE_URL"), \
         cluster_kubeconfigs()
     if not (kafka and database and kubeconfigs):

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import typer
 from kubernetes_asyncio import client
-from rich.console import Console
 
 from gpuplace.cli import bench, pipeline_comparison_report
+from gpuplace.cli.console import new_console
 from gpuplace.cli.kube_scheduler_process import DEFAULT_BURST, DEFAULT_QPS, ClientLimits, binary_version, find_binary
 from gpuplace.cli.pipeline_comparison import DEFAULT_GPUS_PER_NODE, Comparison, compare, whole_gpus_per_node
 from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, RunResult
@@ -68,7 +68,7 @@ def bench_pipeline(
         return
     out = out or DEFAULT_OUT
     gpus = gpus_per_node or DEFAULT_GPUS_PER_NODE
-    console = Console(stderr=True)
+    console = new_console(stderr=True)
     runs = []
     for i in range(repeats):
         config = RunConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, gpus_per_node=gpus, policy=policy,
@@ -88,7 +88,7 @@ def _against_kube_scheduler(settings: Settings, kubeconfigs: dict[str, str], *, 
                             repeats: int, policy: str, out: Path, gpus_per_node: int | None, binary: Path | None,
                             limits: ClientLimits, processes: bool, rate: float | None = None) -> None:
     """`--against kube-scheduler`: ks, gp, ks, gp, ... on the same fleet and burst; report, medians and ratios."""
-    console = Console(stderr=True)
+    console = new_console(stderr=True)
     try:
         found = find_binary(binary)
         fit = whole_gpus_per_node(nodes, pods, len(kubeconfigs))

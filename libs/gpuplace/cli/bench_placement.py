@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich.console import Console
 
 from gpuplace.cli import bench
+from gpuplace.cli.console import new_console
 from gpuplace.cli.sim import parse_policies
 from gpuplace.core.demand import Demand, nominal_share_milli, resolve
 from gpuplace.core.framework.interface import PolicyContext
@@ -56,7 +56,7 @@ def bench_placement(
         draw = _pod_source(pods)
     except (ValueError, alibaba.TraceError) as error:
         raise typer.BadParameter(str(error)) from None
-    console = Console(stderr=True)
+    console = new_console(stderr=True)
     runs = []
     for seed in range(repeats):
         cluster = ClusterSnapshot(robotics_fleet.fleet(nodes, gpus_per_node=GPUS_PER_NODE, seed=seed))

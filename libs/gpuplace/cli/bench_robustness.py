@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.progress import Progress
 
 from gpuplace.cli import bench
 from gpuplace.cli.choices import parse_policies, parse_seeds
+from gpuplace.cli.console import new_console
 from gpuplace.sim import robustness
 
 DEFAULT_OUT = Path("bench/results/robustness.md")
@@ -70,8 +70,8 @@ def bench_robustness(
     out.with_suffix(".json").write_text(json.dumps(
         {"command": command, "scale": scale, "summary": table,
          "runs": [o.__dict__ for o in outcomes]}, indent=1) + "\n")
-    Console().print(out.read_text())
-    Console().print(f"wrote {out} and {out.with_suffix('.json')}")
+    new_console().print(out.read_text())
+    new_console().print(f"wrote {out} and {out.with_suffix('.json')}")
 
 
 def run_all(tasks: list[tuple], jobs: int, tick=None) -> list[robustness.Outcome]:

@@ -1,17 +1,33 @@
-"""`gpuplace demo`: the whole pipeline on the local stack, a KWOK fleet and a stream of perception pods."""
+"""`gpuplace demo`: the whole pipeline on the local stack, a KWOK fleet and a stream of perception pods.
+
+The first thing a new user asks after the demo is why a pod went where it did, so its summary ends with the two
+commands that answer it for this run: `gpuplace explain` (reads PostgreSQL, which keeps the run's pods and
+decisions) and `gpuplace replay` (reads the run's topics). The demo keeps its topics for that, and deletes those
+of the demo before it when it starts (the run id of the last demo is kept in the stack's directory), so demos do
+not pile topics up on the broker. `--keep` also leaves the fleet and the pods in the clusters.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import uuid
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpuplace.adapters.kafka import delete_topics
+from gpuplace.cli.console import new_console
 from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, RunResult
+from gpuplace.cli.stack_env import stack_dir
 from gpuplace.cli.stack_run import Keep, Nodes, PolicyName, local_stack, stage_bars
+from gpuplace.contracts import topics
+from gpuplace.settings import Settings
+
+LAST_DEMO = "last-demo-run"  # in the stack's directory: the run id whose topics the next demo deletes
 
 
 def demo(
@@ -27,21 +43,44 @@ def demo(
     settings, kubeconfigs = local_stack("run `deploy/local/stack.sh up` (or `make demo`) first")
     logging.basicConfig(level=logging.WARNING)
     config = RunConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, policy=policy, seed=seed,
-                       timeout_s=timeout_s, keep=keep)
-    console = Console(stderr=True)
+                       timeout_s=timeout_s, keep=keep, keep_log=True, run_id=f"demo{uuid.uuid4().hex[:6]}")
+    console = new_console(stderr=True)
     with stage_bars(console, width=10, disable=as_json) as progress:
+        run = PipelineRun(config, settings, progress)
         try:
-            result = asyncio.run(PipelineRun(config, settings, progress).run())
+            result = asyncio.run(_run(run, settings))
         except (OSError, TimeoutError, RuntimeError) as exc:
             console.print(f"[red]demo failed:[/red] {exc}")
             raise typer.Exit(1) from exc
+    commands = next_commands(result, run.suffix)
     if as_json:
-        typer.echo(json.dumps(result.summary()))
+        typer.echo(json.dumps({**result.summary(), "next": commands}))
     else:
-        _print_summary(Console(), result)
+        _print_summary(new_console(), result, commands)
 
 
-def _print_summary(console: Console, result: RunResult) -> None:
+async def _run(run: PipelineRun, settings: Settings) -> RunResult:
+    """The run, after deleting the last demo's topics; its own run id is recorded once it has ended."""
+    record = stack_dir() / LAST_DEMO
+    if record.is_file() and (last := record.read_text().strip()):
+        await delete_topics(settings.kafka, [t + f".run-{last}" for t in topics.ALL_TOPICS])
+    try:
+        return await run.run()
+    finally:
+        with contextlib.suppress(OSError):  # a stack directory this user cannot write: topics stay, as before
+            record.write_text(run.config.run_id + "\n")
+
+
+def next_commands(result: RunResult, suffix: str) -> dict[str, str]:
+    """The commands that explain the run's first bound pod and replay its cluster's decisions from the topics."""
+    if not result.bound_at:
+        return {}
+    cluster, pod = min(result.bound_at, key=result.bound_at.__getitem__).split("/", 1)
+    return {"explain": f"gpuplace explain {result.namespace}/{pod} --cluster {cluster}",
+            "replay": f"gpuplace replay --cluster {cluster} --topic-suffix {suffix}"}
+
+
+def _print_summary(console: Console, result: RunResult, commands: dict[str, str]) -> None:
     table = Table(title=f"gpuplace demo (run {result.run_id})", show_header=False)
     p = result.pending_to_bound_ms
     rows = [
@@ -58,6 +97,10 @@ def _print_summary(console: Console, result: RunResult) -> None:
     for key, value in rows:
         table.add_row(key, value)
     console.print(table)
+    if commands:
+        console.print("Why the first pod went where it did, and this run's decisions decided again from its log "
+                      "(kept until the next demo):", highlight=False)
+        console.print(f"  {commands['explain']}\n  {commands['replay']}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

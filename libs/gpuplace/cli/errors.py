@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from gpuplace.adapters.dependencies import Misconfigured, Unreachable
-from gpuplace.adapters.event_log import BadLogLine
+from gpuplace.adapters.event_log import BadLogLine, ClusterNotInLog
 from gpuplace.adapters.postgres.migrate import SchemaOutOfDate
 from gpuplace.settings import ConfigurationError, Settings
 
@@ -35,7 +35,8 @@ def _invalid_settings(exc: ValidationError) -> str:
 
 def one_line(exc: BaseException) -> str:
     """The line `gpuplace` prints for an error that ends a command."""
-    if isinstance(exc, Unreachable | Misconfigured | SchemaOutOfDate | BadLogLine | ConfigurationError):
+    if isinstance(exc, Unreachable | Misconfigured | SchemaOutOfDate | BadLogLine | ClusterNotInLog |
+                  ConfigurationError):
         return str(exc)
     if isinstance(exc, ValidationError) and exc.title == Settings.__name__:
         return _invalid_settings(exc)

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from gpuplace.adapters.event_log import BadLogLine, parse_time, read_lines, topic_names, write_lines
-from gpuplace.adapters.kafka_event_log import publish_log, read_cluster_log
+from gpuplace.adapters.kafka_event_log import publish_log, read_known_cluster_log
 from gpuplace.settings import Settings
 
 
@@ -38,7 +38,7 @@ def export(
     start_ms, end_ms = (parse_time(start) if start else None), (parse_time(end) if end else None)
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise typer.BadParameter(f"--to ({end}) must be after --from ({start})")
-    exported = asyncio.run(read_cluster_log(
+    exported = asyncio.run(read_known_cluster_log(
         settings.kafka, cluster=cluster, topic_names=topic_names(topics_spec),
         suffix=settings.topic_suffix if suffix is None else suffix, start_ms=start_ms, end_ms=end_ms,
         progress=_note, progress_every=progress_every))

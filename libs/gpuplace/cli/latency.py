@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from gpuplace.cli.console import new_console
 from gpuplace.core.latency import fit, frames
 from gpuplace.core.latency.model import as_dict
 from gpuplace.core.latency.speed import relative_speed
@@ -91,7 +91,7 @@ def cv_command(
         typer.echo(json.dumps({"rows": rows(predictions), **summary}, indent=2))
         return
     _print(predictions, title)
-    Console().print(
+    new_console().print(
         f"median |error| of p95 {accuracy.median_abs_error_pct:.1f}% over {accuracy.bounded} bounded config rows "
         f"({accuracy.under_predicted} below observed); overloaded: {', '.join(accuracy.overloaded) or 'none'}; "
         f"flagged: {', '.join(accuracy.flagged) or 'none'}\n"
@@ -133,7 +133,7 @@ def _print(predictions: list[latency_evaluation.ConfigPrediction], title: str) -
                       f"{100 * p.within_period:.1f}",
                       f"{p.observed_p95_ms:.2f}", f"{p.predicted_p95_ms:.2f}" if bounded else "unbounded",
                       f"{p.error_pct:+.1f}" if bounded else "", "yes" if overloaded else "")
-    Console(width=max(Console().width, 130)).print(table)
+    new_console(min_width=130).print(table)
 
 
 __all__ = ["register", "rows"]

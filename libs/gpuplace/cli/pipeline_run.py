@@ -66,6 +66,7 @@ class RunConfig:
     settle_s: float = 5.0  # no progress for this long with nothing pending in flight: done
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     keep: bool = False  # leave nodes and pods in the clusters after the run
+    keep_log: bool = False  # leave the run's topics, its event log (what `gpuplace replay` and `export` read)
     regions: dict[str, str] = field(default_factory=dict)  # apiserver name -> its cluster's region (else settings')
     processes: bool = False  # each service its own process (`gpuplace service NAME`), as deployed; else tasks here
     rate: float | None = None  # pods per second, spread evenly (a steady stream); None: a burst, as fast as accepted
@@ -435,7 +436,8 @@ class PipelineRun:
 
     async def cleanup(self, apis: dict[str, KubeClusterApi] | None = None,
                       fleets: dict[str, list[Node]] | None = None) -> None:
-        """Delete the run's pods, namespace, nodes and topics (after `keep=True`, call it yourself).
+        """Delete the run's pods, namespace, nodes and topics (after `keep=True`, call it yourself; `keep_log`
+        keeps the topics).
 
         The pods go first and with no grace period: KWOK grants a graceful deletion only while it still manages
         the node, and pods left on deleted nodes wait for the pod garbage collector, which force-deletes about
@@ -443,7 +445,8 @@ class PipelineRun:
         if apis is None:
             async with _apis(self.config.kubeconfigs) as opened:
                 return await self.cleanup(opened, fleets)
-        await self._release()
+        if not self.config.keep_log:
+            await self._release()
         for cluster, nodes in (fleets or self._fleets()).items():
             api = apis[self.clusters[cluster]]
             await _ignore_404(_delete_pods_now(api, self.namespace))

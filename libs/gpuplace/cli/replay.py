@@ -19,7 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuplace.adapters.event_log import BadLogLine, LogRecord, parse_time, read_lines
-from gpuplace.adapters.kafka_event_log import read_cluster_log
+from gpuplace.adapters.kafka_event_log import read_known_cluster_log
+from gpuplace.cli.console import new_console
 from gpuplace.contracts import topics
 from gpuplace.core.policies import registry
 from gpuplace.settings import Settings
@@ -38,7 +39,7 @@ def load_log(source: str, cluster: str, end_ms: int | None, suffix: str | None) 
     """The cluster's records up to `end_ms` (from its beginning: the state at --from is rebuilt from them)."""
     if source == "kafka":
         settings = Settings()
-        exported = asyncio.run(read_cluster_log(
+        exported = asyncio.run(read_known_cluster_log(
             settings.kafka, cluster=cluster, topic_names=REPLAYED_TOPICS,
             suffix=settings.topic_suffix if suffix is None else suffix, end_ms=end_ms))
         if note := exported.trimmed_note():
@@ -206,7 +207,7 @@ def replay_command(
             out["report"] = [str(report), *map(str, plots)]
         typer.echo(json.dumps(out, indent=2, default=lambda o: asdict(o)))
         return
-    console = Console()
+    console = new_console()
     print_comparison(console, recorded)
     if replayed is not None:
         print_table(console, what_if_table(recorded, replayed), f"{cluster}: recorded vs what-if")

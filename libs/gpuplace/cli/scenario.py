@@ -18,11 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from gpuplace.cli import sim_fleet
 from gpuplace.cli.choices import parse_seeds
+from gpuplace.cli.console import new_console
+from gpuplace.cli.plot_output import save_figure
 from gpuplace.core.latency import fit
 from gpuplace.core.latency.model import DEFAULT_MODEL, LatencyModel
 from gpuplace.core.latency.speed import relative_speed
@@ -61,8 +62,9 @@ def scenario_command(
 
 
 def run(name: str, policy: str, seeds: list[int], *, as_json: bool, latency_data: Path | None = None,
-        options: robotics.RoboticsScenario = DEFAULTS) -> list[dict]:
-    """Run scenario `name` for the comma-separated `policy` names and `seeds`, print, return the summaries.
+        options: robotics.RoboticsScenario = DEFAULTS, plot: Path | None = None) -> list[dict]:
+    """Run scenario `name` for the comma-separated `policy` names and `seeds`, print, return the summaries; with
+    `plot`, also draw them there (the fleet scenario: its hourly series).
 
     Bad names and unreadable data are typer.BadParameter (a one-line usage error, exit 2).
     """
@@ -70,7 +72,7 @@ def run(name: str, policy: str, seeds: list[int], *, as_json: bool, latency_data
         raise typer.BadParameter(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
     policies = [p.strip() for p in policy.split(",") if p.strip()]
     if name == sim_fleet.NAME:  # its own options live on `gpuplace sim --scenario fleet` (--days, --defrag, --plot)
-        return sim_fleet.run(policies, seeds, days=FleetScenario().days, defrag=False, as_json=as_json)
+        return sim_fleet.run(policies, seeds, days=FleetScenario().days, defrag=False, as_json=as_json, plot=plot)
     model = _model(latency_data)
     try:
         runs = [r for seed in seeds
@@ -82,7 +84,34 @@ def run(name: str, policy: str, seeds: list[int], *, as_json: bool, latency_data
         typer.echo(json.dumps(summaries, indent=2))
     else:
         _print(summaries)
+    if plot is not None:
+        write_plot(summaries, plot)
     return summaries
+
+
+PLOTTED = (("slo_attainment", "SLO attainment %", 100.0), ("deadline_miss_frames_pct", "frames past deadline %", 1.0),
+           ("pods_per_gpu", "pods / busy GPU", 1.0))
+
+
+def write_plot(summaries: list[dict], path: Path) -> None:
+    """One panel per KPI of PLOTTED: a bar per policy (the mean over seeds), each seed's value a dot on it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(PLOTTED), figsize=(4 * len(PLOTTED), 3.5), dpi=120)
+    names = [s["policy"] for s in summaries]
+    for ax, (kpi, label, scale) in zip(axes, PLOTTED, strict=True):
+        ax.bar(names, [scale * s[kpi] for s in summaries], color="tab:blue", alpha=0.6)
+        for x, s in enumerate(summaries):
+            ax.plot([x] * len(s["by_seed"]), [scale * r[kpi] for r in s["by_seed"]], "k.", markersize=4)
+        ax.set(title=label)
+        ax.tick_params(axis="x", labelrotation=30)
+        ax.grid(axis="y", linestyle="-.", alpha=0.6)
+    fig.suptitle(f"{summaries[0]['scenario']}: seeds {', '.join(map(str, summaries[0]['seeds']))}", y=1.04)
+    save_figure(fig, path)
+    plt.close(fig)
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -114,7 +143,7 @@ def _print(summaries: list[dict]) -> None:
     for s in summaries:
         table.add_row(s["policy"], f"{100 * s['slo_attainment']:.2f}%", f"{s['deadline_miss_frames_pct']:.3f}",
                       f"{s['pods_per_gpu']:.2f}", f"{s['pods_per_fleet_gpu']:.2f}", f"{s['placed_pct']:.1f}")
-    Console().print(table)
+    new_console().print(table)
 
 
 __all__ = ["KPIS", "SCENARIOS", "register", "run", "summarise"]

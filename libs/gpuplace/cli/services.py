@@ -12,7 +12,7 @@ from faststream import FastStream
 from faststream.specification import AsyncAPI
 
 from gpuplace.adapters import dependencies
-from gpuplace.adapters.kafka import ensure_topics, make_broker
+from gpuplace.adapters.kafka import broker_count, ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate as migrations
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import TOPIC_MODELS
@@ -69,8 +69,9 @@ def _migrate(settings: Settings, revision: str = "head") -> None:
 def ensure(
     partitions: int = typer.Option(4, min=1, help="partitions of each topic created; placement scales out to this "
                                    "many workers, and needs one count on every topic it reads"),
-    replication_factor: int | None = typer.Option(None, min=1, help="replicas of each topic created (default: "
-                                                  "GPUPLACE_TOPIC_REPLICATION_FACTOR; 3 on a production cluster)"),
+    replication_factor: int | None = typer.Option(None, min=0, help="replicas of each topic created (default: "
+                                                  "GPUPLACE_TOPIC_REPLICATION_FACTOR; 3 on a production cluster); "
+                                                  "0: as many as the cluster has brokers, at most 3"),
 ) -> None:
     """Create the topics that do not exist yet; existing ones are left as they are.
 
@@ -79,9 +80,18 @@ def ensure(
     own partition count."""
     settings = Settings()
     names = [settings.topic(t) for t in topics.ALL_TOPICS]
-    asyncio.run(ensure_topics(settings.kafka, names, partitions=partitions,
-                              replication_factor=replication_factor or settings.topic_replication_factor))
+    factor = settings.topic_replication_factor if replication_factor is None else replication_factor
+    asyncio.run(_ensure(settings, names, partitions, factor))
     typer.echo(f"topics present: {', '.join(names)}")
+
+
+AUTO_REPLICATION_MAX = 3  # `--replication-factor 0`: what a production cluster's topics have, where it has 3 brokers
+
+
+async def _ensure(settings: Settings, names: list[str], partitions: int, replication_factor: int) -> None:
+    if replication_factor == 0:
+        replication_factor = min(AUTO_REPLICATION_MAX, await broker_count(settings.kafka))
+    await ensure_topics(settings.kafka, names, partitions=partitions, replication_factor=replication_factor)
 
 
 DOC_SERVER = "127.0.0.1:29092"  # the local stack's broker: the document names no deployment's addresses

@@ -22,13 +22,14 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from gpuplace.cli import scenario as scenarios
 from gpuplace.cli import sim_fleet
 from gpuplace.cli.choices import parse_policies, parse_seeds
+from gpuplace.cli.console import new_console
+from gpuplace.cli.plot_output import check_plot_path, save_figure
 from gpuplace.core.policies import registry
 from gpuplace.sim import defrag_simulator, kpi, simulator
 from gpuplace.traces import alibaba
@@ -103,7 +104,8 @@ def sim(
     policy: str = typer.Option("gpuplace", help="Policy name(s), comma-separated: " + ", ".join(registry.names())),
     seeds: str = typer.Option("42-51", help="Seeds: N, N-M, or a comma-separated list."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON array, one object per policy."),
-    plot: Path | None = typer.Option(None, help="Write the allocation curves to this PNG."),
+    plot: Path | None = typer.Option(None, help="Write the plot to this image (png without an extension): the "
+                                                "allocation curves; with --scenario, its KPIs or time series."),
     jobs: int = typer.Option(1, min=1, help="Processes to run seeds in parallel."),
     defrag: bool = typer.Option(False, "--defrag", help="A pod blocked by fragmentation may have pods moved for it."),
     max_moves_pct: float = typer.Option(3.0, "--max-moves-pct", min=0.0,
@@ -126,6 +128,11 @@ def sim(
                                          "placement service puts in front of every pod with a frame rate (on by "
                                          "default), for comparison."),
 ) -> None:
+    if plot is not None:  # before the run, which may take minutes
+        try:
+            check_plot_path(plot)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="'--plot'") from None
     if scenario:
         try:
             seed_list = parse_seeds(seeds)
@@ -140,7 +147,7 @@ def sim(
                           as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs,
                           autoscalers=autoscalers, latency=not no_latency)
             return
-        scenarios.run(scenario, policy, seed_list, as_json=as_json)
+        scenarios.run(scenario, policy, seed_list, as_json=as_json, plot=plot)
         return
     try:
         policies, seed_list = parse_policies(policy), parse_seeds(seeds)
@@ -188,7 +195,7 @@ def write_plot(groups: list[list[RunSummary]], path: Path, title: str = "") -> N
            xlabel="Arrived workloads (in % of cluster GPU capacity)")
     ax.grid(linestyle="-.", alpha=0.8)
     ax.legend(loc="upper left", bbox_to_anchor=(1, 1.05), frameon=False)
-    fig.savefig(path, bbox_inches="tight")
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -205,7 +212,7 @@ def _print_table(summaries: list[dict]) -> None:
                       _cell(s["fragmentation_pct_at_100"]), _cell(s["fragmentation_ratio_pct_at_100"], 1),
                       str(len(s["seeds_short_of_100"])), f"{s['failed_pods']:.0f}",
                       f"{top[0]} ({top[1]:.0f})" if top else "-", f"{s['seconds']:.2f}")
-    Console().print(table)
+    new_console().print(table)
 
 
 def _cell(value: float | None, digits: int = 2) -> str:

@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from gpuplace.cli.console import new_console
+from gpuplace.cli.plot_output import save_figure
 from gpuplace.core.policies import registry
 from gpuplace.sim.fleet import FleetScenario, FleetSim, make_plan
 from gpuplace.sim.fleet.autoscaling import AutoscalerComparison
@@ -166,7 +167,7 @@ def write_plot(runs: list[dict[str, Any]], path: Path) -> None:
     for ax in (top, bottom):
         ax.grid(linestyle="-.", alpha=0.6)
     top.legend(loc="upper left", bbox_to_anchor=(1, 1.02), frameon=False)
-    fig.savefig(path, bbox_inches="tight")
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -184,7 +185,7 @@ def _print(summaries: list[dict[str, Any]]) -> None:
                       f"{_num(s['pending_perception_p50_s'])} / {_num(s['pending_perception_p99_s'])}",
                       _num(s["slo_attainment"], "{:.3f}"),
                       f"{s['moved_pods_per_hour']:.2f}", f"{s['seconds_per_run']:.1f}")
-    Console().print(table)
+    new_console().print(table)
 
 
 def _print_autoscalers(summaries: list[dict[str, Any]]) -> None:
@@ -199,7 +200,7 @@ def _print_autoscalers(summaries: list[dict[str, Any]]) -> None:
                           str(row["observations"]), str(row["whole_gpu_nodes"]), str(row["hint_driven_nodes"]),
                           f"{row['hints_fewer']} / {row['hints_equal']} / {row['hints_more']}",
                           str(row["hint_driven_pods_moved"]))
-    Console().print(table)
+    new_console().print(table)
 
 
 def _num(value: float | None, fmt: str = "{:.0f}") -> str:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import subprocess
+import sys
 from typing import Any
 
 import typer
@@ -42,3 +45,16 @@ def test_every_command_has_a_description() -> None:
     root = _root()
     assert {"service", "up", "migrate", "demo", "bench", "sim"} <= set(root.commands)
     assert walk(root, "gpuplace") == []
+
+
+def test_version_answers_without_importing_the_commands() -> None:
+    """`gpuplace --version` in a fresh interpreter, as a user runs it: none of the libraries the commands need is
+    imported (they made it take 2 s), read from the interpreter's own import log."""
+    script = "import sys; sys.argv = ['gpuplace', '--version']; from gpuplace.cli.app import main; main()"
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, timeout=60, check=True)
+    assert done.stdout.strip() == f"gpuplace {importlib.metadata.version('gpuplace')}"
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
+    heavy = {"sqlalchemy", "aiokafka", "kubernetes_asyncio", "numpy", "pydantic", "faststream", "rich.table",
+             "gpuplace.adapters", "gpuplace.core"}
+    assert imported and not heavy & imported, sorted(heavy & imported)

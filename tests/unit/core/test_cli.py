@@ -1,4 +1,5 @@
-"""`gpuplace sim` and `gpuplace bench sim` on a small synthetic trace; errors are one-line usage errors."""
+"""`gpuplace sim` and `gpuplace bench sim` on a small synthetic trace; errors are one-line usage errors, and a
+`--plot` path is checked before the run and written exactly where it was asked for."""
 
 import json
 
@@ -72,3 +73,25 @@ def test_seed_parsing():
     assert choices.parse_seeds("42-44,50") == [42, 43, 44, 50]
     with pytest.raises(ValueError):
         choices.parse_seeds("3-1")
+
+
+def test_sim_robotics_scenario_writes_its_plot_at_the_path_given(app, tmp_path):
+    plot = tmp_path / "F"  # no extension: png, written at F itself (matplotlib alone would write F.png)
+    result = CliRunner().invoke(app, ["sim", "--scenario", "robotics", "--policy", "exclusive", "--seeds", "0",
+                                      "--json", "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)[0]["policy"] == "exclusive"
+    assert plot.read_bytes().startswith(b"\x89PNG") and not (tmp_path / "F.png").exists()
+
+
+@pytest.mark.parametrize("where, message", [
+    ("missing/curves.png", "does not exist"),
+    (".", "is a directory"),
+    ("curves.xyz", "cannot write .xyz images"),
+])
+def test_the_plot_path_is_checked_before_the_run(app, tmp_path, where, message):
+    plot = tmp_path / where
+    result = CliRunner(env={"COLUMNS": "250"}).invoke(
+        app, ["sim", "--scenario", "robotics", "--policy", "exclusive", "--seeds", "0", "--json", "--plot", str(plot)])
+    assert result.exit_code == 2 and message in result.output and "--plot" in result.output
+    assert "slo_attainment" not in result.output  # refused before the run, not after it
