@@ -92,7 +92,6 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
             await relay.run_once()
 
 
-
 def pruner(settings: Settings, uow_factory: UnitOfWorkFactory) -> Pruner:
     """Retention (usecases/retention.py): every placement replica runs one; the one holding the store's pruning turn
     prunes, so several replicas never prune at once."""
