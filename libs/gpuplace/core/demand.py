@@ -8,6 +8,7 @@ they index with `snapshot.gpu_type_id`, so per-node work stays vectorised.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -41,8 +42,9 @@ class Demand:
     topology_required: bool = False
     """More than one GPU, all in one GPU domain, or not at all (filters/gpu_topology.py; core/topology.py)."""
 
-    @property
+    @cached_property
     def needs_gpu(self) -> bool:
+        """Read by every filter and score of a decision: computed once per Demand (its arrays never change)."""
         return self.gpu_count > 0 and bool((self.share_milli_by_type > 0).any() or (
             self.gpu_memory_mib_by_type > 0).any())
 
