@@ -88,7 +88,7 @@ DECLARED_PODS = 16.0
 7-day fleet with its training shapes declared (`gpuplace sim --scenario fleet --days 7 --seeds 42-51`), against
 nothing declared: 16 gave GPU p99 pending 0.76x (geometric mean; lower on 9 of 10 seeds) and stranded memory 0.3% more
 in total; 8 gave 0.77x and 1.9% more, 32 gave 0.84x and 1.5% more. Seed 42's p99 swings with it (3,129 / 1,675 /
-3,243 s at 8 / 16 / 32; bench/results/fleet-sim.md)."""
+3,243 s at 8 / 16 / 32; bench/results/fleet-sim-no-latency.md)."""
 SEEN_FLOOR_PODS = 0.0
 """A shape once seen never weighs less than this many pods (decaying, not forgotten); off until measured."""
 POOL_CHECK_PODS = 256
@@ -106,7 +106,7 @@ memory slices (_pack). Perception fleets come and go: deployments scale with the
 the node that empties is the one that gets a whole-node training job. Among options of equal waste growth the
 fuller node then wins and the emptier ones drain. `gpuplace sim --scenario fleet --days 7`, seeds 42-51, with this
 and the smallest-hole rule against neither: stranded GPU memory lower on 9 of 10 seeds, GPU p99 pending lower on 8
-(bench/results/fleet-sim.md). Off for share requests (the Alibaba traces): no pod leaves there, and packing only
+(bench/results/fleet-sim-no-latency.md). Off for share requests (the Alibaba traces): no pod leaves there, and packing only
 spends holes (`default` 3.90 -> 3.93)."""
 WHOLE_GPU_RESERVE = 1.0
 """The whole-GPU reserve's scale (whole_gpu_reserve.py): it holds once the room in partly used GPUs could take this
