@@ -138,8 +138,9 @@ def render(runs: list[dict[str, Any]]) -> str:
                      f"| {s['stranded_gpu_memory_gib']:.0f} | {s['gpu_memory_allocated_pct']:.1f} "
                      f"| {_f(s['pending_gpu_p99_s'])} | {_f(s['slo_attainment'], '{:.3f}')} "
                      f"| {s['moved_pods_per_hour']:.2f} |")
-    lines += ["", "Plots: `fleet-sim.png` (without defragmentation), `fleet-sim-defrag.png` (with): the fleet's "
-              "stranded GPU memory and waiting GPU pods hour by hour, first seed.", ""]
+    plots = ("`fleet-sim.png` (without defragmentation), `fleet-sim-defrag.png` (with)"
+             if any(r["defrag"] for r in runs) else "`fleet-sim.png`")
+    lines += ["", f"Plots: {plots}: the fleet's stranded GPU memory and waiting GPU pods hour by hour, first seed.", ""]
     return "\n".join(lines)
 
 
