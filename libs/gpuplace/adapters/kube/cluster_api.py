@@ -165,12 +165,15 @@ class KubeClusterApi:
         return body.get("items") or [], body["metadata"]["resourceVersion"]
 
     async def watch(self, kind: str, resource_version: str, *, timeout_s: int = 300,
-                    **selectors: str) -> AsyncIterator[Json]:
-        """Raw watch events (type + object), bookmarks included; ApiException(410) when too old."""
+                    opened: Callable[[], None] | None = None, **selectors: str) -> AsyncIterator[Json]:
+        """Raw watch events (type + object), bookmarks included; ApiException(410) when too old. `opened` is
+        called once the apiserver accepted the watch (before any event: a quiet watch may send none for minutes)."""
         response = await self._lister(kind)(watch=True, allow_watch_bookmarks=True, resource_version=resource_version,
                                 timeout_seconds=timeout_s, _preload_content=False, **selectors)
         if response.status != 200:
             await _json(response)  # raises with the server's reason
+        if opened is not None:
+            opened()
         try:
             async for line in response.content:
                 if not line.strip():
@@ -182,6 +185,27 @@ class KubeClusterApi:
                 yield event
         finally:
             response.release()
+
+    async def version(self, *, timeout_s: float = 5.0) -> Json:
+        """GET /version: the apiserver's build. Every authenticated identity may read it (and so may anonymous
+        ones, where allowed), so it tests the credentials alone: rejected ones answer 401 (ApiException)."""
+        return await _json(await client.VersionApi(self.api_client).get_code(_preload_content=False,
+                                                                             _request_timeout=timeout_s))
+
+    async def served_versions(self, group: str) -> set[str]:
+        """The versions of API `group` this apiserver serves (discovery: GET /apis/GROUP); empty when none."""
+        path = "/apis/{group}/"
+        response = await self.api_client.call_api(path, "GET", path_params={"group": group},
+                                                  header_params={"Accept": "application/json"},
+                                                  auth_settings=["BearerToken"], _preload_content=False,
+                                                  _return_http_data_only=True, _request_timeout=10)
+        try:
+            body = await _json(response)
+        except ApiException as exc:
+            if exc.status == 404:
+                return set()
+            raise
+        return {str(v.get("version")) for v in body.get("versions") or () if v.get("version")}
 
     async def read_pod(self, namespace: str, name: str) -> Json | None:
         return await _found(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
