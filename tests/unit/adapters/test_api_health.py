@@ -66,7 +66,7 @@ async def test_a_watch_failing_with_401_is_reported_then_streams_again_once_it_o
     stream = list_and_watch(api, "pods", stop=stop, health=health, max_backoff_s=0.01)
     assert health.problems() == []  # nothing runs before the stream is read
     seen = []
-    async for kind, obj in stream:
+    async for kind, _obj in stream:
         seen.append(kind)
         if kind == "ADDED":
             assert health.problems() == []  # the watch opened again: streaming
