@@ -396,6 +396,10 @@ class KubeClusterApi:
         note = f"Successfully assigned {namespace}/{name} to {node}" + (f" {gpus_text}" if gpus_text else "")
         await self._event(namespace, name, uid, "Normal", "Scheduled", "Binding", note)
 
+    async def report_warning(self, namespace: str, name: str, uid: str, reason: str, note: str) -> None:
+        """A Warning Event (events.k8s.io/v1, aggregated as the others) with `reason` and `note`. Never raises."""
+        await self._event(namespace, name, uid, "Warning", reason, "Binding", note)
+
     async def _mark_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> bool:
         """Patch pods/status (strategic merge: conditions merge by type) unless it already says so; False when
         the pod is no longer the waiting pod we decided for. The resourceVersion read rides along as a
