@@ -31,11 +31,11 @@ from typing import Any, TypeVar
 
 import aiohttp.helpers
 import yarl
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters import dependencies
-from gpuplace.adapters.kube import dra, hami, translate
+from gpuplace.adapters.kube import credentials, dra, hami, translate
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.usecases.ports import BindOutcome, EvictOutcome, Json, NodeCapacity
 
@@ -69,13 +69,15 @@ class ClaimConflict(RuntimeError):
     """A pod's ResourceClaim cannot be allocated as decided (allocated elsewhere, gone): decide the pod again."""
 
 
-async def connect(kubeconfig: str) -> client.ApiClient:
-    """An API client for one cluster; the caller closes it."""
+async def connect(kubeconfig: str, **in_cluster: Any) -> client.ApiClient:
+    """An API client for one cluster, `kubeconfig` a path or "in-cluster", its credentials kept fresh
+    (credentials.py); the caller closes it. `in_cluster`: the in-cluster loader's files and environment (tests)."""
     configuration = client.Configuration()
     with dependencies.reaching(dependencies.kubernetes(kubeconfig)):
-        if not os.path.isfile(kubeconfig):  # kubernetes_asyncio would only say "Expected key current-context"
+        if kubeconfig != credentials.IN_CLUSTER and not os.path.isfile(kubeconfig):
+            # kubernetes_asyncio would only say "Expected key current-context"
             raise FileNotFoundError(errno.ENOENT, "no such file", kubeconfig)
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        await credentials.load(kubeconfig, configuration, **in_cluster)
     if configuration.proxy is None and configuration.host:
         configuration.proxy, configuration.proxy_headers = env_proxy(configuration.host)
     api_client = client.ApiClient(configuration)
