@@ -200,3 +200,30 @@ async def rejected(api: KubeClusterApi) -> bool:
 
 async def accepted(api: KubeClusterApi) -> bool:
     return not await rejected(api)
+
+
+async def test_an_identity_without_rbac_is_not_ready_saying_so(kafka_bootstrap: str, database_url: str,
+                                                              tmp_path: Path) -> None:
+    """Credentials accepted, but no ClusterRole bound: every watch answers 403, and /readyz says it is RBAC."""
+    run = run_id()
+    namespace, cluster = f"rbac-{run}", f"rbac-{run}"
+    async with cluster_api(next(iter(cluster_kubeconfigs().values()))) as admin:
+        await raw_json(await admin.core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False))
+        identity = Identity(admin, namespace, f"gpuplace-{run}")
+        await identity.create()
+        try:
+            token_file = tmp_path / "token"
+            write_atomically(token_file, await identity.token())
+            kubeconfig = kubeconfig_with(tmp_path / "kubeconfig", {"tokenFile": str(token_file)})
+            settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=database_url, cluster=cluster,
+                                kubeconfig=kubeconfig, topic_suffix=f".rbac-{run}", leader_election=False,
+                                http_port=0)
+            async with services(settings, ("cluster-watcher",)) as url:
+                said = [f"cluster-watcher: cluster {cluster}: ApiNotReady: apiserver of cluster {cluster}: nodes, "
+                        "pods, resourceclaims, resourceslices watches failing: forbidden (403): the identity's RBAC "
+                        "does not allow it"]
+                await eventually(lambda: ready(url, 503, said), timeout_s=60, what=f"/readyz 503 saying {said}")
+                assert (await metric(url, "gpuplace_kube_api_failures_total", cluster=cluster, call="pods",
+                                     reason="forbidden") or 0) > 0
+        finally:
+            await raw_json(await admin.core.delete_namespace(namespace, _preload_content=False))

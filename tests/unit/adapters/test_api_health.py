@@ -86,6 +86,9 @@ async def test_readiness_names_the_cluster_and_the_cause():
     health.failed("nodes", ApiException(status=403, reason="nodes is forbidden"))
     with pytest.raises(ApiNotReady, match=r"cluster east: nodes watch failing: forbidden \(403\)"):
         await health.check(Api())
+    health.failed("pods", ApiException(status=403, reason="pods is forbidden"))
+    assert health.problems() == ["nodes, pods watches failing: forbidden (403): the identity's RBAC does not allow "
+                                 "it (deploy/k8s/rbac.yaml)"]  # one line per cause; the apiserver's words in the log
     reported = []
     health = ApiHealth("west", report=lambda *failure: reported.append(failure))
     with pytest.raises(ApiNotReady, match=r"apiserver of cluster west: credentials rejected \(401\)"):

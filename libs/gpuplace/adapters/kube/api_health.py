@@ -42,14 +42,15 @@ class ApiNotReady(RuntimeError):
     """The apiserver of a cluster does not serve gpuplace now; the message names the cluster and the cause."""
 
 
-def failure_of(exc: BaseException) -> tuple[FailureReason, str]:
-    """What a failed call means: its reason (for the metric) and a sentence for the log and /readyz."""
+def failure_of(exc: BaseException, *, detail: bool = True) -> tuple[FailureReason, str]:
+    """What a failed call means: its reason (for the metric) and a sentence for the log and /readyz; with `detail`,
+    the apiserver's own words after it (the log's: /readyz keeps to the meaning, one short line)."""
     if isinstance(exc, ApiException):
         reason, meaning = ACCESS_FAILURES.get(exc.status or 0, ("error", ""))
-        detail = (exc.reason or "").strip().splitlines()[0][:160] if exc.reason else ""
+        said = (exc.reason or "").strip().splitlines()[0][:160] if exc.reason else ""
         if meaning:
-            return reason, meaning + (f" ({detail})" if detail and detail not in meaning else "")
-        return reason, f"HTTP {exc.status}" + (f": {detail}" if detail else "")
+            return reason, meaning + (f" ({said})" if detail and said and said not in meaning else "")
+        return reason, f"HTTP {exc.status}" + (f": {said}" if said else "")
     return "unreachable", f"unreachable ({type(exc).__name__}: {str(exc)[:160] or 'no detail'})"
 
 
@@ -83,7 +84,7 @@ class ApiHealth:
     def failed(self, kind: str, exc: BaseException) -> str:
         """Record a failed list or watch; returns the sentence saying what it means (for the caller's log)."""
         reason, meaning = failure_of(exc)
-        self._watches[kind] = _Watch("failed", meaning)
+        self._watches[kind] = _Watch("failed", failure_of(exc, detail=False)[1])
         if self._report is not None:
             self._report(self.cluster, kind, reason)
         return meaning
@@ -98,16 +99,19 @@ class ApiHealth:
 
     # -- readiness ------------------------------------------------------------------------------------------------
     def problems(self) -> list[str]:
-        """Each watch that does not deliver now, with why; [] when all do (or none runs: a standby)."""
-        return [f"{kind} watch {'not listed yet' if w.state == 'listing' else 'failing: ' + w.cause}"
-                for kind, w in sorted(self._watches.items()) if w.state != "streaming"]
+        """The watches that do not deliver now, grouped by why; [] when all do (or none runs: a standby)."""
+        causes: dict[str, list[str]] = {}
+        for kind, w in sorted(self._watches.items()):
+            if w.state != "streaming":
+                causes.setdefault("not listed yet" if w.state == "listing" else "failing: " + w.cause, []).append(kind)
+        return [f"{', '.join(kinds)} watch{'es' if len(kinds) > 1 else ''} {cause}" for cause, kinds in causes.items()]
 
     async def check(self, api: KubeClusterApi) -> None:
         """Readiness: the credentials are accepted now, and every watch lists and streams; ApiNotReady otherwise."""
         try:
             await api.version()
         except (ApiException, OSError, aiohttp.ClientError) as exc:
-            reason, meaning = failure_of(exc)
+            reason, meaning = failure_of(exc, detail=False)
             if self._report is not None:
                 self._report(self.cluster, "credentials", reason)
             raise ApiNotReady(f"apiserver of cluster {self.cluster}: {meaning}") from None
