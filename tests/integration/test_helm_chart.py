@@ -53,7 +53,8 @@ PROMETHEUS_RULE_CRD = "prometheusrules.monitoring.coreos.com"
 FULL_VALUES: dict[str, Any] = {
     "clusters": [{"name": "east", "region": "us-east"},
                  {"name": "west", "region": "us-west", "kubeconfigSecret": "gpuplace-west-kubeconfig",
-                  "nodeLabelSelector": "nvidia.com/gpu.present=true", "leaseNamespace": "gpuplace-system"}],
+                  "nodeLabelSelector": "nvidia.com/gpu.present=true", "leaseNamespace": "gpuplace-system",
+                  "allowUnenforcedSharing": True}],
     "clusterWatcher": {"replicas": 2},
     "placement": {"replicas": 3},
     "httpPort": 9090,
@@ -250,6 +251,8 @@ async def test_two_clusters_service_monitor_and_kafka_tls_are_accepted(
         # the cluster the chart runs in through the pod's own (rotated) token, no kubeconfig around it (issue 37)
         assert env["GPUPLACE_KUBECONFIG"] == ("in-cluster" if cluster == "east" else
                                               f"/etc/gpuplace/clusters/{cluster}/kubeconfig")
+        # shares only where something enforces them, unless the cluster's entry allows more
+        assert env["GPUPLACE_ALLOW_UNENFORCED_SHARING"] == ("true" if cluster == "west" else "false")
         assert deployment["spec"]["replicas"] == 2
         entries = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
         pod_name = {"fieldRef": {"fieldPath": "metadata.name"}}
