@@ -50,3 +50,17 @@ async def test_allowed_unenforced_sharing_places_it_with_a_warning_saying_nothin
     api = await place(node_event("site", gpu_enforcement="declared"), gpu_enforcement=("declared",),
                       unenforced_sharing=True)
     assert [r[0] for r in api.reports] == ["scheduled"]
+
+
+def test_a_declared_node_shape_gets_the_enforcement_of_the_clusters_gpu_nodes():
+    from gpuplace.core.model import Node
+    from gpuplace.core.scale_hints import NodeShape, shapes_of
+    from gpuplace.core.snapshot import ClusterSnapshot
+
+    node = Node.with_gpus("n", 32000, 262144, 2, "Tesla-V100-SXM2-16GB", 16384)
+    snapshot = ClusterSnapshot([node], [NodeFacts("n", labels={GPU_ENFORCEMENT_LABEL: "hami"})])
+    declared = NodeShape("NVIDIA-A100-SXM4-40GB", 8, 40960, 96000, 786432)
+    *_, added = shapes_of(snapshot, [declared])
+    assert dict(added.labels) == {GPU_ENFORCEMENT_LABEL: "hami"}  # a share can be hinted a node of it
+    plain = ClusterSnapshot([node], [NodeFacts("n")])
+    assert shapes_of(plain, [declared])[-1] == declared  # nothing known: nothing assumed
