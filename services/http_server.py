@@ -4,7 +4,8 @@
 - `GET /healthz`: liveness, 200 whenever the event loop answers (the handler runs on it: a loop blocked by a
   runaway computation or a deadlock does not answer, and the kubelet restarts the container);
 - `GET /readyz`: readiness, 200 when every service of the process is running and its dependencies answer, 503
-  with one plain-text line per problem otherwise (services/telemetry.Health).
+  with one plain-text line per problem otherwise (services/telemetry.Health); either is followed by the notes the
+  services declared (an API a cluster does not serve), one line each.
 
 A small handler on asyncio's own server rather than a web framework: three read-only paths, one response per
 connection (`Connection: close`), and it renders on the event loop, so a scrape reads the placement service's
@@ -102,9 +103,10 @@ async def _route(telemetry: Telemetry, method: str, path: str) -> tuple[int, str
     except Exception as exc:  # noqa: BLE001 - answer, and say so in the log, rather than drop the connection
         log.exception("%s failed", path)
         return 500, TEXT, f"{path} failed: {type(exc).__name__}\n".encode()
+    notes = telemetry.health.notes()  # facts beside readiness ("DRA off in cluster east"), after its verdict
     if problems:
-        return 503, TEXT, ("\n".join(problems) + "\n").encode()
-    return 200, TEXT, b"ok\n"
+        return 503, TEXT, ("\n".join([*problems, *notes]) + "\n").encode()
+    return 200, TEXT, ("\n".join(["ok", *notes]) + "\n").encode()
 
 
 __all__ = ["HOST", "serving"]

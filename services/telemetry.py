@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from gpuplace.adapters.metrics import PrometheusMetrics
@@ -31,6 +31,7 @@ class Health:
         self._timeout_s = check_timeout_s
         self._expected: list[str] = []
         self._running: dict[int, tuple[str, dict[str, Check]]] = {}
+        self._notes: dict[int, Callable[[], Iterable[str]]] = {}
         self._ids = itertools.count()
 
     def expect(self, service: str) -> None:
@@ -48,6 +49,20 @@ class Health:
             yield
         finally:
             del self._running[key]
+
+    @contextlib.contextmanager
+    def noting(self, source: Callable[[], Iterable[str]]) -> Iterator[None]:
+        """While the block runs, /readyz also says what `source` returns (cheap, synchronous): facts an operator
+        should know that do not make the process unready, such as an API its cluster does not serve."""
+        key = next(self._ids)
+        self._notes[key] = source
+        try:
+            yield
+        finally:
+            del self._notes[key]
+
+    def notes(self) -> list[str]:
+        return [line for source in list(self._notes.values()) for line in source()]
 
     async def problems(self) -> list[str]:
         """Why the process is not ready, one short line per service and dependency; [] when it is."""

@@ -598,3 +598,6 @@ class FakeClusterApi:
 
     async def report_scheduled(self, namespace: str, name: str, uid: str, node: str, gpus_text: str) -> None:
         self.reports.append(("scheduled", namespace, name, node, gpus_text))
+
+    async def report_warning(self, namespace: str, name: str, uid: str, reason: str, note: str) -> None:
+        self.reports.append(("warning", namespace, name, reason, note))

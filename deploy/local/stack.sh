@@ -8,6 +8,9 @@
 #   stack.sh down               stop every process `up` started (by process group) and delete the runtime dir
 #   stack.sh status             each component up/down (exit status 3 when something is down)
 #   stack.sh restart NAME       stop and start kafka or postgres (fault tests, a changed Kafka configuration)
+#   stack.sh apiserver NAME PORT [FLAG...]
+#                               one more kube-apiserver on the stack's etcd (prefix /registry-NAME) and
+#                               certificates, in the foreground, FLAGs added (tests: an API group turned off)
 #   stack.sh logs [-f] [NAME]   tail the logs (NAME: postgres, kafka, etcd, east, kube-apiserver-west,
 #                               kube-scheduler-east, ...)
 #
@@ -167,6 +170,7 @@ case ${1:-} in
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
   restart) shift; cmd_restart "$@" ;;
+  apiserver) shift; build_kube; run_apiserver "$@" ;;
   *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     exit 2

@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     scheduler_name: str = "gpuplace"
     # DRA (resource.k8s.io/v1): GPUs from gpu.nvidia.com ResourceSlices, pods with ResourceClaims (adapters/kube/dra)
     dra_enabled: bool = True
+    # GPU shares (memory slices, fractions) go only to nodes where something enforces them (HAMi, a DRA driver, a
+    # node labelled gpuplace.io/gpu-sharing-enforcement); true also places them where nothing does, with a warning
+    # Event on the pod (adapters/kube/enforcement.py). Read by cluster-watcher: one setting per cluster.
+    allow_unenforced_sharing: bool = False
     policy: str = "gpuplace"
     # gpuplace's whole-GPU reserve (core/policies/gpuplace/whole_gpu_reserve.py): unset, the policy's default scale;
     # 0 turns it off (no shared pod is ever held back from a GPU it fits)

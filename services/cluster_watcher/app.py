@@ -18,6 +18,7 @@ from typing import Any
 
 from faststream import FastStream
 from faststream.specification import AsyncAPI
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters.dependencies import Dependency, Misconfigured
 from gpuplace.adapters.kafka import (
@@ -28,7 +29,8 @@ from gpuplace.adapters.kafka import (
     publish_json,
     start_broker,
 )
-from gpuplace.adapters.kube import dra
+from gpuplace.adapters.kube import discovery, dra
+from gpuplace.adapters.kube.api_health import ApiHealth, ApiNotReady
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.leader_election import ElectionTiming, KubeLeases, LeaseElector, LeaseUnusable, lease_name
 from gpuplace.adapters.kube.watcher import DraCache, NodeGate, Publish, pump_nodes, pump_pods, run_until
@@ -85,8 +87,26 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
         await ensure_copartitioned(settings.kafka, [settings.topic(t) for t in COPARTITIONED],
                                    replication_factor=settings.topic_replication_factor)
 
+        health = ApiHealth(settings.cluster, report=telemetry.metrics.kube_api_failure)
+
         async def watch() -> None:
-            """List and watch until `stop` (or, under election, until the term ends): fresh state each time."""
+            """List and watch until `stop` (or, under election, until the term ends): fresh state each time. What
+            the cluster serves is asked first, and again when a DRA watch answers 404 (discovery.py)."""
+            while not stop.is_set():
+                served = await discovery.discover(api, health, dra_wanted=settings.dra_enabled, stop=stop)
+                if served is None:
+                    return
+                telemetry.metrics.kube_api_served(settings.cluster, discovery.DRA_API, served.dra)
+                try:
+                    await pumps(served.dra)
+                    return
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    log.warning("cluster %s: an API went away (404); asking the apiserver what it serves now",
+                                settings.cluster)
+
+        async def pumps(dra_served: bool) -> None:
             # Every pod of every namespace, whatever its scheduler: other pods use the nodes too (pump_pods).
             node_selector: dict[str, Any] = (
                 {"label_selector": settings.node_label_selector} if settings.node_label_selector else {})
@@ -95,20 +115,35 @@ async def run(settings: Settings, stop: asyncio.Event, *, kubeconfig: str | None
             acks = Acknowledgements()  # a send that fails ends the watch: the next one lists everything again
             publish = publisher(acks)
             cache = DraCache()
-            claims = list_and_watch(api, "resourceclaims", stop=stop) if settings.dra_enabled else None
-            slices = list_and_watch(api, "resourceslices", stop=stop, synced_marker=True,
-                                    field_selector=f"spec.driver={dra.DRIVER}") if settings.dra_enabled else None
-            await run_until(
-                stop, acks.failed(),
-                pump_pods(list_and_watch(api, "pods", stop=stop), publish, topic=topics.PODS,
-                          scheduler_name=settings.scheduler_name, namespace=settings.namespace, gate=gate,
-                          claims=claims, cache=cache, **common),
-                pump_nodes(list_and_watch(api, "nodes", stop=stop, **node_selector), publish,
-                           topic=topics.NODES, gate=gate, pods_topic=topics.PODS, slices=slices, cache=cache,
-                           **common),
-            )
+            watched = functools.partial(list_and_watch, api, stop=stop, health=health)
+            claims = watched("resourceclaims", not_served=True) if dra_served else None
+            slices = watched("resourceslices", synced_marker=True, not_served=True,
+                             field_selector=f"spec.driver={dra.DRIVER}") if dra_served else None
+            try:
+                await run_until(
+                    stop, acks.failed(),
+                    pump_pods(watched("pods"), publish, topic=topics.PODS,
+                              scheduler_name=settings.scheduler_name, namespace=settings.namespace, gate=gate,
+                              claims=claims, cache=cache, unenforced_sharing=settings.allow_unenforced_sharing,
+                              **common),
+                    pump_nodes(watched("nodes", **node_selector), publish,
+                               topic=topics.NODES, gate=gate, pods_topic=topics.PODS, slices=slices, cache=cache,
+                               **common),
+                )
+            finally:
+                health.forget_watches()
 
-        with telemetry.health.running(NAME, kafka=functools.partial(check_broker, broker)):  # a standby is ready
+        async def apiserver() -> None:
+            """Readiness of the cluster's side: credentials accepted, every watch streaming where this replica
+            leads (a standby runs none), and the Lease read and written."""
+            await health.check(api)
+            if elector is not None and elector.failure:
+                raise ApiNotReady(f"apiserver of cluster {settings.cluster}: lease {elector.failure}")
+
+        # a standby is ready: it takes over within the lease's duration
+        with telemetry.health.running(NAME, kafka=functools.partial(check_broker, broker),
+                                      **{f"cluster {settings.cluster}": apiserver}), \
+                telemetry.health.noting(lambda: list(health.notes.values())):
             if not settings.leader_election:
                 await watch()
                 return

@@ -11,6 +11,7 @@ import asyncio
 import functools
 
 from gpuplace.adapters.kafka import check_broker, ensure_copartitioned, start_broker
+from gpuplace.adapters.kube.api_health import ApiHealth
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
 from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
@@ -83,8 +84,12 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
              batch_records=BATCH_RECORDS)
         async with res.broker:
             await start_broker(res.broker, settings.kafka)
+            # each cluster's apiserver must accept the credentials (a revoked or expired token: not ready)
+            apiservers = {f"cluster {name}": functools.partial(
+                ApiHealth(name, report=metrics.kube_api_failure).check, api) for name, api in res.cluster_apis.items()}
             with metrics.watching(service.cluster_gauges), telemetry.health.running(
-                    NAME, postgres=res.uow_factory.check, kafka=functools.partial(check_broker, res.broker)):
+                    NAME, postgres=res.uow_factory.check, kafka=functools.partial(check_broker, res.broker),
+                    **apiservers):
                 await asyncio.gather(relay.run(stop), service.resync(stop), pruner(settings, res.uow_factory).run(stop))
             await service.drain()
             if hints is not None:

@@ -185,6 +185,15 @@ class ClusterApiContract:
         assert await cluster.feedback("waiting") == [("FailedScheduling", MESSAGE)]
         assert await cluster.feedback("placed") == [] and await cluster.feedback("doomed") == []
 
+    @covers("report_warning")
+    async def test_a_warning_about_a_bound_pod_is_an_event_with_its_reason(self, cluster: ClusterHarness) -> None:
+        uid = await bound_pod(cluster, "unenforced")
+        note = f"nothing limits this pod's GPU memory on {cluster.node}"
+        await cluster.api.report_warning(cluster.namespace, "unenforced", uid, "UnenforcedGpuSharing", note)
+        assert await cluster.feedback("unenforced") == [("UnenforcedGpuSharing", note)]
+        # never raises, even where it cannot land (no such namespace)
+        await cluster.api.report_warning(f"{cluster.namespace}-none", "unenforced", uid, "UnenforcedGpuSharing", note)
+
     @covers("report_scheduled")
     async def test_a_bound_pod_is_reported_scheduled_on_its_node(self, cluster: ClusterHarness) -> None:
         uid = await bound_pod(cluster, "placed")

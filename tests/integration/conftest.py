@@ -32,6 +32,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from sqlalchemy import make_url
 
 from gpuplace.adapters.kafka import delete_topics, list_topics
+from gpuplace.cli.pipeline_run import SIMULATED
 from gpuplace.cli.stack_env import cluster_kubeconfigs, resolve, stack_dir
 from gpuplace.contracts import topics
 
@@ -239,6 +240,7 @@ async def gpu_node(kube: kube_client.ApiClient) -> AsyncIterator[dict[str, Any]]
                 "nvidia.com/gpu.memory": "16384",
                 "nvidia.com/gpu.count": str(gpu_count),
                 "type": "kwok",
+                **SIMULATED,
             },
             "annotations": {"kwok.x-k8s.io/node": "fake"},
         },

@@ -53,7 +53,8 @@ PROMETHEUS_RULE_CRD = "prometheusrules.monitoring.coreos.com"
 FULL_VALUES: dict[str, Any] = {
     "clusters": [{"name": "east", "region": "us-east"},
                  {"name": "west", "region": "us-west", "kubeconfigSecret": "gpuplace-west-kubeconfig",
-                  "nodeLabelSelector": "nvidia.com/gpu.present=true", "leaseNamespace": "gpuplace-system"}],
+                  "nodeLabelSelector": "nvidia.com/gpu.present=true", "leaseNamespace": "gpuplace-system",
+                  "allowUnenforcedSharing": True}],
     "clusterWatcher": {"replicas": 2},
     "placement": {"replicas": 3},
     "httpPort": 9090,
@@ -247,7 +248,11 @@ async def test_two_clusters_service_monitor_and_kafka_tls_are_accepted(
         cluster = name.rsplit("-", 1)[1]
         env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["GPUPLACE_CLUSTER"] == cluster
-        assert env["GPUPLACE_KUBECONFIG"] == f"/etc/gpuplace/clusters/{cluster}/kubeconfig"
+        # the cluster the chart runs in through the pod's own (rotated) token, no kubeconfig around it (issue 37)
+        assert env["GPUPLACE_KUBECONFIG"] == ("in-cluster" if cluster == "east" else
+                                              f"/etc/gpuplace/clusters/{cluster}/kubeconfig")
+        # shares only where something enforces them, unless the cluster's entry allows more
+        assert env["GPUPLACE_ALLOW_UNENFORCED_SHARING"] == ("true" if cluster == "west" else "false")
         assert deployment["spec"]["replicas"] == 2
         entries = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
         pod_name = {"fieldRef": {"fieldPath": "metadata.name"}}
@@ -270,11 +275,13 @@ async def test_two_clusters_service_monitor_and_kafka_tls_are_accepted(
     container = placement["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e for e in container["env"]}
     assert json.loads(env["GPUPLACE_KUBECONFIGS"]["value"]) == {
-        c: f"/etc/gpuplace/clusters/{c}/kubeconfig" for c in ("east", "west")}
+        "east": "in-cluster", "west": "/etc/gpuplace/clusters/west/kubeconfig"}
     assert env["GPUPLACE_KAFKA_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "gpuplace-kafka",
                                                                             "key": "password"}
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    assert {"/etc/gpuplace/clusters/east", "/etc/gpuplace/clusters/west", "/etc/gpuplace/kafka-tls"} <= mounts
+    assert {"/etc/gpuplace/clusters/west", "/etc/gpuplace/kafka-tls"} <= mounts
+    assert "/etc/gpuplace/clusters/east" not in mounts
+    assert not [c for c in by_kind(objects, "ConfigMap") if "kubeconfig" in c["metadata"]["name"]]
     settings = named(objects, "ConfigMap", "-settings")["data"]
     assert settings["GPUPLACE_KAFKA_CERT_FILE"] == "/etc/gpuplace/kafka-tls/tls.crt"
     assert settings["GPUPLACE_TELEMETRY_INTERVAL_S"] == "10"
@@ -399,11 +406,8 @@ def test_gpu_agent_reaches_the_api_of_its_own_cluster_only_to_scrape_pod_latency
         assert spec["automountServiceAccountToken"] is scrape
         if scrape:
             assert (env["GPUPLACE_CLUSTER"], env["GPUPLACE_REGION"]) == ("east", "us-east")
-            assert env["GPUPLACE_KUBECONFIG"] == "/etc/gpuplace/clusters/east/kubeconfig"
-            assert {"name": "kubeconfig-east", "mountPath": "/etc/gpuplace/clusters/east", "readOnly": True} in \
-                container["volumeMounts"]
-            volumes = {v.get("configMap", {}).get("name") for v in spec["volumes"]}
-            assert "gp-gpuplace-in-cluster-kubeconfig" in volumes
+            assert env["GPUPLACE_KUBECONFIG"] == "in-cluster"  # its own cluster, through its rotated token
+            assert not [m for m in container["volumeMounts"] if m["mountPath"].startswith("/etc/gpuplace/clusters")]
         else:
             assert env["GPUPLACE_LATENCY_WINDOW_S"] == "0" and "GPUPLACE_KUBECONFIG" not in env
 

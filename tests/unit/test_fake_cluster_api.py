@@ -35,8 +35,8 @@ class FakeCluster:
         self.fake.refuse_eviction.add(name)
 
     async def feedback(self, name: str) -> list[tuple[str, str]]:
-        return [("FailedScheduling", r[3]) if r[0] == "unschedulable" else ("Scheduled", f"{r[3]} {r[4]}")
-                for r in self.fake.reports if r[1:3] == (self.namespace, name)]
+        return [("FailedScheduling", r[3]) if r[0] == "unschedulable" else (r[3], r[4]) if r[0] == "warning"
+                else ("Scheduled", f"{r[3]} {r[4]}") for r in self.fake.reports if r[1:3] == (self.namespace, name)]
 
 
 class TestFakeClusterApi(ClusterApiContract):

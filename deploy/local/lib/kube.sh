@@ -45,16 +45,12 @@ wait_etcd() {
   say "etcd: up"
 }
 
+# apiserver_args NAME PORT: kube-apiserver's flags for a cluster NAME on PORT (etcd prefix /registry-NAME).
 # --endpoint-reconciler-type=none: since v1.37 the apiserver refuses a loopback advertise address with the lease
 # reconciler of the `kubernetes` Service's endpoints ("may not be in the loopback range"); nothing here uses them.
-start_apiserver() {
-  local cluster=$1 name=kube-apiserver-$1 port
-  port=$(apiserver_port "$cluster")
-  write_kubeconfig "$cluster"
-  already_running "$name" kube_get "$cluster" /readyz && return
-  claim_port "$name" "$port"
-  say "$name $KUBE_VERSION: starting on 127.0.0.1:$port (etcd prefix /registry-$cluster)"
-  start_bg "$name" "$KUBE_BIN/kube-apiserver" \
+apiserver_args() {
+  local cluster=$1 port=$2
+  printf '%s\n' \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" --etcd-prefix="/registry-$cluster" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" \
     --tls-cert-file="$PKI_DIR/apiserver.crt" --tls-private-key-file="$PKI_DIR/apiserver.key" \
@@ -67,6 +63,35 @@ start_apiserver() {
     --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
     --enable-priority-and-fairness=false --profiling=false --allow-privileged=true \
     --cert-dir="$STACK_DIR/kube/$cluster/apiserver"
+}
+
+start_apiserver() {
+  local cluster=$1 name=kube-apiserver-$1 port args
+  port=$(apiserver_port "$cluster")
+  write_kubeconfig "$cluster"
+  already_running "$name" kube_get "$cluster" /readyz && return
+  claim_port "$name" "$port"
+  say "$name $KUBE_VERSION: starting on 127.0.0.1:$port (etcd prefix /registry-$cluster)"
+  mapfile -t args < <(apiserver_args "$cluster" "$port")
+  start_bg "$name" "$KUBE_BIN/kube-apiserver" "${args[@]}"
+}
+
+# run_apiserver NAME PORT [FLAG...]: one more kube-apiserver on the running stack's etcd and certificates, in the
+# foreground (its caller stops it), with the stack's flags, each FLAG replacing the one of its name, and its
+# admin kubeconfig at $STACK_DIR/kube/NAME/kubeconfig. For tests that need an apiserver configured otherwise
+# (an API group turned off with --runtime-config) without restarting the shared ones.
+run_apiserver() {
+  local cluster=$1 port=$2 args c flag i
+  shift 2
+  [[ $cluster =~ ^[a-z0-9][-a-z0-9]*$ && $port =~ ^[0-9]+$ ]] || die "apiserver: NAME (a DNS label) and PORT"
+  for c in "${CLUSTER_LIST[@]}"; do [[ $c != "$cluster" ]] || die "apiserver: $cluster is one of the stack's"; done
+  [[ -f $PKI_DIR/.complete ]] || die "apiserver: no certificates at $PKI_DIR (stack not up?)"
+  write_kubeconfig "$cluster" "$port"
+  mapfile -t args < <(apiserver_args "$cluster" "$port")
+  for flag in "$@"; do # a FLAG replaces the stack's flag of its name (some, like --authorization-mode, add up)
+    for i in "${!args[@]}"; do [[ ${args[i]%%=*} != "${flag%%=*}" ]] || unset 'args[i]'; done
+  done
+  exec "$KUBE_BIN/kube-apiserver" "${args[@]}" "$@"
 }
 
 wait_apiserver() {

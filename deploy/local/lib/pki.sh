@@ -35,11 +35,12 @@ ensure_pki() {
   touch "$PKI_DIR/.complete"
 }
 
-# write_kubeconfig CLUSTER: a self-contained kubeconfig (certificates embedded) for the admin user.
+# write_kubeconfig CLUSTER [PORT]: a self-contained kubeconfig (certificates embedded) for the admin user; PORT
+# defaults to the cluster's (an extra apiserver started by `stack.sh apiserver` names its own).
 write_kubeconfig() {
   local cluster=$1 file port
   file=$(kubeconfig_of "$cluster")
-  port=$(apiserver_port "$cluster")
+  port=${2:-$(apiserver_port "$cluster")}
   mkdir -p "$(dirname "$file")"
   cat >"$file.tmp" <<EOF
 apiVersion: v1

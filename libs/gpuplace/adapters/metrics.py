@@ -121,6 +121,15 @@ class PrometheusMetrics:
             "gpuplace_scale_hint_nodes", "Nodes of a shape the latest scale hint says would place the waiting pods, "
             "by what mostly blocks those pods (capacity, fragmentation, latency).", ["cluster", "shape", "blocked_by"],
             registry=registry)
+        self._kube_failures = Counter(
+            "gpuplace_kube_api_failures", "Calls to a cluster's apiserver that failed, by what was called (a watched "
+            "kind, `credentials` for readiness's probe) and what the failure means (unauthorized: credentials "
+            "rejected; forbidden: RBAC; not_served: an API the cluster does not serve).", ["cluster", "call", "reason"],
+            registry=registry)
+        self._kube_served = Gauge(
+            "gpuplace_kube_api_served", "1 when the cluster's apiserver serves an optional API gpuplace uses "
+            "(resource.k8s.io/v1: DRA), 0 when it does not (discovery, at start and after a 404).", ["cluster", "api"],
+            registry=registry)
         self._hinted: dict[str, set[tuple[str, str]]] = {}
         self._clusters_seen: set[str] = set()
         self._workloads_seen: set[tuple[str, str]] = set()
@@ -185,6 +194,14 @@ class PrometheusMetrics:
     # -- what the adapters count -------------------------------------------------------------------------------
     def dead_lettered(self, topic: str) -> None:
         self._dead_letters.labels(topic).inc()
+
+    def kube_api_failure(self, cluster: str, call: str, reason: str) -> None:
+        """A failed apiserver call (adapters/kube/api_health.Report): `call` is a kind or `credentials`, `reason`
+        one of api_health.FailureReason."""
+        self._kube_failures.labels(cluster, call, reason).inc()
+
+    def kube_api_served(self, cluster: str, api: str, served: bool) -> None:
+        self._kube_served.labels(cluster, api).set(1 if served else 0)
 
     def outbox_backlog(self, rows: int) -> None:
         self._backlog.rows = rows

@@ -28,6 +28,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters.kafka import delete_topics, ensure_topics
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
+from gpuplace.adapters.kube.enforcement import DECLARED
 from gpuplace.adapters.kube.informer import list_and_watch
 from gpuplace.adapters.kube.translate import GPU_COUNT, GPU_MEMORY, GPU_PRODUCT
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
@@ -47,6 +48,9 @@ from services.telemetry import Telemetry
 from services.telemetry_ingest import app as telemetry_ingest
 
 FLEET_LABEL = "gpuplace.io/fleet"
+# KWOK nodes run no pod on a GPU: they declare what a real node's enforcement would do (adapters/kube/enforcement.py),
+# so memory slices go there as they would to nodes that confine them, with no warning per pod
+SIMULATED = {DECLARED: "simulated"}
 # The priorities robotics_fleet.pods() draws, as PriorityClasses (the Priority admission plugin sets spec.priority).
 PRIORITY_CLASSES = {0: "gpuplace-best-effort", 100: "gpuplace-standard", 1000: "gpuplace-safety-critical"}
 Progress = Callable[[str, int, int], None]
@@ -126,7 +130,7 @@ def _node_manifest(node: Node, run_id: str) -> dict[str, Any]:
         "metadata": {
             "name": node.name,
             "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {FLEET_LABEL: run_id, "type": "kwok", "kubernetes.io/hostname": node.name,
+            "labels": {FLEET_LABEL: run_id, "type": "kwok", "kubernetes.io/hostname": node.name, **SIMULATED,
                        GPU_PRODUCT: node.gpu_model, GPU_MEMORY: str(node.gpu_memory_mib), GPU_COUNT: str(gpus)},
         },
         "spec": {},
@@ -513,4 +517,4 @@ def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-__all__ = ["RunConfig", "RunResult", "PipelineRun"]
+__all__ = ["SIMULATED", "RunConfig", "RunResult", "PipelineRun"]

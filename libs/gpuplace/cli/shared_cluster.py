@@ -12,7 +12,7 @@ from typing import Any
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import database
-from gpuplace.cli.pipeline_run import FLEET_LABEL
+from gpuplace.cli.pipeline_run import FLEET_LABEL, SIMULATED
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
@@ -68,7 +68,7 @@ def node_manifest(name: str, run: str, *, cpu: str = "16", memory: str = "64Gi",
     if gpus:
         capacity["nvidia.com/gpu"] = str(gpus)
         gpu_labels = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB", "nvidia.com/gpu.memory": str(gpu_memory_mib),
-                      "nvidia.com/gpu.count": str(gpus)}
+                      "nvidia.com/gpu.count": str(gpus), **SIMULATED}
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},

@@ -154,6 +154,14 @@ class DraClaim(BaseModel):
     devices: tuple[DraDevice, ...] = ()
 
 
+GpuEnforcement = Literal["dra", "declared", "hami", "mig", "none"]
+"""What confines a pod to the GPU share gpuplace gives it on a node (NodeEvent.gpu_enforcement): `dra`, the node's
+DRA driver prepares exactly what a claim allocated; `declared`, the node's `gpuplace.io/gpu-sharing-enforcement`
+label says something there reads gpuplace's assignment and enforces it; `hami`, HAMi's device plugin and HAMi-core
+(for HAMi's vocabulary); `mig`, MIG slices (for `nvidia.com/mig-*` requests); `none`, only a device plugin, which
+hands out whole GPUs and limits no memory."""
+
+
 class PodEvent(Envelope):
     """gpuplace.pods.v1: a pod that asks gpuplace to schedule it, its binding, or its end.
 
@@ -197,6 +205,13 @@ class PodEvent(Envelope):
     hami: HamiRequest | None = None  # the request in HAMi's vocabulary, per HAMi container (bind annotations)
     # DRA: the ResourceClaims the pod uses (gpuplace's pods: exactly one, allocated by gpuplace before binding)
     dra_claims: tuple[DraClaim, ...] = ()
+    # A GPU share (memory or a fraction of a GPU): the node enforcements that confine the pod to it; placed only
+    # on such a node unless `unenforced_sharing`. Empty: the pod takes whole GPUs (or none), which the device plugin
+    # or DRA driver hands out itself.
+    gpu_enforcement: tuple[GpuEnforcement, ...] = ()
+    # The cluster's operator allows sharing nothing enforces (GPUPLACE_ALLOW_UNENFORCED_SHARING): the pod may go to
+    # a node outside `gpu_enforcement`, and then gets a warning Event saying nothing limits its GPU memory
+    unenforced_sharing: bool = False
 
     def entity(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -225,6 +240,8 @@ class NodeEvent(Envelope):
     gpu_nvlink: tuple[TopologyId, ...] = ()
     # "gpu.nvidia.com" when the GPUs above come from the node's ResourceSlice (DRA), not from labels
     dra_driver: str | None = None
+    # What confines a pod to its GPU share there (GpuEnforcement); None: not reported (a cluster-watcher before it)
+    gpu_enforcement: GpuEnforcement | None = None
 
     @model_validator(mode="after")
     def _one_per_gpu(self) -> NodeEvent:
@@ -474,8 +491,8 @@ TOPIC_MODELS: dict[str, type[Envelope]] = {
 }
 
 __all__ = [
-    "GpuRequest", "HamiRequest", "DraDevice", "DraClaim", "Requirement", "SelectorTerm", "PreferredTerm",
-    "Toleration", "HostPort", "PodEvent", "NodeEvent", "GpuTelemetry", "LatencyWindow", "GpuAssignment",
-    "PlacementKind", "PlacementEvent", "Provenance", "DeadLetter", "NodeShape", "NodeAddition", "DrainableNode",
-    "ScaleHintEvent", "TOPIC_MODELS", "EventTooLarge", "encode_within",
+    "GpuEnforcement", "GpuRequest", "HamiRequest", "DraDevice", "DraClaim", "Requirement", "SelectorTerm",
+    "PreferredTerm", "Toleration", "HostPort", "PodEvent", "NodeEvent", "GpuTelemetry", "LatencyWindow",
+    "GpuAssignment", "PlacementKind", "PlacementEvent", "Provenance", "DeadLetter", "NodeShape", "NodeAddition",
+    "DrainableNode", "ScaleHintEvent", "TOPIC_MODELS", "EventTooLarge", "encode_within",
 ]

@@ -12,6 +12,7 @@ and k8s.io/component-helpers for the selector and toleration helpers):
 | nodeSelector/affinity | NodeAffinity            | node(s) didn't match Pod's node affinity/selector                |
 | host ports            | NodePorts               | node(s) didn't have free ports for the requested pod ports       |
 | pod slots, countables | NodeResourcesFit        | Too many pods / Insufficient <resource>                          |
+| GPU share enforcement | (gpuplace's own)        | node(s) didn't enforce the pod's GPU share (...)                 |
 
 *kube-scheduler never reads the Ready condition: the node lifecycle controller turns it into the
 `node.kubernetes.io/not-ready:NoSchedule` taint (TaintNodesByCondition). gpuplace adds that taint itself to a
@@ -44,6 +45,8 @@ MSG_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 MSG_PORTS = "node(s) didn't have free ports for the requested pod ports"
 MSG_TOO_MANY_PODS = "Too many pods"
 MSG_ABSENT = "node(s) left the cluster (kept for the pods still bound there)"
+MSG_UNENFORCED = "node(s) didn't enforce the pod's GPU share (nothing there limits its GPU memory)"
+GPU_ENFORCEMENT_LABEL = "gpuplace.io/gpu-enforcement"  # stored by gpuplace (usecases/enforcement), not in kube
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _LABEL_VALUE_MAX = 63
 _GO_INT = re.compile(r"[+-]?[0-9]+")  # strconv.ParseInt(s, 10, 64): a sign and ASCII digits, no "_", no space
@@ -183,6 +186,8 @@ class PodRules:
     tolerations: tuple[Toleration, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     extended: tuple[tuple[str, int], ...] = ()  # countable resources (MIG profiles, ...) and how many
+    # A GPU share: the node enforcements (GPU_ENFORCEMENT_LABEL values) that confine it; empty: any node
+    gpu_enforcement: tuple[str, ...] = ()
 
     def static_reason(self, node: NodeFacts) -> str | None:
         """Why the pod may never use `node` as it is (kube's UnschedulableAndUnresolvable), or None."""
@@ -201,6 +206,8 @@ class PodRules:
         for name, _ in self.extended:
             if name not in node.extended:
                 return f"Insufficient {name}"
+        if self.gpu_enforcement and labels.get(GPU_ENFORCEMENT_LABEL) not in self.gpu_enforcement:
+            return MSG_UNENFORCED
         return None
 
     def preference(self, node: NodeFacts) -> int:
@@ -272,6 +279,7 @@ def ports_free(used: Sequence[HostPort], wanted: Sequence[HostPort]) -> bool:
 __all__ = [
     "Requirement", "SelectorTerm", "Toleration", "Taint", "HostPort", "PodRules", "NodeFacts", "NO_RULES",
     "StaticReasons", "static_mask", "preference", "ports_free", "UNSCHEDULABLE_TAINT", "NOT_READY_TAINT",
-    "MSG_UNSCHEDULABLE", "MSG_TAINTS", "MSG_AFFINITY", "MSG_PORTS", "MSG_TOO_MANY_PODS", "MSG_ABSENT", "NO_SCHEDULE",
+    "MSG_UNSCHEDULABLE", "MSG_TAINTS", "MSG_AFFINITY", "MSG_PORTS", "MSG_TOO_MANY_PODS", "MSG_ABSENT", "MSG_UNENFORCED",
+    "GPU_ENFORCEMENT_LABEL", "NO_SCHEDULE",
     "PREFER_NO_SCHEDULE", "NO_EXECUTE", "go_int64",
 ]

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from gpuplace.core.demand import Demand, resolve
 from gpuplace.core.framework.interface import Policy
 from gpuplace.core.framework.runtime import bind, decide
 from gpuplace.core.model import MILLI_PER_GPU, Node, Pod
-from gpuplace.core.node_rules import NOT_READY_TAINT, UNSCHEDULABLE_TAINT, NodeFacts, Taint
+from gpuplace.core.node_rules import GPU_ENFORCEMENT_LABEL, NOT_READY_TAINT, UNSCHEDULABLE_TAINT, NodeFacts, Taint
 from gpuplace.core.snapshot import ClusterSnapshot
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -100,7 +100,11 @@ class NodeShape:
 def shapes_of(snapshot: ClusterSnapshot, declared: Sequence[NodeShape] = ()) -> tuple[NodeShape, ...]:
     """The shapes of the cluster's nodes (one per distinct GPU model, count, GPU memory, CPU and memory; labels and
     taints from its first schedulable node, cordon and readiness taints dropped), then the `declared` ones not
-    among them. In the cluster's node order, so the result does not depend on set ordering."""
+    among them. In the cluster's node order, so the result does not depend on set ordering.
+
+    A declared GPU shape says nothing of what would enforce GPU sharing on it: it gets the enforcement of the
+    cluster's first GPU node that has one (the GPU software, a device plugin or HAMi, runs as a DaemonSet on every
+    GPU node of a cluster), so a GPU share can be hinted a node of it."""
     found: dict[tuple[str, int, int, int, int], NodeShape] = {}
     open_rows = _open_rows(snapshot)
     for row in sorted(range(snapshot.n_nodes), key=lambda r: (not open_rows[r], r)):
@@ -118,7 +122,11 @@ def shapes_of(snapshot: ClusterSnapshot, declared: Sequence[NodeShape] = ()) -> 
             extended=tuple(sorted(facts.extended.items())) if facts else ())
     shapes = list(found.values())
     known = {_bare(s) for s in shapes}
-    shapes += [s for s in declared if _bare(s) not in known]
+    enforcement = next((dict(s.labels)[GPU_ENFORCEMENT_LABEL] for s in shapes
+                        if s.gpu_count and GPU_ENFORCEMENT_LABEL in dict(s.labels)), None)
+    shapes += [replace(s, labels=(*s.labels, (GPU_ENFORCEMENT_LABEL, enforcement)))
+               if enforcement and s.gpu_count and GPU_ENFORCEMENT_LABEL not in dict(s.labels) else s
+               for s in declared if _bare(s) not in known]
     return tuple(shapes)
 
 

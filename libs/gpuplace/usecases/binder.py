@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from gpuplace.contracts.events import PlacementEvent
-from gpuplace.usecases import feedback
+from gpuplace.usecases import enforcement, feedback
 from gpuplace.usecases.cluster_state import BindOutcomeToRecord, ClusterState
 from gpuplace.usecases.cluster_view import Placement
 from gpuplace.usecases.decision_log import DecisionLog
@@ -134,7 +134,7 @@ class Binder:
         now = datetime.now(UTC)
         for uid in moved:
             state.recorded_bound[uid] = bound[uid].hold.node
-            self._report_scheduled(bound[uid].row, bound[uid].hold)
+            self._report_scheduled(state, bound[uid].row, bound[uid].hold)
             # first_seen_at is the database's clock, `now` this process's: NTP keeps them well under a bucket apart
             waited_s = (now - bound[uid].row["first_seen_at"]).total_seconds()
             self._metrics.pod_scheduled(cluster, max(0.0, waited_s))
@@ -143,12 +143,18 @@ class Binder:
             if item.outcome not in ("gone", "conflict"):
                 state.waiting[item.row["uid"]] = {**item.row, "state": PodState.PENDING}
 
-    def _report_scheduled(self, row: PodRow, hold: Placement) -> None:
-        """A Scheduled Event naming the node and the GPUs, as kube-scheduler's; in the background, never failing."""
+    def _report_scheduled(self, state: ClusterState, row: PodRow, hold: Placement) -> None:
+        """A Scheduled Event naming the node and the GPUs, as kube-scheduler's, and a warning when nothing there
+        enforces the pod's GPU share (usecases/enforcement); in the background, never failing."""
         api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
         gpus = feedback.gpus_text(hold.gpu_indices, hold.gpu_memory_mib)
         self._reporter.spawn(row["cluster"] + row["uid"], f"Scheduled of {pod[0]}/{pod[1]}",
                              lambda: api.report_scheduled(*pod, hold.node, gpus))
+        note = enforcement.unenforced_note(row.get("rules"), hold.node, state.view.node_labels(hold.node),
+                                           hold.gpu_memory_mib, hold.gpu_indices)
+        if note is not None:
+            self._reporter.spawn(row["cluster"] + row["uid"], f"{enforcement.UNENFORCED_REASON} of {pod[0]}/{pod[1]}",
+                                 lambda: api.report_warning(*pod, enforcement.UNENFORCED_REASON, note))
 
 
 __all__ = ["Binder"]

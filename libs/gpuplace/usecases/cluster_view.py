@@ -190,6 +190,14 @@ class ClusterView:
     def has_node(self, name: str) -> bool:
         return self.snapshot is not None and self.snapshot.has_node(name)
 
+    def node_labels(self, name: str) -> Mapping[str, str] | None:
+        """The labels gpuplace stores for node `name` (its own and gpuplace's), None when the view lacks it."""
+        if not self.has_node(name):
+            return None
+        assert self.snapshot is not None
+        facts = self.snapshot.facts
+        return facts[self.snapshot.index_of(name)].labels if facts is not None else None
+
     def charge(self, uid: str, hold: Placement) -> None:
         if self.has_node(hold.node):
             assert self.snapshot is not None
@@ -262,6 +270,8 @@ def pod_rules(row: Row) -> PodRules:
         tolerations=tuple(Toleration(**t) for t in raw.get("tolerations") or ()),
         host_ports=tuple(HostPort(**p) for p in raw.get("host_ports") or ()),
         extended=tuple(sorted({**(raw.get("extended") or {}), **(raw.get("resources") or {})}.items())),
+        # what confines its GPU share, unless the operator lets it go where nothing does (usecases/enforcement)
+        gpu_enforcement=() if raw.get("unenforced_sharing") else tuple(raw.get("gpu_enforcement") or ()),
     )
 
 

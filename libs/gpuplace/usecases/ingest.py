@@ -10,7 +10,7 @@ import logging
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry, LatencyWindow, NodeEvent, PlacementEvent
-from gpuplace.usecases import dra, latency_learning
+from gpuplace.usecases import dra, enforcement, latency_learning
 from gpuplace.usecases.ports import NO_METRICS, Metrics, Row, UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,8 @@ async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consu
                 "cpu_milli": event.cpu_milli, "memory_mib": event.memory_mib, "gpu_model": event.gpu_model,
                 "gpu_count": event.gpu_count, "gpu_memory_mib": event.gpu_memory_mib, "ready": event.ready,
                 "unschedulable": event.unschedulable, "taints": list(event.taints),
-                "labels": dra.node_labels(event.labels, event.dra_driver),
+                "labels": enforcement.node_labels(dra.node_labels(event.labels, event.dra_driver),
+                                                  event.gpu_enforcement),
                 "max_pods": event.max_pods, "extended": {**event.extended, **event.resources},
                 "gpu_numa": list(event.gpu_numa), "gpu_nvlink": list(event.gpu_nvlink),
             })

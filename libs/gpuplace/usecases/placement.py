@@ -909,10 +909,11 @@ def _pod_row(event: PodEvent) -> dict[str, Any]:
     }
 
 
-# PodEvent fields kept in the pods row's `rules` (JSON): the node rules; `hami` and `dra_claims` ride along (not
-# rules): HAMi's bind annotations and the DRA claim the binder allocates need them (ClusterApi.bind)
+# PodEvent fields kept in the pods row's `rules` (JSON): the node rules (GPU sharing enforcement among them);
+# `hami` and `dra_claims` ride along (not rules): HAMi's bind annotations and the DRA claim the binder allocates
+# need them (ClusterApi.bind)
 _RULE_FIELDS = {"node_selector", "required_terms", "preferred_terms", "tolerations", "host_ports", "extended",
-                "resources", "hami", "dra_claims"}
+                "resources", "hami", "dra_claims", "gpu_enforcement", "unenforced_sharing"}
 
 
 def _event_of(row: PodRow, kind: str, **changes: Any) -> PodEvent:

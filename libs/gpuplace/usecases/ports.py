@@ -600,6 +600,11 @@ class ClusterApi(PodReader, Protocol):
         """A Scheduled Event naming `node` and the GPUs (`gpus_text`), as kube-scheduler's. Never raises."""
         ...
 
+    async def report_warning(self, namespace: str, name: str, uid: str, reason: str, note: str) -> None:
+        """A Warning Event about the pod: what its owner must know of the place it got (a GPU share nothing
+        enforces there, usecases/enforcement). Never raises."""
+        ...
+
 
 # -- metrics: the label values each counter takes, a closed vocabulary (a free-text reason would be a new time
 # series per pod). The README's "Metrics and health" table lists them.

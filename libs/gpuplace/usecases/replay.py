@@ -29,7 +29,7 @@ from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
 from gpuplace.core.workload import typical_workload
-from gpuplace.usecases import provenance
+from gpuplace.usecases import enforcement, provenance
 from gpuplace.usecases.cluster_view import ClusterView, Placement, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.decide import Decider
 from gpuplace.usecases.placement import ADOPTED, pod_row
@@ -399,8 +399,10 @@ def _parse(model: Any, entry: Entry) -> Any:
 
 
 def _node_row(event: NodeEvent) -> Row:
+    # the node's GPU sharing enforcement as ingest stores it: shares were placed by it (usecases/enforcement)
+    labels = enforcement.node_labels(event.labels, event.gpu_enforcement)
     return {"name": event.name, "cpu_milli": event.cpu_milli, "memory_mib": event.memory_mib,
-            "cpu_assigned_milli": 0, "memory_assigned_mib": 0, "labels": event.labels, "taints": list(event.taints),
+            "cpu_assigned_milli": 0, "memory_assigned_mib": 0, "labels": labels, "taints": list(event.taints),
             "unschedulable": event.unschedulable, "ready": event.ready,
             "extended": {**event.extended, **event.resources},
             "max_pods": event.max_pods}

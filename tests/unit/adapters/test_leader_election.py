@@ -9,6 +9,7 @@ import contextlib
 from typing import Any
 
 import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters.kube.leader_election import (
     ElectionTiming,
@@ -285,3 +286,20 @@ async def test_a_replica_restarted_under_its_identity_resumes_its_lease_at_once(
     async with running(elector(store, "a"), work):
         await until(lambda: work.on.is_set(), timeout_s=0.5)
     assert store.record is not None and store.record.transitions == 4
+
+
+async def test_a_lease_it_cannot_read_is_said_for_readiness_until_a_read_succeeds() -> None:
+    store, work = MemoryLeases(), Work()
+    candidate = elector(store, "a")
+    store.failures = [ApiException(status=401, reason="Unauthorized")]
+    seen: list[str | None] = []
+
+    async def watch_failure() -> None:
+        while not work.on.is_set():
+            seen.append(candidate.failure)
+            await asyncio.sleep(0.001)
+
+    async with running(candidate, work):
+        await asyncio.wait_for(watch_failure(), 5)
+    assert any(f and "gpuplace/lease not read or written: credentials rejected (401)" in f for f in seen)
+    assert candidate.failure is None  # read and written since: it leads

@@ -105,6 +105,24 @@ async def test_readiness_says_which_service_is_not_running_and_which_dependency_
         assert (status, body) == (503, b"placement: kafka: no answer in time\n")
 
 
+async def test_readiness_ends_with_the_notes_the_services_declared_whatever_its_verdict():
+    served = telemetry()
+    database = {"up": True}
+
+    async def postgres() -> None:
+        if not database["up"]:
+            raise ConnectionRefusedError(111, "refused")
+
+    note = "DRA off in cluster east: its apiserver serves no resource.k8s.io/v1"
+    async with http_server.serving(served, 0, host="127.0.0.1") as (_, port):
+        with served.health.running("cluster-watcher", postgres=postgres), served.health.noting(lambda: [note]):
+            assert (await get(port, "/readyz"))[::2] == (200, f"ok\n{note}\n".encode())
+            database["up"] = False
+            status, _, body = await get(port, "/readyz")
+            assert status == 503 and body.decode().splitlines()[1:] == [note]
+        assert (await get(port, "/readyz"))[::2] == (200, b"ok\n")  # the block ended: its notes went with it
+
+
 async def test_port_zero_takes_a_free_port_and_a_port_in_use_ends_with_one_line_naming_the_setting():
     async with http_server.serving(telemetry(), 0, host="127.0.0.1") as (host, port):
         assert host == "127.0.0.1" and port > 0

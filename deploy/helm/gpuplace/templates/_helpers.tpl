@@ -31,9 +31,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
-{{/* Where a cluster's kubeconfig is mounted. */}}
-{{- define "gpuplace.kubeconfigPath" -}}
-{{- printf "/etc/gpuplace/clusters/%s/kubeconfig" . -}}
+{{/* GPUPLACE_KUBECONFIG of a cluster: where its kubeconfig Secret is mounted, or `in-cluster` for the cluster the
+chart runs in (its ServiceAccount token, which kubelet rotates and gpuplace reads again: no kubeconfig around it). */}}
+{{- define "gpuplace.kubeconfig" -}}
+{{- if .kubeconfigSecret -}}
+{{- printf "/etc/gpuplace/clusters/%s/kubeconfig" .name -}}
+{{- else -}}
+in-cluster
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -154,24 +159,22 @@ readinessProbe:
 {{- end }}
 {{- end -}}
 
-{{/* A cluster's kubeconfig volume: its Secret, or the in-cluster kubeconfig ConfigMap. */}}
+{{/* A remote cluster's kubeconfig volume, its Secret (none for the cluster the chart runs in: in-cluster). */}}
 {{- define "gpuplace.kubeconfigVolume" -}}
-- name: {{ printf "kubeconfig-%s" (.cluster.name | replace "." "-") }}
 {{- if .cluster.kubeconfigSecret }}
+- name: {{ printf "kubeconfig-%s" (.cluster.name | replace "." "-") }}
   secret:
     secretName: {{ .cluster.kubeconfigSecret }}
-    items: [{key: kubeconfig, path: kubeconfig}]
-{{- else }}
-  configMap:
-    name: {{ printf "%s-in-cluster-kubeconfig" (include "gpuplace.fullname" .root) }}
     items: [{key: kubeconfig, path: kubeconfig}]
 {{- end }}
 {{- end -}}
 
 {{- define "gpuplace.kubeconfigMount" -}}
+{{- if .cluster.kubeconfigSecret }}
 - name: {{ printf "kubeconfig-%s" (.cluster.name | replace "." "-") }}
   mountPath: {{ printf "/etc/gpuplace/clusters/%s" .cluster.name }}
   readOnly: true
+{{- end }}
 {{- end -}}
 
 {{- define "gpuplace.podPlacement" -}}

@@ -31,11 +31,11 @@ from typing import Any, TypeVar
 
 import aiohttp.helpers
 import yarl
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters import dependencies
-from gpuplace.adapters.kube import dra, hami, translate
+from gpuplace.adapters.kube import credentials, dra, hami, translate
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.usecases.ports import BindOutcome, EvictOutcome, Json, NodeCapacity
 
@@ -69,13 +69,15 @@ class ClaimConflict(RuntimeError):
     """A pod's ResourceClaim cannot be allocated as decided (allocated elsewhere, gone): decide the pod again."""
 
 
-async def connect(kubeconfig: str) -> client.ApiClient:
-    """An API client for one cluster; the caller closes it."""
+async def connect(kubeconfig: str, **in_cluster: Any) -> client.ApiClient:
+    """An API client for one cluster, `kubeconfig` a path or "in-cluster", its credentials kept fresh
+    (credentials.py); the caller closes it. `in_cluster`: the in-cluster loader's files and environment (tests)."""
     configuration = client.Configuration()
     with dependencies.reaching(dependencies.kubernetes(kubeconfig)):
-        if not os.path.isfile(kubeconfig):  # kubernetes_asyncio would only say "Expected key current-context"
+        if kubeconfig != credentials.IN_CLUSTER and not os.path.isfile(kubeconfig):
+            # kubernetes_asyncio would only say "Expected key current-context"
             raise FileNotFoundError(errno.ENOENT, "no such file", kubeconfig)
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        await credentials.load(kubeconfig, configuration, **in_cluster)
     if configuration.proxy is None and configuration.host:
         configuration.proxy, configuration.proxy_headers = env_proxy(configuration.host)
     api_client = client.ApiClient(configuration)
@@ -165,12 +167,15 @@ class KubeClusterApi:
         return body.get("items") or [], body["metadata"]["resourceVersion"]
 
     async def watch(self, kind: str, resource_version: str, *, timeout_s: int = 300,
-                    **selectors: str) -> AsyncIterator[Json]:
-        """Raw watch events (type + object), bookmarks included; ApiException(410) when too old."""
+                    opened: Callable[[], None] | None = None, **selectors: str) -> AsyncIterator[Json]:
+        """Raw watch events (type + object), bookmarks included; ApiException(410) when too old. `opened` is
+        called once the apiserver accepted the watch (before any event: a quiet watch may send none for minutes)."""
         response = await self._lister(kind)(watch=True, allow_watch_bookmarks=True, resource_version=resource_version,
                                 timeout_seconds=timeout_s, _preload_content=False, **selectors)
         if response.status != 200:
             await _json(response)  # raises with the server's reason
+        if opened is not None:
+            opened()
         try:
             async for line in response.content:
                 if not line.strip():
@@ -182,6 +187,27 @@ class KubeClusterApi:
                 yield event
         finally:
             response.release()
+
+    async def version(self, *, timeout_s: float = 5.0) -> Json:
+        """GET /version: the apiserver's build. Every authenticated identity may read it (and so may anonymous
+        ones, where allowed), so it tests the credentials alone: rejected ones answer 401 (ApiException)."""
+        return await _json(await client.VersionApi(self.api_client).get_code(_preload_content=False,
+                                                                             _request_timeout=timeout_s))
+
+    async def served_versions(self, group: str) -> set[str]:
+        """The versions of API `group` this apiserver serves (discovery: GET /apis/GROUP); empty when none."""
+        path = "/apis/{group}/"
+        response = await self.api_client.call_api(path, "GET", path_params={"group": group},
+                                                  header_params={"Accept": "application/json"},
+                                                  auth_settings=["BearerToken"], _preload_content=False,
+                                                  _return_http_data_only=True, _request_timeout=10)
+        try:
+            body = await _json(response)
+        except ApiException as exc:
+            if exc.status == 404:
+                return set()
+            raise
+        return {str(v.get("version")) for v in body.get("versions") or () if v.get("version")}
 
     async def read_pod(self, namespace: str, name: str) -> Json | None:
         return await _found(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
@@ -371,6 +397,10 @@ class KubeClusterApi:
         stack by tests/integration/test_scheduling_feedback.py). Never raises."""
         note = f"Successfully assigned {namespace}/{name} to {node}" + (f" {gpus_text}" if gpus_text else "")
         await self._event(namespace, name, uid, "Normal", "Scheduled", "Binding", note)
+
+    async def report_warning(self, namespace: str, name: str, uid: str, reason: str, note: str) -> None:
+        """A Warning Event (events.k8s.io/v1, aggregated as the others) with `reason` and `note`. Never raises."""
+        await self._event(namespace, name, uid, "Warning", reason, "Binding", note)
 
     async def _mark_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> bool:
         """Patch pods/status (strategic merge: conditions merge by type) unless it already says so; False when

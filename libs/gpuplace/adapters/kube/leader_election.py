@@ -54,6 +54,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from gpuplace.adapters.kube.api_health import failure_of
 from gpuplace.adapters.kube.cluster_api import raw_json
 
 log = logging.getLogger(__name__)
@@ -275,6 +276,7 @@ class LeaseElector:
         self._observed: Observation | None = None
         self._valid_until: float | None = None  # loop time: this replica leads until then, unless it renews
         self._told_holder: str | None = None  # the other holder last logged, to log each change once
+        self.failure: str | None = None  # why the last read or write of the Lease failed; None once one succeeds
 
     @property
     def leading(self) -> bool:
@@ -369,6 +371,7 @@ class LeaseElector:
                                  lease_duration_s=self.timing.lease_duration_s)
             if wanted is None:
                 self._tell_holder()
+                self.failure = None
                 return Attempt.HELD_BY_OTHER
             sent = loop.time()
             if current is None:
@@ -381,7 +384,9 @@ class LeaseElector:
         except _API_ERRORS as exc:
             log.warning("%s: lease %s/%s not read or written (%s: %s)", self.identity, self.leases.namespace,
                         self.leases.name, type(exc).__name__, exc)
+            self.failure = f"{self.leases.namespace}/{self.leases.name} not read or written: {failure_of(exc)[1]}"
             return Attempt.FAILED
+        self.failure = None
         self._observed = Observation(wanted, loop.time())
         self._valid_until = sent + self.timing.renew_deadline_s
         self._told_holder = None

@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
-from gpuplace.adapters.kube import dra, hami, quantity
+from gpuplace.adapters.kube import dra, enforcement, hami, quantity
 from gpuplace.adapters.kube.pod_requests import CPU, MEMORY, node_resources, pod_requests
 from gpuplace.adapters.kube.pod_rules import rule_fields, unevaluated_fields
 from gpuplace.adapters.kube.topology_labels import gpu_topology, warn_once
@@ -41,12 +41,15 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
-              scheduler_name: str = "gpuplace", claims: ClaimLookup | None = None) -> PodEvent:
+              scheduler_name: str = "gpuplace", claims: ClaimLookup | None = None,
+              unenforced_sharing: bool = False) -> PodEvent:
     """One pod -> `pending`, `bound` or `deleted`, with its parsed GPU request or the parse error.
 
     A pod of another scheduler is `managed=False`; a pod that finished is `deleted` (it holds nothing).
     A pod with ResourceClaims (spec.resourceClaims) has them read through `claims` (_with_claims); one whose claim
-    does not exist yet raises ClaimPending."""
+    does not exist yet raises ClaimPending. A GPU share carries the enforcements that can confine it
+    (enforcement.pod_needs), and `unenforced_sharing` (GPUPLACE_ALLOW_UNENFORCED_SHARING) when the operator lets it
+    go where none does."""
     meta, spec = pod.get("metadata", {}), pod.get("spec", {})
     annotations = meta.get("annotations") or {}
     containers = spec.get("containers") or []
@@ -74,6 +77,9 @@ def pod_event(pod: Json, *, cluster: str, region: str, deleted: bool = False,
     if spec.get("resourceClaims") and not gone and claims is not None:  # None: DRA not watched (as before it)
         fields, nominated = _with_claims(pod, fields, claims, managed=managed and not node_name,
                                          nominated=nominated)
+    if managed and (needs := enforcement.pod_needs(fields.get("gpu"), fields.get("hami"),
+                                                   bool(fields.get("dra_claims")))):
+        fields.update(gpu_enforcement=needs, unenforced_sharing=unenforced_sharing)
     return PodEvent(
         cluster=cluster, region=region, kind=kind,
         namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
@@ -159,6 +165,7 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False,
     Allocatable `pods` becomes `max_pods` (None when the node does not say) and allocatable
     `nvidia.com/mig-<profile>` counts (the device plugin's mixed strategy) become `extended`. The GPU topology
     labels (topology_labels.py) become `gpu_numa` and `gpu_nvlink`; a bad one is left out, with a warning logged.
+    What confines a pod to a GPU share there is `gpu_enforcement` (enforcement.node_has).
     """
     meta, spec, status = node.get("metadata", {}), node.get("spec", {}), node.get("status", {})
     labels = meta.get("labels") or {}
@@ -178,6 +185,7 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False,
         model, gpus, gpu_memory, driver = inventory.model, inventory.count, inventory.memory_mib, dra.DRIVER
         topology = replace(topology, numa=topology.numa if len(topology.numa) == gpus else (),
                            nvlink=topology.nvlink if len(topology.nvlink) == gpus else ())
+    extended = {k: _node_count(allocatable, k) for k in sorted(allocatable) if k.startswith(MIG_PREFIX)}
     return NodeEvent(
         cluster=cluster, region=region, kind="deleted" if deleted else "upsert",
         name=meta["name"],
@@ -188,10 +196,12 @@ def node_event(node: Json, *, cluster: str, region: str, deleted: bool = False,
         labels=dict(labels),
         taints=tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in spec.get("taints") or []),
         max_pods=_node_count(allocatable, PODS) if PODS in allocatable else None,
-        extended={k: _node_count(allocatable, k) for k in sorted(allocatable) if k.startswith(MIG_PREFIX)},
+        extended=extended,
         resources={name: min(amount, RESOURCE_MAX) for name, amount in sorted(node_resources(allocatable).items())
                    if name not in (CPU, MEMORY) and not gpu_resource(name)},
         gpu_numa=topology.numa, gpu_nvlink=topology.nvlink,
+        gpu_enforcement=enforcement.node_has(labels, dra=driver is not None, hami=registered is not None,
+                                             mig=bool(extended)),
     )
 
 

@@ -174,14 +174,17 @@ async def _merged(*sources: tuple[str, Stream | None]) -> AsyncGenerator[tuple[s
 async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str,
                     scheduler_name: str = "gpuplace", namespace: str | None = None,
                     gate: NodeGate | None = None, claims: Stream | None = None,
-                    cache: DraCache | None = None) -> None:
+                    cache: DraCache | None = None, unenforced_sharing: bool = False) -> None:
     """gpuplace's pods (of `namespace`, when set) to place, and every other pod bound to (or nominated for) a node
     of this watcher's, to charge: the whole node counts (DESIGN §3). Other pending pods are none of its business.
 
     With `claims` (ResourceClaims, DRA), a pod with spec.resourceClaims is published once its claims exist, with
     them (translate.pod_event); a claim that changes publishes its pods again. A pod gone whose allocated claim
     is still reserved for it is published deleted only once the resourceclaim controller released the claim:
-    until then the claim's devices are taken, and gpuplace must not give them to another pod."""
+    until then the claim's devices are taken, and gpuplace must not give them to another pod.
+
+    `unenforced_sharing` (GPUPLACE_ALLOW_UNENFORCED_SHARING) lets GPU shares go where nothing enforces them
+    (adapters/kube/enforcement.py)."""
     gate = gate or NodeGate()
     cache = cache or DraCache()
     changes = gate.pod_changes
@@ -200,7 +203,8 @@ async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: st
         try:
             event = translate.pod_event(obj, cluster=cluster, region=region, deleted=kind == "DELETED",
                                         scheduler_name=scheduler_name,
-                                        claims=cache.claim if claims is not None else None)
+                                        claims=cache.claim if claims is not None else None,
+                                        unenforced_sharing=unenforced_sharing)
         except translate.ClaimPending as exc:
             log.debug("%s; published when it is", exc)
             return
