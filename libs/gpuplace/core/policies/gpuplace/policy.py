@@ -106,8 +106,8 @@ memory slices (_pack). Perception fleets come and go: deployments scale with the
 the node that empties is the one that gets a whole-node training job. Among options of equal waste growth the
 fuller node then wins and the emptier ones drain. `gpuplace sim --scenario fleet --days 7`, seeds 42-51, with this
 and the smallest-hole rule against neither: stranded GPU memory lower on 9 of 10 seeds, GPU p99 pending lower on 8
-(bench/results/fleet-sim-no-latency.md). Off for share requests (the Alibaba traces): no pod leaves there, and packing only
-spends holes (`default` 3.90 -> 3.93)."""
+(bench/results/fleet-sim-no-latency.md). Off for share requests (the Alibaba traces): no pod leaves there, and
+packing only spends holes (`default` 3.90 -> 3.93)."""
 WHOLE_GPU_RESERVE = 1.0
 """The whole-GPU reserve's scale (whole_gpu_reserve.py): it holds once the room in partly used GPUs could take this
 many times the shared demand the seen mix still brings. `gpuplace sim --pods default --seeds 42-51`: 3.84 without
