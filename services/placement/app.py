@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
+from typing import get_args
 
 from gpuplace.adapters.kafka import check_broker, ensure_copartitioned, start_broker
 from gpuplace.adapters.kube.api_health import ApiHealth
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
 from gpuplace.bootstrap import resources
 from gpuplace.contracts import topics
-from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
+from gpuplace.contracts.events import NodeEvent, PlacementEvent, PlacementKind, PodEvent
 from gpuplace.settings import ConfigurationError, Settings
 from gpuplace.usecases.decide import decider, policy_options
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
@@ -31,10 +33,16 @@ NAME = "placement"
 BATCH_RECORDS = 256  # records read at once: a burst of pending pods is decided in batches of up to this many
 
 
+_KIND = re.compile(rb'"kind"\s*:\s*"([a-z_]+)"')
+_NOT_VIOLATIONS = frozenset(k.encode() for k in get_args(PlacementKind) if k != "slo_violation")
+
+
 def may_close_a_gpu(body: bytes) -> bool:
     """Whether a placements record may be an SLO violation, the one kind placement acts on (on_placement): its
-    own decided and bound events, two a pod, are skipped without being parsed."""
-    return b"slo_violation" in body
+    own decided and bound events, two a pod, are skipped without being parsed. Only a record that names another
+    kind of the contract is skipped: one whose kind cannot be read is parsed, and dead-lettered if malformed."""
+    found = _KIND.search(body)
+    return found is None or found.group(1) not in _NOT_VIOLATIONS
 
 
 async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry | None = None) -> None:

@@ -138,8 +138,8 @@ def valid_event(topic: str, cluster: str, index: int, event_id: str) -> Envelope
         topics.LATENCY: lambda: LatencyWindow(
             **common, namespace=FUZZ_NAMESPACE, pod=pod, workload="slam", node=node, gpu_index=0, window_s=10.0,
             frames=300, p50_ms=10.0, p95_ms=20.0, p99_ms=25.0, deadline_ms=33.0),
-        topics.PLACEMENTS: lambda: PlacementEvent(
-            **common, kind="decided", namespace=FUZZ_NAMESPACE, pod=pod, node=node,
+        topics.PLACEMENTS: lambda: PlacementEvent(  # the kind placement reads there (services/placement/app.py)
+            **common, kind="slo_violation", namespace=FUZZ_NAMESPACE, pod=pod, node=node,
             gpus=(GpuAssignment(index=0, memory_mib=1024, share_milli=0),)),
     }
     return builders[topic]()

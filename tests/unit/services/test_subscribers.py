@@ -101,5 +101,9 @@ async def test_records_a_route_does_not_want_are_skipped_unread_and_not_dead_let
                                   key=b"east/robots/p1")
         await test_broker.publish(b'{"kind": "slo_violation", "truncated', topic=topics.PLACEMENTS,
                                   key=b"east/robots/p1")
+        await test_broker.publish(b'{"cluster": "east", "kin', topic=topics.PLACEMENTS, key=b"east/robots/p2")
+        await test_broker.publish(b'{"kind": "decidedx", "cluster": "east"}', topic=topics.PLACEMENTS,
+                                  key=b"east/robots/p3")
     assert handled == []
-    assert len(letters) == 1 and letters[0]["consumer"] == "placement"  # the one it wanted, malformed
+    # the malformed violation, the record cut before its kind and the kind the contract lacks: all parsed, refused
+    assert [letter["consumer"] for letter in letters] == ["placement"] * 3
