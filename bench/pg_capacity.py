@@ -15,7 +15,8 @@ average cluster of a 50,000-GPU fleet of 50 clusters), and reports what PostgreS
 - `telemetry`: telemetry-ingest's transaction for one GPU sample (usecases/ingest.ingest_telemetry): gpu-agent sends
   one per GPU every GPUPLACE_TELEMETRY_INTERVAL_S (5 s).
 - `latency`: latency-ingest's transaction for one pod's latency window (usecases/ingest.ingest_latency, which
-  refits the one fleet-wide latency model row in the same transaction), over pods placed on the cluster first.
+  refits the one fleet-wide latency model row in the same transaction), over pods placed on the cluster first;
+  and how long each window holds that row (HoldClock): windows take it one after another, fleet-wide.
 
 CPU is read from /proc: the PostgreSQL backends serving this script's sessions (known by their application_name),
 summed over the phase; the whole server's (every postgres process, its background writers included, and anything
@@ -37,9 +38,10 @@ import contextlib
 import json
 import os
 import platform
+import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,8 @@ from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from gpuplace.adapters.postgres import migrate
-from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWorkFactory
+from gpuplace.adapters.postgres.state_repository import StateRepository
+from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWork, PostgresUnitOfWorkFactory
 from gpuplace.cli import cpu_accounting
 from gpuplace.cli.stack_run import settings_from_stack
 from gpuplace.contracts.events import GpuRequest, GpuTelemetry, LatencyWindow, PodEvent
@@ -178,6 +181,8 @@ class PodLife:
         async with self.uow() as uow:  # usecases/placement.PlacementService._on_pending and _place
             claimed = await uow.state.claim_events(CONSUMER, [(e.event_id, e.digest()) for e, _ in batch])
             rows = await uow.state.upsert_pods([pod_row(e) for e, _ in batch if e.event_id in claimed])
+            if any(row["owner"] for row in rows):  # places promised to a replacement of the same owner
+                await uow.state.pods_in_state(self.cluster, (PodState.PROMISED,))
             records: list[Any] = []
             reservations = []
             for row, (_, hold) in zip(rows, batch, strict=True):
@@ -275,11 +280,54 @@ class Latency:
         return 1
 
 
+class HoldClock:
+    """How long each latency window's transaction holds the one fleet-wide model row: from its SELECT ... FOR UPDATE
+    (StateRepository.load_latency_model) until its commit returns. Every window of the fleet takes that row in
+    turn, whatever the number of latency-ingest workers, so 1 / the hold is the fleet's most windows a second."""
+
+    def __init__(self) -> None:
+        self.held: list[float] = []
+        self._since: dict[int, float] = {}
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        load, commit = StateRepository.load_latency_model, PostgresUnitOfWork.commit
+
+        async def timed_load(repo: StateRepository, name: str, *, for_update: bool = False) -> Any:
+            if for_update:
+                self._since[id(repo)] = time.perf_counter()
+            return await load(repo, name, for_update=for_update)
+
+        async def timed_commit(uow: PostgresUnitOfWork) -> None:
+            await commit(uow)
+            since = self._since.pop(id(uow.state), None)
+            if since is not None:
+                self.held.append(time.perf_counter() - since)
+
+        StateRepository.load_latency_model = timed_load  # type: ignore[method-assign]
+        PostgresUnitOfWork.commit = timed_commit  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            StateRepository.load_latency_model = load  # type: ignore[method-assign]
+            PostgresUnitOfWork.commit = commit  # type: ignore[method-assign]
+
+
 # -- one phase ----------------------------------------------------------------------------------------------------
 Worker = PodLife | Telemetry | Latency
 WORKERS: dict[str, Callable[[PostgresUnitOfWorkFactory, str], Worker]] = {
     "pods": PodLife, "telemetry": Telemetry, "latency": Latency}
 UNIT = {"pods": "pods", "telemetry": "samples", "latency": "windows"}
+
+
+async def _lock_waits(admin: asyncpg.Connection, deadline: float) -> float:
+    """Of this script's sessions, how many wait for a lock (a row another holds), on average over the phase."""
+    seen = []
+    while time.monotonic() < deadline:
+        seen.append(await admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
+                                         "AND wait_event_type = 'Lock'", APP))
+        await asyncio.sleep(0.1)
+    return sum(seen) / len(seen) if seen else 0.0
 
 
 async def _drive(worker: Worker, deadline: float) -> int:
@@ -294,7 +342,7 @@ async def phase(mix: str, urls: Sequence[str], workers: int, seconds: float) -> 
     per_db = [len(range(i, workers, len(urls))) for i in range(len(urls))]
     engines = [_engine(url, n) for url, n in zip(urls, per_db, strict=True) if n]
     factories = [PostgresUnitOfWorkFactory(e) for e in engines]
-    run = uuid.uuid4().hex[:6]
+    run, clock = uuid.uuid4().hex[:6], HoldClock()
     crew = [WORKERS[mix](factories[i % len(factories)], f"cap-{run}-{i}") for i in range(workers)]
     admin = await asyncpg.connect(_asyncpg_dsn(urls[0]))
     dbs = [await asyncpg.connect(_asyncpg_dsn(url)) for url in urls]
@@ -307,14 +355,18 @@ async def phase(mix: str, urls: Sequence[str], workers: int, seconds: float) -> 
             await _warm(engine, n)
         before = await _sample(admin, dbs)
         deadline = time.monotonic() + seconds
-        done = sum(await asyncio.gather(*(_drive(w, deadline) for w in crew)))
+        waits = asyncio.create_task(_lock_waits(admin, deadline))
+        with clock.watching():
+            done = sum(await asyncio.gather(*(_drive(w, deadline) for w in crew)))
+        waiting = await waits
         after = await _sample(admin, dbs)
     finally:
         for conn in (admin, *dbs):
             await conn.close()
         for engine in engines:
             await engine.dispose()
-    return _figures(mix, workers, len(urls), done, before, after)
+    held = {"model_row_held_ms": round(1000 * statistics.mean(clock.held), 3)} if clock.held else {}
+    return {**_figures(mix, workers, len(urls), done, before, after), "waiting_on_locks": round(waiting, 2), **held}
 
 
 def _figures(mix: str, workers: int, databases: int, done: int, before: Sample, after: Sample) -> dict[str, Any]:
@@ -345,13 +397,20 @@ def markdown(results: list[dict[str, Any]], command: str) -> str:
         "which transactions); the Python side shares the machine's cores with PostgreSQL, so the rate is the "
         "client's, and PostgreSQL's CPU per unit is the figure that carries to a fleet.", "",
         "| mix | K workers | databases | done | per s | PostgreSQL ms per unit (its backends) | server ms per unit "
-        "(all postgres processes) | units per PostgreSQL core-second | client ms per unit | WAL bytes per unit |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "(all postgres processes) | units per PostgreSQL core-second | client ms per unit | WAL bytes per unit | "
+        "sessions waiting on a lock (mean) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(f"| {r['mix']} ({r['unit']}) | {r['workers']} | {r['databases']} | {r['done']} | {r['per_s']} | "
                      f"{r['backends_ms_per']} | {r['server_ms_per']} | {r['per_postgres_core_s']} | "
-                     f"{r['client_ms_per']} | {r['wal_bytes_per']} |")
+                     f"{r['client_ms_per']} | {r['wal_bytes_per']} | {r['waiting_on_locks']} |")
+    held = [r for r in results if "model_row_held_ms" in r]
+    lines += [""] if held else []
+    for r in held:
+        lines.append(f"- latency, {r['workers']} worker(s): each window held the fleet's model row "
+                     f"{r['model_row_held_ms']} ms (SELECT ... FOR UPDATE to commit): at most "
+                     f"{1000 / r['model_row_held_ms']:.0f} windows a second, fleet-wide, however many workers.")
     lines += ["", "Table growth per unit (bytes, indexes included, before any vacuum), first run of each mix:", "",
               "| mix | " + " | ".join(TABLES) + " |", "|---|" + "---|" * len(TABLES)]
     seen: set[str] = set()

@@ -9,8 +9,8 @@ runs `gpuplace bench pipeline`'s PipelineRun once (services as processes, as dep
   and, once placement has recorded each deleted, the same again, after PostgreSQL's statistics were flushed;
 - then the run's own records on its topics (they carry its run id), by topic and kind, with their size.
 So the report gives records and rows per pod for the way in (pending -> bound) and the way out (deleted), and what
-each component spent on each. The table counters are the whole database's: another run using the same database
-meanwhile would be counted too (the report gives the counts by the run's cluster ids beside them to check).
+each component spent on each. The run has a database of its own (created, migrated, dropped at the end), so the
+table counters are the run's alone.
 """
 
 from __future__ import annotations
@@ -24,14 +24,17 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+from pg_capacity import scratch_databases  # bench/, beside this script
+from pydantic import SecretStr
 from sqlalchemy import make_url
 
 from gpuplace.adapters.kafka_event_log import read_cluster_log
 from gpuplace.bootstrap import cluster_api
 from gpuplace.cli import cpu_accounting
-from gpuplace.cli.pipeline_run import PipelineRun, RunConfig
+from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, RunResult
 from gpuplace.cli.stack_run import local_stack
 from gpuplace.contracts import topics
+from gpuplace.settings import Settings
 
 STATS_FLUSH_S = 11.0  # a backend idle flushes its table counters within PGSTAT_IDLE_INTERVAL (10 s, PostgreSQL 15)
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -176,6 +179,15 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+async def _run(settings: Settings, config: RunConfig) -> tuple[Counts, RunResult]:
+    """The run on a database of its own (its table counters are the run's alone), dropped afterwards."""
+    async with scratch_databases(settings.database_url.get_secret_value(), 1) as (url,):
+        settings = settings.model_copy(update={"database_url": SecretStr(url)})
+        counts = Counts(url)
+        result = await PipelineRun(config, settings).run(before_submit=counts.before, after_drain=counts.after)
+    return counts, result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=20)
@@ -183,9 +195,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/pipeline-counts"))
     args = parser.parse_args()
     settings, kubeconfigs = local_stack()
-    counts = Counts(settings.database_url.get_secret_value())
     config = RunConfig(kubeconfigs=kubeconfigs, nodes=args.nodes, pods=args.pods, gpus_per_node=10, processes=True)
-    result = asyncio.run(PipelineRun(config, settings).run(before_submit=counts.before, after_drain=counts.after))
+    counts, result = asyncio.run(_run(settings, config))
     bound = counts.rows_by_cluster["bound"]  # the run's own count reads the apiserver, where they are gone now
     report = {"command": f"python bench/pipeline_counts.py --nodes {args.nodes} --pods {args.pods} --out {args.out}",
               "nodes": args.nodes, "pods": bound, "run": result.summary(),
