@@ -12,6 +12,7 @@ average cluster of a 50,000-GPU fleet of 50 clusters), and reports what PostgreS
   watcher's bound news (claim_events), and the deletion placement applies one pod at a time (_forget: claim_event,
   get_pod FOR UPDATE, release, set_pod_state deleted). The policy is not run (the GPUs are picked round-robin) and
   nothing is sent to Kafka or the apiserver: only what PostgreSQL does is measured.
+- `placing`: the same less the deletion: the way in alone (pods placed, bound and left running).
 - `telemetry`: telemetry-ingest's transaction for one GPU sample (usecases/ingest.ingest_telemetry): gpu-agent sends
   one per GPU every GPUPLACE_TELEMETRY_INTERVAL_S (5 s).
 - `latency`: latency-ingest's transaction for one pod's latency window (usecases/ingest.ingest_latency, which
@@ -243,6 +244,14 @@ class PodLife:
             self.standing += await self.place()
 
 
+class Placing(PodLife):
+    """The way in alone: pods placed and bound, never deleted (the `pods` mix less this is the way out)."""
+
+    async def cycle(self) -> int:
+        await self.place()
+        return BATCH_PODS
+
+
 class Telemetry:
     """gpu-agent's samples of the cluster's GPUs, one after another, through telemetry-ingest's transaction."""
 
@@ -314,10 +323,10 @@ class HoldClock:
 
 
 # -- one phase ----------------------------------------------------------------------------------------------------
-Worker = PodLife | Telemetry | Latency
+Worker = PodLife | Placing | Telemetry | Latency
 WORKERS: dict[str, Callable[[PostgresUnitOfWorkFactory, str], Worker]] = {
-    "pods": PodLife, "telemetry": Telemetry, "latency": Latency}
-UNIT = {"pods": "pods", "telemetry": "samples", "latency": "windows"}
+    "pods": PodLife, "placing": Placing, "telemetry": Telemetry, "latency": Latency}
+UNIT = {"pods": "pods", "placing": "pods", "telemetry": "samples", "latency": "windows"}
 
 
 async def _lock_waits(admin: asyncpg.Connection, deadline: float) -> float:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Costs:
-    """What one unit of work (a pod's whole life, a telemetry sample, a latency window) costs each component."""
+    """What one unit of work (a pod's way in or out, a telemetry sample, a latency window) costs each component."""
 
     placement_cpu_ms: float = 0.0
     watcher_cpu_ms: float = 0.0
@@ -57,10 +57,22 @@ class Fleet:
 
 
 @dataclass(frozen=True)
-class Demand:
-    """Fleet-wide rates and CPU cores (busy CPU-seconds per second) each component needs at one pod rate."""
+class Work:
+    """What each kind of unit costs: a pod's way in (pending -> bound), its way out (deleted), a telemetry sample, a
+    latency window."""
 
-    pods_per_s: float
+    pod_in: Costs
+    pod_out: Costs
+    sample: Costs
+    window: Costs
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Fleet-wide rates and CPU cores (busy CPU-seconds per second) each component needs."""
+
+    starts_per_s: float
+    ends_per_s: float
     samples_per_s: float
     windows_per_s: float
     placement_cores: float
@@ -75,35 +87,38 @@ class Demand:
     postgres_kept_gb_per_day: float
 
 
-def demand(fleet: Fleet, pods_per_s: float, pod: Costs, sample: Costs, window: Costs) -> Demand:
-    """What the fleet asks of each component when `pods_per_s` pods start (and as many end) each second."""
-    if pods_per_s < 0:
-        raise ValueError(f"a pod rate is not negative: {pods_per_s}")
-    rates = ((pods_per_s, pod), (fleet.samples_per_s, sample), (fleet.windows_per_s, window))
+def demand(fleet: Fleet, work: Work, starts_per_s: float, ends_per_s: float | None = None) -> Demand:
+    """What the fleet asks of each component when `starts_per_s` pods start and `ends_per_s` end each second (as
+    many as start, unless said: a steady fleet; a burst starts more than it ends)."""
+    ends_per_s = starts_per_s if ends_per_s is None else ends_per_s
+    if starts_per_s < 0 or ends_per_s < 0:
+        raise ValueError(f"pod rates are not negative: {starts_per_s}, {ends_per_s}")
+    rates = ((starts_per_s, work.pod_in), (ends_per_s, work.pod_out), (fleet.samples_per_s, work.sample),
+             (fleet.windows_per_s, work.window))
 
     def total(name: str) -> float:
         return sum(rate * getattr(costs, name) for rate, costs in rates)
 
     return Demand(
-        pods_per_s=pods_per_s, samples_per_s=fleet.samples_per_s, windows_per_s=fleet.windows_per_s,
-        placement_cores=total("placement_cpu_ms") / 1000, watcher_cores=total("watcher_cpu_ms") / 1000,
-        ingest_cores=total("ingest_cpu_ms") / 1000, kafka_cores=total("kafka_cpu_ms") / 1000,
-        postgres_cores=total("postgres_cpu_ms") / 1000, kafka_records_per_s=total("kafka_records"),
-        kafka_mb_per_s=total("kafka_bytes") / 1e6, postgres_rows_per_s=total("postgres_rows"),
-        postgres_wal_mb_per_s=total("postgres_wal_bytes") / 1e6,
+        starts_per_s=starts_per_s, ends_per_s=ends_per_s, samples_per_s=fleet.samples_per_s,
+        windows_per_s=fleet.windows_per_s, placement_cores=total("placement_cpu_ms") / 1000,
+        watcher_cores=total("watcher_cpu_ms") / 1000, ingest_cores=total("ingest_cpu_ms") / 1000,
+        kafka_cores=total("kafka_cpu_ms") / 1000, postgres_cores=total("postgres_cpu_ms") / 1000,
+        kafka_records_per_s=total("kafka_records"), kafka_mb_per_s=total("kafka_bytes") / 1e6,
+        postgres_rows_per_s=total("postgres_rows"), postgres_wal_mb_per_s=total("postgres_wal_bytes") / 1e6,
         postgres_kept_gb_per_day=total("postgres_kept_bytes") * 86_400 / 1e9)
 
 
-def per_cluster_pods_per_s(pod: Costs) -> float:
-    """The most pods one cluster's worker decides a second: one process, one core, the cluster's pods in order."""
-    if pod.placement_cpu_ms <= 0:
+def per_cluster_pods_per_s(pod_in: Costs) -> float:
+    """The most pods one cluster's worker places a second: one process, one core, the cluster's pods in order."""
+    if pod_in.placement_cpu_ms <= 0:
         raise ValueError("a pod's placement CPU must be positive")
-    return 1000.0 / pod.placement_cpu_ms
+    return 1000.0 / pod_in.placement_cpu_ms
 
 
-def drain_s(burst_pods: int, pod: Costs) -> float:
+def drain_s(burst_pods: int, pod_in: Costs) -> float:
     """Seconds one cluster's worker needs for a burst of `burst_pods`, at best (nothing else on its core)."""
-    return burst_pods / per_cluster_pods_per_s(pod)
+    return burst_pods / per_cluster_pods_per_s(pod_in)
 
 
 def workers(cores: float, *, busy: float = 0.5, most: int | None = None) -> int:
@@ -123,4 +138,5 @@ def partitions_holding(clusters: int, partitions: int) -> float:
     return partitions * (1.0 - (1.0 - 1.0 / partitions) ** clusters)
 
 
-__all__ = ["Costs", "Demand", "Fleet", "demand", "drain_s", "partitions_holding", "per_cluster_pods_per_s", "workers"]
+__all__ = ["Costs", "Demand", "Fleet", "Work", "demand", "drain_s", "partitions_holding", "per_cluster_pods_per_s",
+           "workers"]
