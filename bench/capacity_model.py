@@ -23,20 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuplace.contracts.events import GpuTelemetry, LatencyWindow
-from gpuplace.sim.capacity import (
-    Costs,
-    Demand,
-    Fleet,
-    Work,
-    demand,
-    drain_s,
-    partitions_holding,
-    per_cluster_pods_per_s,
-    workers,
-)
+from gpuplace.sim import capacity
 
 RESULTS = Path("bench/results")
-FLEET = Fleet(regions=5, clusters=50, gpus=50_000)
+FLEET = capacity.Fleet(regions=5, clusters=50, gpus=50_000)
 LIFETIME_S = 900.0  # the robotics scenario's mean pod lifetime (sim/scenarios/robotics.py): the busy day
 BURST = 2_000  # pods per cluster, the pipeline bench's burst
 PARTITIONS = (16, 64, 256)
@@ -66,7 +56,7 @@ def everyday_pods_per_gpu_hour() -> float:
 
 
 def pod_costs(counts: dict[str, Any], pgcap: dict[str, Any], placing: dict[str, Any]
-              ) -> tuple[Costs, Costs, dict[str, float]]:
+              ) -> tuple[capacity.Costs, capacity.Costs, dict[str, float]]:
     """A pod's way in and way out. Placement and the watcher: the burst's way in, split between them as the counted
     run's processes split it; the counted run's way out. Kafka: the burst's cost per record, times each way's
     records (the broker is shared, so the counted run's own Kafka figure is not the run's alone). PostgreSQL: the
@@ -86,7 +76,7 @@ def pod_costs(counts: dict[str, Any], pgcap: dict[str, Any], placing: dict[str, 
     life, placed = _median(pgcap, "pods"), _median(placing, "placing")
     postgres = {"in": burst["postgres"], "out": life["backends_ms_per"] - placed["backends_ms_per"]}
     kept = {"in": placed["kept"], "out": life["kept"] - placed["kept"]}
-    costs = [Costs(placement_cpu_ms=burst["services"] * share["placement"] if way == "in" else
+    costs = [capacity.Costs(placement_cpu_ms=burst["services"] * share["placement"] if way == "in" else
                    way_out.get("service placement", 0.0),
                    watcher_cpu_ms=burst["services"] * share["cluster-watcher"] if way == "in" else
                    way_out.get("service cluster-watcher", 0.0),
@@ -108,7 +98,7 @@ def _median(pgcap: dict[str, Any], mix: str) -> dict[str, float]:
     return found
 
 
-def sample_costs(pgcap: dict[str, Any], kafka_ms_per_record: float) -> tuple[Costs, Costs]:
+def sample_costs(pgcap: dict[str, Any], kafka_ms_per_record: float) -> tuple[capacity.Costs, capacity.Costs]:
     """A telemetry sample and a latency window: one record each; ingest's Python is pg_capacity's client side (the
     use case's own, without the Kafka consumer and validation the service adds: a floor)."""
     sample = GpuTelemetry(cluster="us-east-1-c01", node="node-001", gpu_index=3, gpu_uuid="GPU-" + "0" * 36,
@@ -120,7 +110,7 @@ def sample_costs(pgcap: dict[str, Any], kafka_ms_per_record: float) -> tuple[Cos
     found = []
     for event, mix, rows in ((sample, "telemetry", 2.0), (window, "latency", 3.0)):
         run = _median(pgcap, mix)
-        found.append(Costs(ingest_cpu_ms=run["client_ms_per"], kafka_cpu_ms=kafka_ms_per_record,
+        found.append(capacity.Costs(ingest_cpu_ms=run["client_ms_per"], kafka_cpu_ms=kafka_ms_per_record,
                            postgres_cpu_ms=run["backends_ms_per"], kafka_records=1.0,
                            kafka_bytes=len(event.model_dump_json(by_alias=True)) + len(event.kafka_key()),
                            postgres_rows=rows, postgres_wal_bytes=run["wal_bytes_per"],
@@ -137,7 +127,7 @@ def _n(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}" if x >= 1 else f"{x:.2f}" if x >= 0.01 else f"{x:.3f}"
 
 
-def demand_table(got: dict[str, Demand]) -> list[str]:
+def demand_table(got: dict[str, capacity.Demand]) -> list[str]:
     lines = [("pods started per s", "starts_per_s"), ("pods ended per s", "ends_per_s"),
              ("telemetry samples per s", "samples_per_s"), ("latency windows per s", "windows_per_s"),
              ("placement cores", "placement_cores"), ("cluster-watcher cores", "watcher_cores"),
@@ -148,16 +138,16 @@ def demand_table(got: dict[str, Demand]) -> list[str]:
              ("PostgreSQL GB a day into tables kept (unpruned)", "postgres_kept_gb_per_day")]
     rows = [[label] + [_n(getattr(d, key)) for d in got.values()] for label, key in lines]
     rows.append(["placement workers (each at most half a core)"] + [
-        str(workers(d.placement_cores, busy=0.5, most=FLEET.clusters)) for d in got.values()])
+        str(capacity.workers(d.placement_cores, busy=0.5, most=FLEET.clusters)) for d in got.values()])
     return _table(["fleet-wide", *got], rows)
 
 
 def report(counts: dict[str, Any], pgcap: dict[str, Any], placing: dict[str, Any]) -> str:
     pod_in, pod_out, seen = pod_costs(counts, pgcap, placing)
     sample, window = sample_costs(pgcap, pod_in.kafka_cpu_ms / pod_in.kafka_records)
-    work = Work(pod_in, pod_out, sample, window)
+    work = capacity.Work(pod_in, pod_out, sample, window)
     churn = everyday_pods_per_gpu_hour()
-    ceiling = per_cluster_pods_per_s(pod_in)
+    ceiling = capacity.per_cluster_pods_per_s(pod_in)
     busy = FLEET.running_pods / LIFETIME_S
     loads = {"everyday": (churn * FLEET.gpus / 3600, None), "busy day": (busy, None),
              "every cluster bursting": (FLEET.clusters * ceiling, busy)}
@@ -173,17 +163,17 @@ def report(counts: dict[str, Any], pgcap: dict[str, Any], placing: dict[str, Any
                     [[name, *(_n(getattr(c, f)) for f in fields)] for name, c in costs])
     lines += ["", f"Inputs seen: {json.dumps({k: round(v, 3) for k, v in seen.items()})}; everyday churn "
               f"{churn:.3f} pods per GPU per hour (fleet simulator).", "", "## What the fleet needs", ""]
-    lines += demand_table({name: demand(FLEET, work, *rates) for name, rates in loads.items()})
+    lines += demand_table({name: capacity.demand(FLEET, work, *rates) for name, rates in loads.items()})
     lines += ["", "## Limits", "",
               f"- One cluster's burst drains at most at {_n(ceiling)} pods/s (one worker's core): {BURST:,} pods in "
-              f"{drain_s(BURST, pod_in):.1f} s at best; a cluster's steady churn (in and out) at most "
+              f"{capacity.drain_s(BURST, pod_in):.1f} s at best; a cluster's steady churn (in and out) at most "
               f"{_n(1000 / (pod_in.placement_cpu_ms + pod_out.placement_cpu_ms))} pods/s.",
               f"- One PostgreSQL core: {_n(1000 / (pod_in.postgres_cpu_ms + pod_out.postgres_cpu_ms))} pods/s (in and "
               f"out), or {_n(1000 / sample.postgres_cpu_ms)} telemetry samples/s, or "
               f"{_n(1000 / window.postgres_cpu_ms)} latency windows/s.",
               *_latency_row(pgcap),
               "- Workers that can have work, 50 clusters hashed over a topic's partitions: " + ", ".join(
-                  f"{p} partitions: {partitions_holding(FLEET.clusters, p):.1f}" for p in PARTITIONS) + "."]
+                  f"{p} partitions: {capacity.partitions_holding(FLEET.clusters, p):.1f}" for p in PARTITIONS) + "."]
     return "\n".join(lines) + "\n"
 
 
