@@ -46,24 +46,6 @@ def test_the_mix_on_each_gpu_is_what_the_filter_says_for_each_stream_alone():
     assert got[0].tolist()[:4] == [True, False, True, True]  # the fourteenth det fits, the fifteenth does not
 
 
-def test_with_a_stream_placed_is_the_filter_after_charging_it():
-    snapshot, load = _cluster(3)
-    for i in range(12):
-        load.charge(f"a{i}", 0, (0,), DET)
-    load.charge("b", 0, (1,), SLOW)
-    rows, gpus = _all(snapshot)
-    after = latency_room.gpu_terms(load, MODEL, rows, gpus).with_stream(MODEL, DET)
-    got = latency_room.fits(after, latency_room.MixTerms.of(MODEL, [DET, TIGHT]), MODEL)
-    for gpu in range(3):
-        charged = GpuLoad.for_snapshot(snapshot)
-        for pod, (row, places) in load._placed.items():  # the same residents, then the new pod on this GPU
-            charged.charge(pod, row, tuple(g for g, _ in places), DET if pod.startswith("a") else SLOW)
-        charged.charge("new", 0, (gpu,), DET)
-        for i, stream in enumerate((DET, TIGHT)):
-            assert got[i, gpu] == latency_fit.pre_filter(charged, MODEL, stream, snapshot.gpu_exists).feasible[0, gpu]
-    assert got[0].tolist() == [True, True, True]  # 12 + 1 + 1 = 14 det: still fits
-
-
 def test_a_slower_gpu_model_takes_less_of_the_default_models_mix():
     mix = latency_room.MixTerms.of(DEFAULT_MODEL, [Stream(30.0, "detection", 8.0, 33.3)])
     fast, fast_load = _cluster(1)

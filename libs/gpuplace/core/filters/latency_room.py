@@ -1,16 +1,14 @@
 """Room in time: which streams of an arriving mix a GPU could still take within every deadline (issue 42).
 
-The latency filter (latency_fit.py) answers for one pod on every GPU. The fleet's measures and the house policy
-ask the same question for many pods at once -- the mix of streams that keeps arriving -- on some GPUs as they
-are (is this GPU's free memory usable in time by anything, or is its time taken?) and on the same GPUs with one
-more pod placed (how much of the mix could still go there after this placement?). The test is latency_fit's,
+The latency filter (latency_fit.py) answers for one pod on every GPU. The fleet's measures ask the same question
+for many pods at once -- the mix of streams that keeps arriving -- on some GPUs as they are: is this GPU's free
+memory usable in time by anything, or is its time taken (sim/fleet/kpis.py)? The test is latency_fit's,
 term for term (`_feasible`: every budget holds on its solo term, the load stays below the model's `max_load`, and
 the busy period's equation at the tightest budget's cap holds), vectorised over a streams axis: (m streams, k
 GPUs) instead of one pod on (n_nodes, max_gpus). The residents' terms are latency_fit's cached ones, so asking
 costs no second pass over the slots.
 
-GPUs are given as flat (rows, gpus) index pairs; `GpuTerms` holds their residents' terms, and `with_stream`
-adds one pod to every one of them (a hypothetical placement, nothing is charged).
+GPUs are given as flat (rows, gpus) index pairs; `GpuTerms` holds their residents' terms.
 """
 
 from __future__ import annotations
@@ -60,17 +58,6 @@ class GpuTerms:
     load: FloatArray
     budget_ms: FloatArray  # the tightest resident budget; inf where none has a deadline
     solo_ok: BoolArray
-
-    def with_stream(self, model: LatencyModel, stream: Stream, margin: float = DEFAULT_MARGIN) -> GpuTerms:
-        """The same GPUs with `stream` added to each (one pod placed there, hypothetically)."""
-        service = model.service_ms(stream) / self.speed  # (k,)
-        work = service * model.work_fraction(stream.workload_class)
-        budget = np.inf if stream.deadline_ms is None else stream.deadline_ms * (1.0 - margin)
-        k = len(self.speed)
-        return GpuTerms(self.speed, np.concatenate([self.work_ms, work[:, None]], axis=1),
-                        np.concatenate([self.period_ms, np.full((k, 1), stream.period_ms)], axis=1),
-                        self.load + work / stream.period_ms, np.minimum(self.budget_ms, budget),
-                        self.solo_ok & (model.tail(95).solo_ratio * service <= budget))
 
 
 def gpu_terms(load: GpuLoad, model: LatencyModel, rows: IntArray, gpus: IntArray,
