@@ -27,16 +27,10 @@ from aiokafka.structs import TopicPartition
 
 from gpuplace.adapters import dependencies
 from gpuplace.adapters.event_log import SPREAD_BY_KEY, ClusterNotInLog, LogRecord, merge, of_record
-from gpuplace.adapters.kafka import (
-    Kafka,
-    admin_client,
-    client_options,
-    ensure_topics,
-    make_broker,
-    partition_of,
-    publish_json,
-    start_broker,
-)
+from gpuplace.adapters.kafka.connection import Kafka, client_options, make_broker, start_broker
+from gpuplace.adapters.kafka.partitioning import partition_of
+from gpuplace.adapters.kafka.producer import publish_json
+from gpuplace.adapters.kafka.topics import admin_client, ensure_topics
 
 Progress = Callable[[str], None]
 _STALL_S = 30.0  # a partition that yields nothing for this long while short of its end offset is an error
