@@ -28,7 +28,7 @@ from pg_capacity import scratch_databases  # bench/, beside this script
 from pydantic import SecretStr
 from sqlalchemy import make_url
 
-from gpuplace.adapters.kafka_event_log import read_cluster_log
+from gpuplace.adapters.kafka.event_log import read_cluster_log
 from gpuplace.bootstrap import cluster_api
 from gpuplace.cli import cpu_accounting
 from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, RunResult
