@@ -23,10 +23,10 @@ from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import gpus, pods
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.pipeline_run import FLEET_LABEL, PRIORITY_CLASSES, _ensure_priority_classes, _node_manifest
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.core.model import Node
+from gpuplace.harness.pipeline_run import FLEET_LABEL, PRIORITY_CLASSES, _ensure_priority_classes, _node_manifest
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement

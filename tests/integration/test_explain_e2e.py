@@ -22,8 +22,8 @@ from kubernetes_asyncio import client
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.pipeline_run import _ensure_priority_classes
 from gpuplace.contracts import topics
+from gpuplace.harness.pipeline_run import _ensure_priority_classes
 from gpuplace.usecases.explain import explain
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement

@@ -25,10 +25,10 @@ from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.pod_metrics.targets import LATENCY_PORT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.pipeline_run import FLEET_LABEL, _ensure_priority_classes, _node_manifest, _pod_manifest
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.core.model import GpuRequest, Node, Pod
+from gpuplace.harness.pipeline_run import FLEET_LABEL, _ensure_priority_classes, _node_manifest, _pod_manifest
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from gpuplace.usecases.latency_learning import MODEL_NAME
 from gpuplace.usecases.placement import MODEL_REFRESH_S

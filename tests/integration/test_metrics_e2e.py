@@ -19,8 +19,8 @@ from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.metrics import MIB
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.pipeline_run import _ensure_priority_classes
 from gpuplace.contracts import topics
+from gpuplace.harness.pipeline_run import _ensure_priority_classes
 from services import http_server, runtime
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement

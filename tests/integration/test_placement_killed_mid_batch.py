@@ -37,12 +37,12 @@ from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import database
-from gpuplace.cli.chaos_faults import ServiceProcess, service_env
-from gpuplace.cli.chaos_run import _api_overcommitted, _lost, _node_mismatch
-from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis, _list_json
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.core.model import Node
+from gpuplace.harness.chaos_faults import ServiceProcess, service_env
+from gpuplace.harness.chaos_run import _api_overcommitted, _lost, _node_mismatch
+from gpuplace.harness.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis, _list_json
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from tests.integration.conftest import asyncpg_dsn, run_id
 

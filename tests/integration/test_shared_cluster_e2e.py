@@ -22,9 +22,9 @@ from gpuplace.adapters.kube import quantity
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.bootstrap import database
-from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis
-from gpuplace.cli.shared_cluster import create_all, delete_quietly, outcomes
-from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.harness.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis
+from gpuplace.harness.shared_cluster import create_all, delete_quietly, outcomes
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from tests.integration.conftest import eventually
 

@@ -13,11 +13,11 @@ from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.pipeline_run import FLEET_LABEL, _node_manifest, _pod_manifest
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import LatencyWindow
 from gpuplace.core.model import GpuRequest, Node, Pod
+from gpuplace.harness.pipeline_run import FLEET_LABEL, _node_manifest, _pod_manifest
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from services.latency_ingest import app as latency_ingest

@@ -23,16 +23,23 @@ from pathlib import Path
 
 import typer
 
-from gpuplace.cli import bench, dra_report
+from gpuplace.cli import bench
 from gpuplace.cli.bench_pipeline import gpuplace_client_limits
 from gpuplace.cli.console import new_console
-from gpuplace.cli.dra_run import DEFAULT_WAVE, DraKubeSchedulerRun, DraRun
-from gpuplace.cli.kube_scheduler_process import DEFAULT_BURST, DEFAULT_QPS, ClientLimits, binary_version, find_binary
-from gpuplace.cli.pipeline_comparison import run_then_clean
-from gpuplace.cli.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
-from gpuplace.cli.pipeline_run import PipelineRun, RunConfig
-from gpuplace.cli.stack_run import Nodes, PolicyName, local_stack, stage_bars
 from gpuplace.core.model import Node
+from gpuplace.harness import dra_report
+from gpuplace.harness.dra_run import DEFAULT_WAVE, DraKubeSchedulerRun, DraRun
+from gpuplace.harness.kube_scheduler_process import (
+    DEFAULT_BURST,
+    DEFAULT_QPS,
+    ClientLimits,
+    binary_version,
+    find_binary,
+)
+from gpuplace.harness.pipeline_comparison import run_then_clean
+from gpuplace.harness.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
+from gpuplace.harness.pipeline_run import PipelineRun, RunConfig
+from gpuplace.harness.stack_run import Nodes, PolicyName, local_stack, stage_bars
 from gpuplace.sim import dra_stream
 
 DEFAULT_OUT = Path("bench/results/dra.md")

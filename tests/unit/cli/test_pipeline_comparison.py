@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from gpuplace.cli import kube_scheduler_process, stack_env
 from gpuplace.cli.bench_pipeline import gpuplace_client_limits
-from gpuplace.cli.kube_scheduler_process import ClientLimits, config_text, find_binary
-from gpuplace.cli.kube_scheduler_run import gpu_limit, whole_gpu_manifest
-from gpuplace.cli.pipeline_comparison import whole_gpus_per_node
-from gpuplace.cli.pipeline_comparison_report import (
+from gpuplace.harness import kube_scheduler_process, stack_env
+from gpuplace.harness.kube_scheduler_process import ClientLimits, config_text, find_binary
+from gpuplace.harness.kube_scheduler_run import gpu_limit, whole_gpu_manifest
+from gpuplace.harness.pipeline_comparison import whole_gpus_per_node
+from gpuplace.harness.pipeline_comparison_report import (
     Setup,
     comparison,
     cpu_medians,
@@ -24,7 +24,7 @@ from gpuplace.cli.pipeline_comparison_report import (
     ratio,
     report_json,
 )
-from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _pod_manifest
+from gpuplace.harness.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _pod_manifest
 from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
 

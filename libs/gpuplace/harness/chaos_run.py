@@ -39,13 +39,13 @@ from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import allocations, gpus, pods
 from gpuplace.bootstrap import database
-from gpuplace.cli import chaos_fuzz
-from gpuplace.cli.chaos_faults import ServiceProcess, Supervisor, restart_component
-from gpuplace.cli.chaos_probes import DeadLetterTap, LagMonitor, overlap
-from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, _apis, _list_json, _pod_manifest
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import PodEvent
 from gpuplace.core.model import Node
+from gpuplace.harness import chaos_fuzz
+from gpuplace.harness.chaos_faults import ServiceProcess, Supervisor, restart_component
+from gpuplace.harness.chaos_probes import DeadLetterTap, LagMonitor, overlap
+from gpuplace.harness.pipeline_run import PipelineRun, RunConfig, _apis, _list_json, _pod_manifest
 from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
 

@@ -39,9 +39,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
-from gpuplace.cli import dra_objects
-from gpuplace.cli.kube_scheduler_run import KubeSchedulerRun, is_unschedulable, wait_settled
-from gpuplace.cli.pipeline_run import (
+from gpuplace.core.model import Node, Pod
+from gpuplace.harness import dra_objects
+from gpuplace.harness.kube_scheduler_run import KubeSchedulerRun, is_unschedulable, wait_settled
+from gpuplace.harness.pipeline_run import (
     FLEET_LABEL,
     PipelineRun,
     Progress,
@@ -53,7 +54,6 @@ from gpuplace.cli.pipeline_run import (
     _ignore_404,
     _node_manifest,
 )
-from gpuplace.core.model import Node, Pod
 from gpuplace.settings import Settings
 from gpuplace.sim import dra_stream
 from gpuplace.sim.stranded import Ask, DeviceUse, Stranded, combined, stranded

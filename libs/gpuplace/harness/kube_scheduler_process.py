@@ -35,7 +35,7 @@ from types import TracebackType
 
 import aiohttp
 
-from gpuplace.cli import stack_env
+from gpuplace.harness import stack_env
 
 BINARY_VARIABLE = "GPUPLACE_STACK_KUBE_SCHEDULER"
 DEFAULT_QPS = 5000.0

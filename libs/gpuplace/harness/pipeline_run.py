@@ -34,9 +34,9 @@ from gpuplace.adapters.kube.translate import GPU_COUNT, GPU_MEMORY, GPU_PRODUCT
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.chaos_faults import ServiceProcess, service_env
 from gpuplace.contracts import topics
 from gpuplace.core.model import Node, Pod
+from gpuplace.harness.chaos_faults import ServiceProcess, service_env
 from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
 from gpuplace.usecases.pod_states import PodState
@@ -94,7 +94,7 @@ class RunResult:
     seconds: float
     bound_at: dict[str, float] = field(repr=False, default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
-    """CPU seconds each component of the stack spent during the run (cli/cpu_accounting), when measured."""
+    """CPU seconds each component of the stack spent during the run (harness/cpu_accounting), when measured."""
     burst_cpu_s: dict[str, float] = field(default_factory=dict)
     """The same over the burst alone: from the first submit until every pod was bound (or waits for a reason)."""
 
