@@ -44,15 +44,15 @@ from gpuplace.harness import dra_objects
 from gpuplace.harness.kube_scheduler_run import KubeSchedulerRun, is_unschedulable, wait_settled
 from gpuplace.harness.pipeline_run import (
     FLEET_LABEL,
+    ClusterApis,
     PipelineRun,
     Progress,
     RunConfig,
     RunResult,
-    _apis,
-    _chunks,
-    _create_node,
-    _ignore_404,
-    _node_manifest,
+    chunks,
+    create_node,
+    ignore_404,
+    kwok_node_manifest,
 )
 from gpuplace.settings import Settings
 from gpuplace.sim import dra_stream
@@ -162,8 +162,8 @@ class DraRun(PipelineRun):
                 if exc.status != 409:
                     raise
             await api.core.create_namespace({"metadata": {"name": self.namespace}})  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
-            for chunk in _chunks(nodes, 32):
-                await asyncio.gather(*(_create_node(api, dra_node_manifest(n, self.config.run_id)) for n in chunk))
+            for chunk in chunks(nodes, 32):
+                await asyncio.gather(*(create_node(api, dra_node_manifest(n, self.config.run_id)) for n in chunk))
                 uids = await _node_uids(api, self.config.run_id)
                 await asyncio.gather(*(_json(resource.create_resource_slice(
                     dra_objects.resource_slice(n, labels, uids.get(n.name)),  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
@@ -342,12 +342,12 @@ class DraRun(PipelineRun):
         manager's to drop once their pods are gone, at its client's 20 QPS: thousands of claims would keep the
         namespace for minutes, so the bench drops it itself (nothing runs on KWOK's devices)."""
         if apis is None:
-            async with _apis(self.config.kubeconfigs) as opened:
+            async with ClusterApis(self.config.kubeconfigs) as opened:
                 return await self.cleanup(opened, fleets)
         await super().cleanup(apis, fleets)
         for name in self.clusters.values():
             await _release_claims(apis[name], self.namespace)
-            await _ignore_404(_json(client.ResourceV1Api(apis[name].api_client).delete_collection_resource_slice(
+            await ignore_404(_json(client.ResourceV1Api(apis[name].api_client).delete_collection_resource_slice(
                 label_selector=f"{FLEET_LABEL}={self.config.run_id}", _preload_content=False)))
 
 
@@ -361,7 +361,7 @@ class DraKubeSchedulerRun(DraRun, KubeSchedulerRun):
 
 def dra_node_manifest(node: Node, run_id: str) -> dict[str, Any]:
     """PipelineRun's KWOK node without the device plugin's `nvidia.com/gpu` and GPU Feature Discovery's labels."""
-    manifest = _node_manifest(node, run_id)
+    manifest = kwok_node_manifest(node, run_id)
     labels = manifest["metadata"]["labels"]
     manifest["metadata"]["labels"] = {k: v for k, v in labels.items() if not k.startswith("nvidia.com/")}
     for key in ("capacity", "allocatable"):
@@ -391,7 +391,7 @@ async def _release_claims(api: KubeClusterApi, namespace: str) -> None:
 
     async def release(name: str) -> None:
         async with slots:
-            await _ignore_404(_json(resource.patch_namespaced_resource_claim(  # type: ignore[call-arg]  # the client takes _content_type; its stub does not say so
+            await ignore_404(_json(resource.patch_namespaced_resource_claim(  # type: ignore[call-arg]  # the client takes _content_type; its stub does not say so
                 name, namespace, {"metadata": {"finalizers": None}},
                 _content_type="application/merge-patch+json", _preload_content=False)))
 

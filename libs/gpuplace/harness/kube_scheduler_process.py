@@ -209,5 +209,5 @@ class KubeSchedulerProcess:
             raise error
 
 
-__all__ = ["BINARY_VARIABLE", "ClientLimits", "KubeSchedulerProcess", "binary_version", "config_text",
-           "find_binary"]
+__all__ = ["BINARY_VARIABLE", "DEFAULT_BURST", "DEFAULT_QPS", "ClientLimits", "KubeSchedulerProcess", "binary_version",
+           "config_text", "find_binary"]

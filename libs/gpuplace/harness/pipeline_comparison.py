@@ -148,5 +148,5 @@ async def _gone(api: KubeClusterApi, namespace: str) -> bool:
     return False
 
 
-__all__ = ["Comparison", "compare", "namespace_gone", "run_one", "run_then_clean",
+__all__ = ["DEFAULT_GPUS_PER_NODE", "Comparison", "compare", "namespace_gone", "run_one", "run_then_clean",
            "whole_gpus_per_node"]
