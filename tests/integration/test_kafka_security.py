@@ -17,9 +17,9 @@ from gpuplace.adapters.dependencies import Unreachable
 from gpuplace.adapters.kafka import ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import database
-from gpuplace.cli.stack_env import cluster_kubeconfigs, resolve
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent
+from gpuplace.harness.stack_env import cluster_kubeconfigs, resolve
 from gpuplace.settings import Settings
 from services import runtime
 from services.placement import app as placement

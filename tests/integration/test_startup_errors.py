@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 
 pytestmark = pytest.mark.integration
 GPUPLACE = [sys.executable, "-m", "gpuplace.cli.app"]
