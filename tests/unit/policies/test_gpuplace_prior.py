@@ -30,12 +30,11 @@ def test_hostable_shapes_are_one_gpu_powers_of_two_and_whole_nodes():
     assert all(k == (0, k[1], MILLI_PER_GPU, -1, ()) and w == 12.0 for k, w in shapes.items())
 
 
-def test_hostable_shapes_of_several_models_are_per_gpu_count_on_the_models_that_host_it():
-    """Issue 39: one shape per GPU count, allowed on every model whose nodes host it -- a guessed model restriction
-    ("4 GPUs, A100 only") no pod asked for kept that model's nodes for jobs that could go anywhere."""
-    shapes = hostable_shapes(np.array([2, 4, 8, 8]), ("T4", "A100", "H100", "H100"), 9.0)
-    assert shapes == {(0, 1, MILLI_PER_GPU, -1, ()): 3.0, (0, 2, MILLI_PER_GPU, -1, ()): 3.0,
-                      (0, 4, MILLI_PER_GPU, -1, ("A100", "H100")): 3.0, (0, 8, MILLI_PER_GPU, -1, ("H100",)): 3.0}
+def test_hostable_shapes_of_two_models_are_per_model_and_share_the_weight():
+    shapes = hostable_shapes(np.array([8, 4]), ("A100", "H100"), 10.0)
+    assert set(shapes) == {(0, c, MILLI_PER_GPU, -1, ("A100",)) for c in (1, 2, 4, 8)} | {
+        (0, c, MILLI_PER_GPU, -1, ("H100",)) for c in (1, 2, 4)}
+    assert set(shapes.values()) == {5.0}
 
 
 def _snapshot():
@@ -98,20 +97,8 @@ def test_prior_top_up_counts_seen_pods_of_its_count_and_models():
             (4000, 1, -1, -1, ("A100", "T4")): 4.0,  # whole GPUs asked by count, an overlapping model
             (4000, 1, 500, -1, ()): 50.0,  # half a GPU: not whole, covers nothing
             (16000, 4, MILLI_PER_GPU, -1, ("A100",)): 50.0}  # 4 GPUs of another model
-    # 3 of the A100 one-GPU shape's 10 left, carried by the 7 pods covering it in proportion (3:4); nothing seen
-    # covers the H100 4-GPU shape: it keeps its own 10
-    assert prior_top_up(prior, seen) == pytest.approx({(8000, 1, MILLI_PER_GPU, -1, ()): 3.0 * 3 / 7,
-                                                       (4000, 1, -1, -1, ("A100", "T4")): 3.0 * 4 / 7,
-                                                       (0, 4, MILLI_PER_GPU, -1, ("H100",)): 10.0})
-
-
-def test_the_prior_left_takes_the_models_of_the_pods_seen_of_its_count():
-    """Issue 39: a guessed 4-GPU shape per model kept claiming A100 nodes for "4 GPUs, A100 only" after every 4-GPU
-    pod seen had asked "A100 or H100"; what is left of the floor now weighs the shape those pods ask."""
-    prior = {(0, 4, MILLI_PER_GPU, -1, ("A100",)): 8.0, (0, 4, MILLI_PER_GPU, -1, ("H100",)): 8.0}
-    seen = {(40000, 4, MILLI_PER_GPU, -1, ("A100", "H100")): 1.0}
-    assert prior_top_up(prior, seen) == {(40000, 4, MILLI_PER_GPU, -1, ("A100", "H100")): 14.0}
-    assert prior_top_up(prior, {}) == prior
+    assert prior_top_up(prior, seen) == {(0, 1, MILLI_PER_GPU, -1, ("A100",)): 3.0,
+                                         (0, 4, MILLI_PER_GPU, -1, ("H100",)): 10.0}
 
 
 def _keys_and_p(built):

@@ -25,12 +25,11 @@ Setting: PolicyContext.whole_gpu_reserve, from GPUPLACE_WHOLE_GPU_RESERVE in the
 0 turns it off).
 
 The arriving workload is estimated from the pods scored so far (shape_estimate.py, half-life HALF_LIFE_PODS pods),
-over a floor that never decays: PRIOR_PODS pseudo-pods, shared among the GPU models, of the whole-GPU shapes the
-cluster's nodes could host (one GPU, powers of two, whole nodes; each on every model that can host it) and
-DECLARED_PODS of each shape the operator declares (PolicyContext.expected_shapes; GPUPLACE_EXPECTED_SHAPES in the
-service), which replace the hostable shapes of their GPU count (shape_estimate.prior_shapes), each counting only as
-far as the pods seen of its kind fall short of it, and then as the shapes of those pods (shape_estimate.prior_top_up).
-Learned only from pods seen, the policy did not know whole nodes were worth keeping
+over a floor that never decays: PRIOR_PODS pseudo-pods of the whole-GPU shapes the cluster's nodes could host (one
+GPU, powers of two, whole nodes; per GPU model when there are several) and DECLARED_PODS of each shape the operator
+declares (PolicyContext.expected_shapes; GPUPLACE_EXPECTED_SHAPES in the service), which replace the hostable shapes
+of their GPU count (shape_estimate.prior_shapes), each counting only as far as the pods seen of its kind fall short of
+it (shape_estimate.prior_top_up). Learned only from pods seen, the policy did not know whole nodes were worth keeping
 until the first 8-GPU job came, and on small fleets that job then found every node broken (issue 19; `gpuplace bench
 robustness`). The context's TypicalWorkload is not used: FGD's 95% cut by count drops the
 rare multi-GPU shapes that hold 6% of the trace's GPU demand, and seeding the estimate with it starved 8-GPU pods

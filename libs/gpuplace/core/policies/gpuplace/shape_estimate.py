@@ -162,9 +162,7 @@ class ShapeEstimate:
 
 
 def prior_top_up(prior: dict[ShapeKey, float], seen: dict[ShapeKey, float]) -> dict[ShapeKey, float]:
-    """Pseudo-pods the prior still adds, by shape: each prior shape's own less the pods `seen` of shapes that cover
-    it, never < 0, carried by those covering shapes in proportion to their pods, or by the prior shape itself while
-    no pod covers it.
+    """Pseudo-pods each prior shape still adds: its own less the pods `seen` of shapes that cover it, never < 0.
 
     The prior is a floor under the estimate, not an addition to it: a prior shape and the pods of its kind seen
     weigh max(prior, seen) together. Added on top, the prior's zero-CPU whole-GPU shapes (about 5% of the
@@ -173,35 +171,23 @@ def prior_top_up(prior: dict[ShapeKey, float], seen: dict[ShapeKey, float]) -> d
     against 3.86 without a prior. As a floor it is gone once the shapes it stands for are seen that often, and
     whole now where they are not (two-models family, large-last order: 8-GPU jobs come last).
 
-    Why the seen shapes carry what is left (issue 39): the prior guesses a GPU count's weight, not what the pods
-    of that count ask. Kept on its own key, a guessed shape per GPU model ("4 GPUs, A100 only") went on claiming
-    that model's nodes for pods no one asked for after the 4-GPU jobs seen had said "A100 or H100" -- and its small
-    pool made it weigh the most (node_waste.py). Carried by the pods seen, the floor keeps the count's weight with
-    the models and CPU those pods ask. `gpuplace bench robustness`, seeds 0-39: two-models 6.43 -> 6.15 (FGD 9.13),
-    mixed-96 10.81 -> 9.07 (FGD 9.43).
-
     A seen shape covers a prior one of the same GPU count and allowed models that overlap (either side may allow
     any model) that asks whole GPUs as it does (a share of >= 1000m or none, no memory slice), or else the same
     share and memory; its CPU does not matter (the prior's shapes ask none).
     """
     if not prior:
         return {}
-    by_kind: dict[tuple[int, int, int], list[tuple[ShapeKey, float]]] = {}
+    by_kind: dict[tuple[int, int, int], list[tuple[tuple[str, ...], float]]] = {}
     for key, pods in seen.items():
         if key[1] == 0:
             continue
-        by_kind.setdefault(_kind(key), []).append((key, pods))
+        by_kind.setdefault(_kind(key), []).append((key[4], pods))
     top_up: dict[ShapeKey, float] = {}
     for key, pods in prior.items():
         models = set(key[4])
-        covering = [(k, w) for k, w in by_kind.get(_kind(key), ())
-                    if not models or not k[4] or models.intersection(k[4])]
-        covered = sum(w for _, w in covering)
-        left = max(0.0, pods - covered)
-        if not left:
-            continue
-        for k, w in covering or [(key, 1.0)]:
-            top_up[k] = top_up.get(k, 0.0) + left * (w / covered if covering else 1.0)
+        covered = sum(w for seen_models, w in by_kind.get(_kind(key), ())
+                      if not models or not seen_models or models.intersection(seen_models))
+        top_up[key] = max(0.0, pods - covered)
     return top_up
 
 
@@ -214,29 +200,21 @@ def _kind(key: ShapeKey) -> tuple[int, int, int]:
 
 
 def hostable_shapes(gpu_counts: IntArray, models: tuple[str, ...], pseudo_pods: float) -> dict[ShapeKey, float]:
-    """The whole-GPU shapes a cluster could host, asking no CPU: one GPU, every power of two up to a GPU model's
-    largest node, and every node's full count (a whole node) -- one shape per GPU count, allowed on every GPU model
-    whose nodes (`gpu_counts` and `models`, one per node) can host it (any model where all can), each
-    `pseudo_pods` / the number of GPU models.
-
-    Why one shape per count, not one per model (issue 39): a pod not yet seen is not known to need one model, and
-    a guessed "4 GPUs, A100 only" beside "4 GPUs, H100 only" made each model's nodes look kept for jobs only it
-    could take -- the smaller the model's pool, the more (node_waste.py) -- so on a fleet of 2 x T4, 4 x A100 and
-    8 x H100 nodes the 4-GPU and smaller jobs went to the H100 nodes the 8-GPU jobs needed. The weight is what each
-    model's copy weighed before: the pods seen of a count covered every copy at once, so that was the floor.
-    `gpuplace bench robustness --seeds 0-49`: mixed-96 10.23 -> 8.93 (FGD 9.23), worse than FGD on 21 -> 7 seeds.
-    """
+    """The whole-GPU shapes a cluster could host, `pseudo_pods` shared by each GPU model's: per model (its nodes'
+    GPU counts `gpu_counts` and GPU models `models`, one per node), one GPU, every power of two up to its largest
+    node, and every node's full count (a whole node), asking no CPU. With one model the shapes allow any model."""
     by_model: dict[str, set[int]] = {}
     for count, model in zip(gpu_counts, models, strict=True):
         if count > 0 and model:
             by_model.setdefault(model, set()).add(int(count))
-    hosts: dict[int, set[str]] = {}
+    shapes: dict[ShapeKey, float] = {}
     for model, counts in by_model.items():
         largest = max(counts)
-        for c in counts | {2**i for i in range(largest.bit_length()) if 2**i <= largest}:
-            hosts.setdefault(c, set()).add(model)
-    return {(0, c, MILLI_PER_GPU, -1, () if len(hosts[c]) == len(by_model) else tuple(sorted(hosts[c]))):
-            pseudo_pods / len(by_model) for c in sorted(hosts)}
+        counts |= {2**i for i in range(largest.bit_length()) if 2**i <= largest}
+        allowed = (model,) if len(by_model) > 1 else ()
+        for c in sorted(counts):
+            shapes[(0, c, MILLI_PER_GPU, -1, allowed)] = pseudo_pods / len(by_model)
+    return shapes
 
 
 def declared_shapes(requests: tuple[GpuRequest, ...], pseudo_pods: float) -> dict[ShapeKey, float]:
