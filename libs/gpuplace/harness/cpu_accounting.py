@@ -12,6 +12,11 @@ the run: its children alive at the sample, plus the children it has reaped (its 
 and 17), so services stopped before the run's end are counted too. PostgreSQL's backends end with their
 sessions, so its postmaster's reaped children count as PostgreSQL. This process itself is the load (pods
 submitted, watched until bound) and is reported apart.
+
+The scheduler under test is also split by process (`SCHEDULER, placement`, `SCHEDULER, cluster-watcher`, ...: the
+service a `gpuplace service NAME` child runs, or a child's program name), so a report can say which service the
+time went to; these detail keys (is_detail) are part of SCHEDULER's figure, never added to it again. Children
+already reaped are in SCHEDULER's figure only.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ WALL = "wall_s"
 """The key a run's measurement keeps the window's wall time under (not a component)."""
 BENCH = "bench (submits and watches)"
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+DETAIL = f"{SCHEDULER}, "
+"""The prefix of a detail key: SCHEDULER's CPU spent by one of its processes (see the module docstring)."""
 
 COMPONENTS = ("kube-apiserver", "etcd", "kafka", "postgres", "kwok + controller-manager", SCHEDULER, BENCH)
 """The components a sample reports, in the report's order; anything else on the machine is OTHER (on a shared
@@ -61,6 +69,23 @@ def _component(pid: str, comm: str, ppid: int, me: int) -> str:
     return OTHER
 
 
+def is_detail(key: str) -> bool:
+    """Whether `key` is a part of SCHEDULER's figure (a detail key) rather than a component of its own."""
+    return key.startswith(DETAIL)
+
+
+def _child_name(pid: str, comm: str) -> str:
+    """The service a child of this process runs (`gpuplace service placement` -> placement), else its name."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return comm
+    words = [a.decode(errors="replace") for a in argv if a]
+    if "service" in words[:-1]:
+        return words[words.index("service") + 1]
+    return os.path.basename(words[0]) if words else comm
+
+
 def sample() -> dict[str, float]:
     """CPU seconds used so far by each component (COMPONENTS, and `other`), summed over its processes."""
     me = os.getpid()
@@ -77,6 +102,9 @@ def sample() -> dict[str, float]:
             found[SCHEDULER] += (cutime + cstime) / _TICKS  # children reaped: services already stopped
             continue
         component = _component(pid, comm, ppid, me)
+        if component == SCHEDULER:
+            detail = DETAIL + _child_name(pid, comm)
+            found[detail] = found.get(detail, 0.0) + (utime + stime) / _TICKS
         reaped = cutime + cstime if component == "postgres" else 0  # the postmaster's: backends of closed sessions
         found[component] += (utime + stime + reaped) / _TICKS
     return found
@@ -95,4 +123,4 @@ def spent(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, 
     return {k: round(max(after.get(k, 0.0) - before.get(k, 0.0), 0.0), 1) for k in after}
 
 
-__all__ = ["BENCH", "COMPONENTS", "OTHER", "SCHEDULER", "WALL", "mark", "sample", "spent"]
+__all__ = ["BENCH", "COMPONENTS", "DETAIL", "OTHER", "SCHEDULER", "WALL", "is_detail", "mark", "sample", "spent"]

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuplace.harness.cpu_accounting import SCHEDULER, WALL
+from gpuplace.harness.cpu_accounting import DETAIL, SCHEDULER, WALL, is_detail
 
 KUBE_SCHEDULER = "kube-scheduler"
 GPUPLACE = "gpuplace"
@@ -180,10 +180,14 @@ def _cpu_table(title: str, per_side: dict[str, dict[str, float]]) -> list[str]:
         return []
     sides = list(per_side)
     components = list(dict.fromkeys(k for side in sides for k in per_side[side] if k != WALL))
+    details = sorted(k for k in components if is_detail(k))  # listed under the scheduler, not added again
     lines = [title, "", "| component | " + " | ".join(sides) + " |", "|---|" + "---|" * len(sides)]
-    for component in components:
+    for component in [c for c in components if not is_detail(c)]:
         lines.append(f"| {component} | " + " | ".join(f"{per_side[s].get(component, 0.0):.1f}" for s in sides) + " |")
-    totals = {s: sum(v for k, v in per_side[s].items() if k != WALL) for s in sides}
+        if component == SCHEDULER:
+            lines += [f"| &nbsp;&nbsp;{d.removeprefix(DETAIL)} | " + " | ".join(
+                f"{per_side[s].get(d, 0.0):.1f}" for s in sides) + " |" for d in details]
+    totals = {s: sum(v for k, v in per_side[s].items() if k != WALL and not is_detail(k)) for s in sides}
     wall = {s: per_side[s].get(WALL, 0.0) for s in sides}
     lines.append("| **all** | " + " | ".join(f"**{totals[s]:.1f}**" for s in sides) + " |")
     lines.append("| wall time (s) | " + " | ".join(f"{wall[s]:.1f}" for s in sides) + " |")

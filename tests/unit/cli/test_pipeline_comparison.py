@@ -184,6 +184,21 @@ def test_the_burst_table_gives_the_schedulers_cpu_per_pod_bound_with_kafka_and_p
                                                                                              50000.0)])
 
 
+def test_the_schedulers_processes_are_listed_under_it_and_not_counted_twice() -> None:
+    runs = [run("kube-scheduler", 1, 100.0, 2000.0), run("gpuplace", 1, 20.0, 50000.0, bound=20)]
+    runs[0]["burst_cpu_s"] = {"scheduler under test": 0.4, "scheduler under test, kube-scheduler": 0.4,
+                              "wall_s": 4.0}
+    runs[1]["burst_cpu_s"] = {"scheduler under test": 1.0, "scheduler under test, placement": 0.7,
+                              "scheduler under test, cluster-watcher": 0.3, "wall_s": 8.0}
+    lines = markdown(SETUP, runs).splitlines()
+    burst = next(i for i, line in enumerate(lines) if line.startswith("The same over the burst alone"))
+    at = lines.index("| scheduler under test | 0.4 | 1.0 |", burst)
+    assert lines[at + 1:at + 4] == ["| &nbsp;&nbsp;cluster-watcher | 0.0 | 0.3 |",
+                                    "| &nbsp;&nbsp;kube-scheduler | 0.4 | 0.0 |",
+                                    "| &nbsp;&nbsp;placement | 0.0 | 0.7 |"]
+    assert "| **all** | **0.4** | **1.0** |" in lines
+
+
 def test_runs_without_a_cpu_measurement_leave_the_cpu_table_out() -> None:
     runs = [run("kube-scheduler", 1, 100.0, 2000.0), run("gpuplace", 1, 20.0, 50000.0)]
     assert cpu_medians(runs) == {}

@@ -32,3 +32,18 @@ def test_this_process_counts_as_the_bench() -> None:
 def test_a_difference_is_rounded_and_never_negative() -> None:
     assert cpu_accounting.spent({"etcd": 5.0, "kafka": 1.0}, {"etcd": 4.0, "kafka": 1.26}) == {"etcd": 0.0,
                                                                                              "kafka": 0.3}
+
+
+def test_a_live_service_child_is_reported_by_its_service_name_as_part_of_the_scheduler() -> None:
+    burn = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\ntime.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", burn, "service", "placement"])
+    try:
+        before = cpu_accounting.sample()
+        time.sleep(1.0)
+        spent = cpu_accounting.spent(before, cpu_accounting.sample())
+    finally:
+        child.kill()
+        child.wait()
+    detail = cpu_accounting.DETAIL + "placement"
+    assert cpu_accounting.is_detail(detail) and not cpu_accounting.is_detail(SCHEDULER)
+    assert spent[detail] >= 0.3 and spent[SCHEDULER] >= spent[detail]
