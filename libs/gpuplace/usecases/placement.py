@@ -34,7 +34,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -46,14 +46,16 @@ from gpuplace.core.model import Pod
 from gpuplace.core.queue import queue_key
 from gpuplace.core.workload import typical_workload
 from gpuplace.usecases import dra, feedback, latency_learning, provenance
+from gpuplace.usecases.background import Background
 from gpuplace.usecases.binder import BIND_CONCURRENCY, Binder
 from gpuplace.usecases.cluster_state import ClusterState
 from gpuplace.usecases.cluster_view import ClusterView, Placement, core_pod, pod_rules, pod_stream
+from gpuplace.usecases.clusters import Clusters
 from gpuplace.usecases.decision_log import DecisionLog
-from gpuplace.usecases.defrag import Defragmenter
 from gpuplace.usecases.gpu_gauges import node_gpus
 from gpuplace.usecases.ingest import ingest_node
-from gpuplace.usecases.pod_states import HOLDING, TRACKED, WAITING, PodState
+from gpuplace.usecases.messages import ClusterLoaded, MessageBus, PlanSettled, PlanStarted, PodWaits
+from gpuplace.usecases.pod_states import TRACKED, WAITING, PodState
 from gpuplace.usecases.ports import (
     NO_METRICS,
     ClusterApi,
@@ -67,7 +69,6 @@ from gpuplace.usecases.ports import (
     UnitOfWorkFactory,
 )
 from gpuplace.usecases.reconcile import Drift, confirmed_gone, find_drift
-from gpuplace.usecases.scale_hints import ClusterWaiting, ScaleHinter
 
 log = logging.getLogger(__name__)
 CONSUMER = "placement"
@@ -80,7 +81,6 @@ NODE_BURST_S = 0.25  # node events within this long of each other share one re-r
 RELIST_RECONCILE_S = 15.0
 BATCH_PODS = 32  # pending pods decided and reserved in one transaction (on_pods)
 MODEL_REFRESH_S = 5.0  # the latency model latency-ingest refits reaches decisions of pods with a frame rate this soon
-RECENT_PODS = 2_000  # the pods decided last in a cluster: the typical workload its stranded GPU is measured against
 _T = TypeVar("_T")
 
 
@@ -100,53 +100,50 @@ class _Placed:
     placed: list[tuple[PodRow, Placement]] = field(default_factory=list)
     waiting: list[tuple[PodRow, dict[str, str]]] = field(default_factory=list)
 
-    def apply(self, service: PlacementService, state: ClusterState) -> None:
-        for row, hold in self.placed:
-            service._placed(state, row, hold)
-        for row, reasons in self.waiting:
-            service._waits(state, row, reasons)
-
 
 class PlacementService:
     def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], decide: Decide, *,
                  policy: str, topic_suffix: str = "", bind_concurrency: int = BIND_CONCURRENCY,
                  outbox_written: Callable[[], None] = lambda: None,
-                 defrag: Callable[[PlacementService], Defragmenter] | None = None,
-                 resync_s: float | None = None, metrics: Metrics = NO_METRICS, hints: ScaleHinter | None = None
-                 ) -> None:
+                 resync_s: float | None = None, metrics: Metrics = NO_METRICS, bus: MessageBus | None = None,
+                 clusters: Clusters | None = None, decisions: DecisionLog | None = None,
+                 background: Background | None = None) -> None:
         self._uow_factory = uow_factory
         self._apis = cluster_apis
         self._decide = decide
         self._policy = policy
-        self._clusters: dict[str, ClusterState] = {}
-        self._decisions = DecisionLog(policy, topic_suffix, outbox_written)
+        self._bus = bus if bus is not None else MessageBus()
+        self._clusters = clusters if clusters is not None else Clusters(uow_factory, self._bus)
+        self._decisions = decisions if decisions is not None else DecisionLog(policy, topic_suffix, outbox_written)
         self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
-        self._binder = Binder(uow_factory, cluster_apis, self._decisions, metrics, self._feedback,
+        self._binder = Binder(uow_factory, cluster_apis, self._clusters, self._decisions, metrics, self._feedback,
                               concurrency=bind_concurrency)
-        self._defrag = defrag(self) if defrag else None
-        self._background: set[asyncio.Task[Any]] = set()  # defragmentation plans, retries after node bursts
+        # defragmentation plans, retries after node bursts
+        self._background = background if background is not None else Background()
         self._resync_s = resync_s  # reconcile with the apiserver on taking a cluster and this often; None: never
         self._relisted: set[str] = set()  # clusters to reconcile after a burst of node events (resync)
         self._relist_wake = asyncio.Event()
         self._metrics = metrics
         self._digests: tuple[object, str, str | None, str] | None = None  # _provenance's, for the model first in it
-        self._hints = hints  # scale hints for clusters whose pods wait (usecases/scale_hints)
+        self._bus.subscribe(ClusterLoaded, self._resume)
+        self._bus.subscribe(PlanStarted, self._plan_started)
+        self._bus.subscribe(PlanSettled, self._plan_settled)
 
     # -- entry points (one per topic) ---------------------------------------------------------------
     async def on_node(self, event: NodeEvent) -> None:
         self._served(event.cluster)
-        state = await self._cluster(event.cluster)
-        await self._check_node(state, event)
+        await self._clusters.load(event.cluster)
+        await self._check_node(self._clusters.state(event.cluster), event)
         if not await ingest_node(self._uow_factory, event, consumer=CONSUMER):
             return
-        async with state.lock:
+        async with self._clusters.held(event.cluster) as state:
             if event.kind == "upsert" and event.name in state.awaiting_nodes:
                 await self._charge_awaiting_node(state, event.name)
             state.stale = True
             state.changed_nodes.add(event.name)
             state.last_node_event = event.event_id
         if state.retry is None or state.retry.done():
-            state.retry = self._spawn_background(self._retry_after_nodes(state))
+            state.retry = self._background.spawn(self._retry_after_nodes(state))
 
     async def _retry_after_nodes(self, state: ClusterState) -> None:
         """Nodes arrived or changed: re-read the cluster and try the waiting pods, once for a whole burst of node
@@ -158,10 +155,10 @@ class PlacementService:
         reconciled with its apiserver by resync(), at once or RELIST_RECONCILE_S after the last such reconcile."""
         while state.changed_nodes:
             await asyncio.sleep(NODE_BURST_S)
-            async with state.lock:
+            async with self._clusters.held(state.view.cluster, load=False):
                 changed, state.changed_nodes = state.changed_nodes, set()
                 if state.stale:
-                    await self._rehydrate(state)
+                    await self._clusters.reread(state)
                 await self._retry_for_nodes(state, changed)
         if self._resync_s:  # resync() reconciles it soon (a watcher that restarted re-lists every node)
             self._relisted.add(state.view.cluster)
@@ -179,8 +176,7 @@ class PlacementService:
         self._served(event.cluster)
         if event.kind == "deleted":
             await self._check_deleted(event)
-        state = await self._cluster(event.cluster)
-        async with state.lock:
+        async with self._clusters.held(event.cluster) as state:
             state.last_pod_event = event.event_id
             if event.kind == "deleted":
                 freed = await self._forget(state, event)
@@ -188,7 +184,7 @@ class PlacementService:
                     await self._retry_for_nodes(state, {freed})
             else:
                 if state.stale:  # a node that just arrived must be in the view to charge or place pods on it
-                    await self._rehydrate(state)
+                    await self._clusters.reread(state)
                 if event.kind == "bound" or not event.managed:
                     await self._confirm_bound(state, event)
                 else:
@@ -224,8 +220,8 @@ class PlacementService:
     def _batch_kind(self, event: PodEvent) -> str | None:
         if event.kind == "pending" and event.managed:
             return "pending"
-        state = self._clusters.get(event.cluster)
-        if event.kind == "bound" and state is not None and state.loaded and event.node_name and \
+        state = self._clusters.loaded(event.cluster)
+        if event.kind == "bound" and state is not None and event.node_name and \
                 state.recorded_bound.get(event.uid) == event.node_name:
             return "bound"
         return None
@@ -235,10 +231,9 @@ class PlacementService:
             await self.on_pod(run[0])
             return
         self._served(run[0].cluster)
-        state = await self._cluster(run[0].cluster)
-        async with state.lock:
+        async with self._clusters.held(run[0].cluster) as state:
             if state.stale:
-                await self._rehydrate(state)
+                await self._clusters.reread(state)
             if run[0].kind == "pending":
                 await self._on_pending(state, run)
             else:  # pods recorded bound: the watcher's news is no news; only its event ids are claimed
@@ -251,9 +246,8 @@ class PlacementService:
         """An SLO violation closed a GPU in the database: re-read the cluster so no new pod goes there."""
         if event.kind != "slo_violation" or event.cluster not in self._apis:
             return
-        state = await self._cluster(event.cluster)
-        async with state.lock:
-            await self._rehydrate(state)
+        async with self._clusters.held(event.cluster) as state:
+            await self._clusters.reread(state)
 
     def _served(self, cluster: str) -> None:
         """Refuse an event for a cluster this worker has no apiserver for: it could not bind there, nor check
@@ -309,10 +303,9 @@ class PlacementService:
         if not drift:
             return drift
         log.warning("reconciling %s with its apiserver: %s", cluster, drift.summary())
-        state = await self._cluster(cluster)
-        async with state.lock:
+        async with self._clusters.held(cluster) as state:
             if state.stale:
-                await self._rehydrate(state)
+                await self._clusters.reread(state)
             freed: set[str | None] = set()
             for row in drift.gone:
                 freed.add(await self._forget(state, _event_of(row, "deleted")))
@@ -338,13 +331,13 @@ class PlacementService:
             self._relist_wake.clear()
             now = loop.time()
             if now >= every_cluster_at:
-                every_cluster_at, due = now + self._resync_s, set(self._clusters)
+                every_cluster_at, due = now + self._resync_s, self._clusters.known()
             elif self._relisted and now >= relist_at:
                 relist_at, due = now + RELIST_RECONCILE_S, set(self._relisted)
             else:
                 continue
             self._relisted -= due
-            for cluster in [c for c in due if c in self._clusters and self._clusters[c].loaded]:
+            for cluster in [c for c in due if self._clusters.loaded(c) is not None]:
                 if not stop.is_set():
                     await self._reconcile_logged(cluster)
 
@@ -356,18 +349,17 @@ class PlacementService:
 
     async def load(self, cluster: str) -> None:
         """Read and resume `cluster` now if it is not loaded, rather than on its next event."""
-        await self._cluster(cluster)
+        await self._clusters.load(cluster)
 
     def reload_clusters(self) -> None:
         """The partitions this worker owns changed: what it knows of each cluster may be stale (another worker
         placed pods there meanwhile), so each is read and resumed again on its next event."""
-        for state in self._clusters.values():
-            state.loaded = False
+        self._clusters.reload()
 
     async def drain(self) -> None:
         """Wait for binds, defragmentation plans and reports to Kubernetes in flight (shutdown, tests)."""
         while self._binder.tasks or self._background or self._feedback.tasks:
-            await asyncio.gather(*list(self._binder.tasks), *list(self._background), *list(self._feedback.tasks),
+            await asyncio.gather(*list(self._binder.tasks), *self._background, *list(self._feedback.tasks),
                                  return_exceptions=True)
 
     def cluster_gauges(self) -> list[ClusterGauges]:
@@ -375,9 +367,7 @@ class PlacementService:
         bound yet, by why, and the GPU stranded by fragmentation. Clusters it no longer owns (not loaded since
         its partitions moved) are left to their new owner."""
         found = []
-        for cluster, state in self._clusters.items():
-            if not state.loaded:
-                continue
+        for state in self._clusters.all_loaded():
             pending: Counter[PendingReason] = Counter({reason: 0 for reason in _PENDING_REASONS})
             pending["binding"] += len(state.binding)
             for uid, row in state.waiting.items():
@@ -385,36 +375,31 @@ class PlacementService:
                         "unschedulable" if uid in state.last_reasons or row["state"] == PodState.UNSCHEDULABLE else
                         "queued"] += 1
             share, memory = _stranded(state)
-            found.append(ClusterGauges(cluster, dict(pending), share, memory, node_gpus(state.view)))
+            found.append(ClusterGauges(state.view.cluster, dict(pending), share, memory, node_gpus(state.view)))
         return found
 
-    def waiting_in(self, cluster: str) -> ClusterWaiting | None:
-        """A loaded cluster's view, waiting pods and lock, for the scale hinter; None if not held here."""
-        state = self._clusters.get(cluster)
-        return ClusterWaiting(state.view, state.waiting, state.lock) if state is not None and state.loaded else None
-
-    # -- what the defragmenter uses (usecases/defrag.PlacementHost) ------------------------------------
-    @property
-    def decisions(self) -> DecisionLog:
-        return self._decisions
-
-    async def reread(self, cluster: str) -> ClusterView:
-        """The cluster as the database has it now. Caller holds the lock: a cluster marked for reloading is
-        loaded only by the next event (_cluster would wait on that lock)."""
-        state = self._clusters[cluster]
-        await self._rehydrate(state)
-        return state.view
-
     async def retry_waiting(self, cluster: str) -> None:
-        """A plan settled without binding (aborted, or its beneficiary deleted): the GPUs it held are free
-        again, so the waiting pods are tried now rather than on the next cluster change. Caller holds the lock."""
-        await self.reread(cluster)
-        await self._retry_waiting(self._clusters[cluster])
+        """Re-read the cluster and try its waiting pods now rather than on the next cluster change."""
+        async with self._clusters.held(cluster) as state:
+            await self._clusters.reread(state)
+            await self._retry_waiting(state)
 
-    async def bind_reserved(self, cluster: str, uid: str) -> None:
-        state = await self._cluster(cluster)
-        async with state.lock:
-            await self._rehydrate(state)
+    # -- what plans tell (usecases/defrag, through usecases/messages) --------------------------------------
+    async def _plan_started(self, message: PlanStarted) -> None:
+        self._clusters.state(message.cluster).planned.add(message.uid)
+
+    async def _plan_settled(self, message: PlanSettled) -> None:
+        """A plan settled: its beneficiary is bound (completed), or the GPUs it held are free again (aborted,
+        released) and the waiting pods are tried now, in the plan's own hold of the cluster."""
+        self._clusters.state(message.cluster).planned.discard(message.uid)
+        if message.outcome == "completed":
+            await self._bind_reserved(message.cluster, message.uid)
+        elif message.outcome in ("aborted", "released"):
+            await self.retry_waiting(message.cluster)
+
+    async def _bind_reserved(self, cluster: str, uid: str) -> None:
+        async with self._clusters.held(cluster) as state:
+            await self._clusters.reread(state)
             async with self._uow_factory() as uow:
                 row = await uow.state.get_pod(cluster, uid)
             # not twice: a redelivered pending event may have started its bind once the plan settled
@@ -477,19 +462,19 @@ class PlacementService:
         if not isinstance(placed, _Placed):
             log.info("reserving %d pod(s) in %s lost a race: %s; re-read and tried again one by one",
                      len(candidates), state.view.cluster, placed)
-            await self._rehydrate(state)
+            await self._clusters.reread(state)
             for event in events:
                 await self._on_pending(state, [event], attempt + 1)
             return
         for row, report in invalid:
             self._report_unschedulable(row, report)
-        placed.apply(self, state)
+        await self._apply(state, placed)
         for row in resumed:
             if row["uid"] in state.view.holds and not self._binder.in_flight(state.view.cluster, row["uid"]) and \
                     not self._plan_holds(row):
                 self._binder.spawn(state, row, state.view.holds[row["uid"]])  # reserved before a restart
         if adopted:  # outside the transaction: re-reading the cluster opens its own
-            await self._rehydrate(state)
+            await self._clusters.reread(state)
             for row in adopted:
                 self._binder.spawn(state, row, state.view.holds[row["uid"]])
 
@@ -534,7 +519,7 @@ class PlacementService:
         batch's."""
         started = time.perf_counter()
         pod, stream = core_pod(row), pod_stream(row)
-        _remember(state, row["uid"], pod)
+        state.remember(row["uid"], pod)
         seen = self._provenance(state)
         decided = self._decide(state.view, pod, stream) if state.view.snapshot is not None else \
             {"cluster": "no schedulable node"}
@@ -565,28 +550,16 @@ class PlacementService:
                 state.stale = True
                 raise
             if isinstance(placed, _Placed):
-                placed.apply(self, state)
+                await self._apply(state, placed)
                 return
             log.info("reservation of %s/%s lost a race: %s", row["namespace"], row["name"], placed)
-            await self._rehydrate(state)
+            await self._clusters.reread(state)
         state.waiting[row["uid"]] = row  # three lost races in a row: the next cluster change retries it
-
-    def _spawn_background(self, work: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
-        task = asyncio.create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background_done)
-        return task
-
-    def _background_done(self, task: asyncio.Task[Any]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            name = getattr(task.get_coro(), "__qualname__", task.get_name())  # a coroutine's: the function's
-            log.error("%s failed", name, exc_info=task.exception())
 
     def _plan_holds(self, row: PodRow) -> bool:
         """The pod is a defragmentation plan's beneficiary: the plan binds it once the victims are gone
-        (or, deleted meanwhile, releases its hold)."""
-        return self._defrag is not None and row["uid"] in self._defrag.beneficiaries
+        (or, deleted meanwhile, releases its hold). Told by PlanStarted and PlanSettled."""
+        return row["uid"] in self._clusters.state(row["cluster"]).planned
 
     async def _record_invalid(self, uow: UnitOfWork, row: PodRow, error: str) -> None:
         """Inside `uow`: a pod whose GPU request cannot be read waits as `invalid`, told why (after the commit)."""
@@ -643,27 +616,31 @@ class PlacementService:
             await self._decisions.record(uow, row, "unschedulable", reasons=reasons, seen=seen, into=into)
         return reasons
 
+    async def _apply(self, state: ClusterState, done: _Placed) -> None:
+        """A transaction's placements, once it committed: the pods reserved are bound, the others wait."""
+        for row, hold in done.placed:
+            self._placed(state, row, hold)
+        for row, reasons in done.waiting:
+            await self._waits(state, row, reasons)
+
     def _placed(self, state: ClusterState, row: PodRow, hold: Placement) -> None:
         """A reservation committed (and charged on the view): the pod leaves the queue and is bound."""
         state.waiting.pop(row["uid"], None)
         state.last_reasons.pop(row["uid"], None)
         self._binder.spawn(state, row, hold)
 
-    def _waits(self, state: ClusterState, row: PodRow, reasons: dict[str, str]) -> None:
+    async def _waits(self, state: ClusterState, row: PodRow, reasons: dict[str, str]) -> None:
         """A pod fits nowhere (committed): it waits in the queue, is told why once, and may have room made."""
         if state.last_reasons.get(row["uid"]) != reasons:  # what _record_waiting recorded: a new reason
             self._report_unschedulable(row, feedback.message(reasons))
         state.waiting[row["uid"]] = row
         state.last_reasons[row["uid"]] = reasons
-        if self._defrag is not None and state.view.snapshot is not None and self._defrag.wants(row):
-            self._spawn_background(self._defrag.relieve(row, state.lock))
-        if self._hints is not None:
-            self._hints.note(row["cluster"], row["uid"], lambda: self.waiting_in(row["cluster"]))
+        await self._bus.publish(PodWaits(row, nodes_known=state.view.snapshot is not None))
 
     async def _retry_waiting(self, state: ClusterState, only: set[str] | None = None) -> None:
         """Try the waiting pods again (those of `only`, when given), in queue order."""
         if state.stale and state.waiting:
-            await self._rehydrate(state)
+            await self._clusters.reread(state)
         for row in sorted(state.waiting.values(), key=_queue_order):
             if only is None or row["uid"] in only:
                 await self._try_place(state, row)
@@ -768,7 +745,7 @@ class PlacementService:
                        if r["reason"] == AWAITING_NODE and r["node"] == node]
         if not waiting:
             return
-        await self._rehydrate(state)  # the view must know the node to choose GPUs on it
+        await self._clusters.reread(state)  # the view must know the node to choose GPUs on it
         async with self._uow_factory() as uow:
             for row in waiting:
                 current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
@@ -796,48 +773,20 @@ class PlacementService:
         return Placement(node, kept, share if kept else 0, memory if kept else 0, row["cpu_milli"],
                          row["memory_mib"], pod_stream(row), pod.rules)
 
-    # -- state ---------------------------------------------------------------------------------------
-    async def _cluster(self, cluster: str) -> ClusterState:
-        state = self._clusters.get(cluster)
-        if state is None:
-            state = self._clusters[cluster] = ClusterState(ClusterView(cluster, None))
-        if not state.loaded:  # a first load that failed (the database away) is tried again by the next caller
-            async with state.lock:
-                if not state.loaded:
-                    state.recorded_bound.clear()  # another worker may have held the cluster meanwhile
-                    await self._rehydrate(state)
-                    await self._resume(state)
-                    state.loaded = True
-                    if self._resync_s:  # what happened while no worker held the cluster (a restart)
-                        self._spawn_background(self._reconcile_logged(cluster))
-        return state
+    async def _resume(self, message: ClusterLoaded) -> None:
+        """A cluster was loaded (a restart, partitions regained): waiting pods go back in the queue;
+        reserved-but-unbound pods are bound again; with resync, the cluster is reconciled soon.
 
-    async def _rehydrate(self, state: ClusterState) -> None:
-        cluster = state.view.cluster
-        state.stale = False  # what changes from here on marks it again
-        async with self._uow_factory() as uow:
-            nodes = await uow.state.load_nodes(cluster)
-            gpus = await uow.state.load_gpus(cluster)
-            allocations = await uow.state.load_allocations(cluster)
-            holders = await uow.state.pods_in_state(cluster, HOLDING)
-            model = await latency_learning.load_model(uow)
-        state.model_read_at = time.monotonic()
-        state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders, model)
-        state.capacities = {n["name"]: NodeCapacity(n["cpu_milli"], n["memory_mib"], n["gpu_count"],
-                                                    n["gpu_memory_mib"]) for n in nodes}
-        if not state.recent:  # after a restart: the pods running are the workload seen so far
-            for row in holders:
-                _remember(state, row["uid"], core_pod(row))
-
-    async def _resume(self, state: ClusterState) -> None:
-        """After a restart: waiting pods go back in the queue; reserved-but-unbound pods are bound again.
-
-        Defragmentation plans the last process left half done are settled first (Defragmenter.recover):
-        their beneficiaries come out completed, bound below, or aborted, back in the queue; never bound
-        while a victim may still run on their GPUs.
+        Defragmentation plans the last process left half done were settled first (Defragmenter.recover, the
+        handler before this one): their beneficiaries came out completed, bound below, or aborted, back in
+        the queue; never bound while a victim may still run on their GPUs.
         """
-        if self._defrag is not None and await self._defrag.recover(state.view.cluster):
-            await self._rehydrate(state)
+        async with self._clusters.held(message.cluster) as state:  # the loader's hold, re-entered
+            await self._requeue(state)
+        if self._resync_s:  # what happened while no worker held the cluster (a restart)
+            self._background.spawn(self._reconcile_logged(message.cluster))
+
+    async def _requeue(self, state: ClusterState) -> None:
         async with self._uow_factory() as uow:
             rows = await uow.state.pods_in_state(state.view.cluster, TRACKED)
         for row in rows:
@@ -926,14 +875,6 @@ def _event_of(row: PodRow, kind: str, **changes: Any) -> PodEvent:
 
 
 _PENDING_REASONS: tuple[PendingReason, ...] = ("unschedulable", "queued", "defrag", "binding")
-
-
-def _remember(state: ClusterState, uid: str, pod: Pod) -> None:
-    """Count a pod once in the cluster's recent workload, however often it is tried, dropping the oldest."""
-    if uid not in state.recent:
-        state.recent[uid] = pod
-        if len(state.recent) > RECENT_PODS:
-            state.recent.popitem(last=False)
 
 
 def _stranded(state: ClusterState) -> tuple[float | None, float | None]:
