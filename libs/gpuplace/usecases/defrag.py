@@ -11,13 +11,13 @@ keeps every promise (DESIGN §6):
    beneficiary, writes `defrag_aborted` with the reason. Victims already gone keep their promises: their
    replacements were promised a place. The waiting pods are tried again at once;
 4. once the victims are gone, the beneficiary is bound (`defrag_completed`).
-The replacement pod a controller creates adopts its owner's promise (PlacementService._adopt_promise).
+The replacement pod a controller creates adopts its owner's promise (Deciding._adopt_promise, usecases/deciding.py).
 The defragmenter is a handler (usecases/messages.py): of PodWaits, which starts a plan, and of ClusterLoaded,
 which recovers; it publishes PlanStarted and PlanSettled, on which placement binds the beneficiary or tries the
 waiting pods again.
 
 A beneficiary deleted mid-plan holds the victims' old GPUs, on which victims may still run: releasing
-them at once would let another pod be placed over a running victim. PlacementService._forget therefore
+them at once would let another pod be placed over a running victim. BoundNews.forget therefore
 marks it `deleted` but leaves its hold to the plan, which releases it as it settles (3 or 4) instead of
 requeueing or binding the pod (_deleted_mid_plan).
 
@@ -158,7 +158,7 @@ class Defragmenter:
                 return plan
             if not plan.moves:
                 return plan
-            reserved = await self._reserve(row, plan, running)
+            reserved = await _reserve(self._uow_factory, self._decisions, row, plan, running)
             if reserved is None:
                 self._metrics.defrag_plan(cluster, "stale")
                 return None
@@ -206,58 +206,6 @@ class Defragmenter:
         result = planner.plan(view.snapshot.copy(), pod, list(running.values()), policy, self.settings.limits,
                               history, self._clock())
         return result, running
-
-    async def _reserve(self, row: PodRow, plan: Plan, running: dict[str, RunningPod]
-                       ) -> tuple[str, list[PlannedMove]] | None:
-        """Step 1, one transaction: victims' places promised at their targets, the beneficiary reserved.
-
-        Returns the plan's id and its victims (one per move, in order, with their promises), or None when the
-        plan no longer fits.
-        """
-        cluster, plan_id = row["cluster"], uuid.uuid4().hex[:12]
-        promises = [f"promise-{plan_id}-{i}" for i in range(len(plan.moves))]
-        victims: list[PlannedMove] = []
-        async with self._uow_factory() as uow:
-            current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
-            if current is None or current["state"] not in WAITING:
-                return None
-            for i, move in enumerate(plan.moves):
-                victim = running[move.uid]
-                victim_row = await uow.state.get_pod(cluster, move.uid, for_update=True)
-                assert victim_row is not None, f"victim {move.uid} of the plan has no row"
-                await uow.state.release(cluster, move.uid, cpu_milli=victim.pod.cpu_milli,
-                                        memory_mib=victim.pod.memory_mib)
-                promise = {**{k: victim_row[k] for k in ("namespace", "priority", "request", "cpu_milli", "memory_mib",
-                                                         "deadline_ms", "frame_rate_hz", "workload", "service_ms",
-                                                         "owner")},
-                           "cluster": cluster, "uid": promises[i], "name": promises[i], "state": PodState.PROMISED}
-                await uow.state.upsert_pod(promise)
-                victims.append(PlannedMove(
-                    uid=move.uid, namespace=victim_row["namespace"], name=victim_row["name"],
-                    from_node=victim.node_name, from_gpu_indices=victim.gpu_indices, share_milli=victim.share_milli,
-                    memory_mib=victim.memory_mib, cpu_milli=victim.pod.cpu_milli,
-                    pod_memory_mib=victim.pod.memory_mib, promise=promises[i]))
-                refusal = await uow.state.reserve(
-                    cluster=cluster, pod_uid=promises[i], node=move.to_node,
-                    grants=[GpuGrant(g, move.memory_mib, move.share_milli) for g in move.to_gpu_indices],
-                    cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id=plan_id)
-                if refusal:
-                    log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
-                    return None
-            refusal = await uow.state.reserve(
-                cluster=cluster, pod_uid=row["uid"], node=plan.node,
-                grants=[GpuGrant(g, plan.memory_mib, plan.share_milli) for g in plan.gpu_indices],
-                cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"], decision_id=plan_id)
-            if refusal:
-                log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
-                return None
-            await uow.state.set_pod_state(cluster, row["uid"], PodState.RESERVED, node=plan.node,
-                                          reason=f"awaiting {len(plan.moves)} eviction(s)")
-            await uow.state.add_plan(DefragPlanRecord(cluster, plan_id, row["uid"], tuple(victims)))
-            await self._decisions.record(uow, row, "defrag_planned", node=plan.node,
-                                              reasons=_plan_reasons(plan, plan_id))
-            await self._decisions.commit(uow)
-        return plan_id, victims
 
     # -- evicting ------------------------------------------------------------------------------------------
     async def _evict_all(self, row: PodRow, plan_id: str, plan: Plan, running: dict[str, RunningPod]
@@ -420,8 +368,61 @@ class Defragmenter:
         return found
 
 
+async def _reserve(uow_factory: UnitOfWorkFactory, decisions: DecisionLog, row: PodRow, plan: Plan,
+                   running: dict[str, RunningPod]) -> tuple[str, list[PlannedMove]] | None:
+    """Step 1, one transaction: victims' places promised at their targets, the beneficiary reserved.
+
+    Returns the plan's id and its victims (one per move, in order, with their promises), or None when the
+    plan no longer fits.
+    """
+    cluster, plan_id = row["cluster"], uuid.uuid4().hex[:12]
+    promises = [f"promise-{plan_id}-{i}" for i in range(len(plan.moves))]
+    victims: list[PlannedMove] = []
+    async with uow_factory() as uow:
+        current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
+        if current is None or current["state"] not in WAITING:
+            return None
+        for i, move in enumerate(plan.moves):
+            victim = running[move.uid]
+            victim_row = await uow.state.get_pod(cluster, move.uid, for_update=True)
+            assert victim_row is not None, f"victim {move.uid} of the plan has no row"
+            await uow.state.release(cluster, move.uid, cpu_milli=victim.pod.cpu_milli,
+                                    memory_mib=victim.pod.memory_mib)
+            promise = {**{k: victim_row[k] for k in ("namespace", "priority", "request", "cpu_milli", "memory_mib",
+                                                     "deadline_ms", "frame_rate_hz", "workload", "service_ms",
+                                                     "owner")},
+                       "cluster": cluster, "uid": promises[i], "name": promises[i], "state": PodState.PROMISED}
+            await uow.state.upsert_pod(promise)
+            victims.append(PlannedMove(
+                uid=move.uid, namespace=victim_row["namespace"], name=victim_row["name"],
+                from_node=victim.node_name, from_gpu_indices=victim.gpu_indices, share_milli=victim.share_milli,
+                memory_mib=victim.memory_mib, cpu_milli=victim.pod.cpu_milli,
+                pod_memory_mib=victim.pod.memory_mib, promise=promises[i]))
+            refusal = await uow.state.reserve(
+                cluster=cluster, pod_uid=promises[i], node=move.to_node,
+                grants=[GpuGrant(g, move.memory_mib, move.share_milli) for g in move.to_gpu_indices],
+                cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id=plan_id)
+            if refusal:
+                log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
+                return None
+        refusal = await uow.state.reserve(
+            cluster=cluster, pod_uid=row["uid"], node=plan.node,
+            grants=[GpuGrant(g, plan.memory_mib, plan.share_milli) for g in plan.gpu_indices],
+            cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"], decision_id=plan_id)
+        if refusal:
+            log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
+            return None
+        await uow.state.set_pod_state(cluster, row["uid"], PodState.RESERVED, node=plan.node,
+                                      reason=f"awaiting {len(plan.moves)} eviction(s)")
+        await uow.state.add_plan(DefragPlanRecord(cluster, plan_id, row["uid"], tuple(victims)))
+        await decisions.record(uow, row, "defrag_planned", node=plan.node,
+                                          reasons=_plan_reasons(plan, plan_id))
+        await decisions.commit(uow)
+    return plan_id, victims
+
+
 async def _deleted_mid_plan(uow: UnitOfWork, row: PodRow) -> bool:
-    """The one place that tells a plan its beneficiary was deleted while it ran (PlacementService._forget
+    """The one place that tells a plan its beneficiary was deleted while it ran (BoundNews.forget
     marked it `deleted` and left its hold to the plan): the plan then releases that hold as it settles,
     and neither binds nor requeues the pod. Locks the pod's row, as _forget does."""
     current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
