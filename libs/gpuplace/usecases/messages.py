@@ -51,9 +51,10 @@ SettledAs = Literal["completed", "aborted", "released", "dropped"]
 @dataclass(frozen=True)
 class PlanSettled:
     """The plan for pod `uid` settled: `completed` (the beneficiary is reserved and is to be bound), `aborted`
-    or `released` (its beneficiary deleted mid-plan: its hold released; the GPUs the plan held are free, so
-    the waiting pods are tried again), or `dropped` (nothing was reserved: infeasible, stale, or interrupted).
-    `aborted` and `released` are published inside the plan's hold of the cluster."""
+    or `released` (completed without a bind: its beneficiary deleted mid-plan, its hold released, or the plan
+    settled by another worker); after those two the GPUs the plan held are free, so the waiting pods are tried
+    again. `dropped`: nothing was reserved (infeasible, stale, or interrupted). `aborted` and `released` are
+    published inside the plan's hold of the cluster."""
 
     cluster: str
     uid: str
