@@ -1,4 +1,5 @@
-"""Composition root: settings -> engine, unit-of-work factory, broker, cluster API clients.
+"""Composition root: settings -> engine, unit-of-work factory, broker, cluster API clients; and the placement
+worker's handlers wired on their message bus (placement_worker).
 
 Services, the CLI and the integration tests all build their dependencies here, so there is one place
 where a client is created and one place where it is closed. Nothing is created at import time.
@@ -7,7 +8,8 @@ where a client is created and one place where it is closed. Nothing is created a
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 
 from faststream.kafka import KafkaBroker
@@ -18,6 +20,16 @@ from gpuplace.adapters.kube.cluster_api import KubeClusterApi, connect
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWorkFactory, make_engine
 from gpuplace.settings import Settings
+from gpuplace.usecases.background import Background
+from gpuplace.usecases.binder import BIND_CONCURRENCY
+from gpuplace.usecases.clusters import Clusters
+from gpuplace.usecases.decide import Decider
+from gpuplace.usecases.decision_log import DecisionLog
+from gpuplace.usecases.defrag import Defragmenter, DefragSettings
+from gpuplace.usecases.messages import ClusterLoaded, MessageBus, PodWaits
+from gpuplace.usecases.placement import PlacementService
+from gpuplace.usecases.ports import NO_METRICS, ClusterApi, Metrics, UnitOfWorkFactory
+from gpuplace.usecases.scale_hints import HintSettings, ScaleHinter
 
 
 @dataclass
@@ -65,4 +77,45 @@ async def resources(settings: Settings, *, kubeconfigs: dict[str, str] | None = 
         yield Resources(settings=settings, uow_factory=uow_factory, broker=broker, cluster_apis=apis)
 
 
-__all__ = ["Resources", "resources", "database", "cluster_api"]
+@dataclass(frozen=True)
+class PlacementWorker:
+    """A placement worker's handlers: the service (its entry points), and the defragmenter and scale hinter
+    when enabled (None otherwise), wired on one message bus."""
+
+    service: PlacementService
+    defrag: Defragmenter | None
+    hints: ScaleHinter | None
+
+
+def placement_worker(uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], decide: Decider, *,
+                     policy: str, topic_suffix: str = "",
+                     outbox_written: Callable[[], None] = lambda: None, metrics: Metrics = NO_METRICS,
+                     resync_s: float | None = None, bind_concurrency: int = BIND_CONCURRENCY,
+                     defrag: DefragSettings | None = None, hints: HintSettings | None = None,
+                     clock: Callable[[], float] = time.monotonic) -> PlacementWorker:
+    """Build the clusters, the decision log, the defragmenter (with `defrag`) and the scale hinter (with `hints`)
+    from the ports they need, and subscribe them: the defragmenter's handlers before placement's, so a loaded
+    cluster's half-done plans are settled before its reserved pods are bound (usecases/messages.py).
+    Plans and hints are computed with the decider's planner_policy."""
+    bus, background = MessageBus(), Background()
+    clusters = Clusters(uow_factory, bus)
+    decisions = DecisionLog(policy, topic_suffix, outbox_written)
+    planner = decide.planner_policy
+    defragmenter = None
+    if defrag is not None:
+        defragmenter = Defragmenter(uow_factory, cluster_apis, clusters, decisions, bus, background, planner,
+                                    settings=defrag, clock=clock, metrics=metrics)
+        bus.subscribe(ClusterLoaded, defragmenter.on_cluster_loaded)
+        bus.subscribe(PodWaits, defragmenter.on_pod_waits)
+    hinter = None
+    if hints is not None:
+        hinter = ScaleHinter(uow_factory, clusters, planner, policy_name=policy, topic_suffix=topic_suffix,
+                             settings=hints, metrics=metrics, outbox_written=outbox_written)
+        bus.subscribe(PodWaits, hinter.on_pod_waits)
+    service = PlacementService(uow_factory, cluster_apis, decide, policy=policy, bind_concurrency=bind_concurrency,
+                               resync_s=resync_s, metrics=metrics, bus=bus, clusters=clusters, decisions=decisions,
+                               background=background)
+    return PlacementWorker(service, defragmenter, hinter)
+
+
+__all__ = ["PlacementWorker", "Resources", "resources", "database", "cluster_api", "placement_worker"]

@@ -15,16 +15,15 @@ from typing import get_args
 from gpuplace.adapters.kafka import check_broker, ensure_copartitioned, start_broker
 from gpuplace.adapters.kube.api_health import ApiHealth
 from gpuplace.adapters.postgres.outbox_relay import OutboxRelay
-from gpuplace.bootstrap import resources
+from gpuplace.bootstrap import placement_worker, resources
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PlacementEvent, PlacementKind, PodEvent
 from gpuplace.settings import ConfigurationError, Settings
 from gpuplace.usecases.decide import decider, policy_options
-from gpuplace.usecases.defrag import Defragmenter, DefragSettings
-from gpuplace.usecases.placement import PlacementService
+from gpuplace.usecases.defrag import DefragSettings
 from gpuplace.usecases.ports import UnitOfWorkFactory
 from gpuplace.usecases.retention import Pruner, RetentionPolicy
-from gpuplace.usecases.scale_hints import HintSettings, ScaleHinter, parse_shapes
+from gpuplace.usecases.scale_hints import HintSettings, parse_shapes
 from services.consumer import Route, wire
 from services.placement.ownership import ClusterOwnership
 from services.telemetry import Telemetry
@@ -59,26 +58,20 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
         relay = OutboxRelay(res.uow_factory, res.broker, max_event_bytes=settings.max_event_bytes,
                             deadletter_topic=settings.topic(topics.DEADLETTER), metrics=metrics)
         decide = decider(settings.policy, latency_margin=settings.latency_margin, options=options)
-        defrag = None
-        if settings.defrag_enabled:
-            def defrag(host: PlacementService) -> Defragmenter:
-                return Defragmenter(res.uow_factory, res.cluster_apis, host, decide.planner_policy,
-                                    settings=DefragSettings(min_priority=settings.defrag_min_priority),
-                                    metrics=metrics)
         hints = None
         if settings.scale_hints_enabled:
             try:
                 declared = parse_shapes(settings.scale_hint_shapes)
             except ValueError as exc:
                 raise ConfigurationError(f"GPUPLACE_SCALE_HINT_SHAPES: {exc}") from None
-            hints = ScaleHinter(res.uow_factory, decide.planner_policy, policy_name=settings.policy,
-                                topic_suffix=settings.topic_suffix, metrics=metrics, outbox_written=relay.wake,
-                                settings=HintSettings(min_wait_s=settings.scale_hint_min_wait_s,
-                                                      interval_s=settings.scale_hint_interval_s, shapes=declared))
-        service = PlacementService(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
-                                   topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag,
-                                   resync_s=settings.reconcile_interval_s or None, metrics=metrics, hints=hints,
-                                   bind_concurrency=settings.bind_concurrency)
+            hints = HintSettings(min_wait_s=settings.scale_hint_min_wait_s, interval_s=settings.scale_hint_interval_s,
+                                 shapes=declared)
+        defrag = DefragSettings(min_priority=settings.defrag_min_priority) if settings.defrag_enabled else None
+        worker = placement_worker(res.uow_factory, res.cluster_apis, decide, policy=settings.policy,
+                                  topic_suffix=settings.topic_suffix, outbox_written=relay.wake, defrag=defrag,
+                                  hints=hints, resync_s=settings.reconcile_interval_s or None, metrics=metrics,
+                                  bind_concurrency=settings.bind_concurrency)
+        service = worker.service
         routes = [Route(topics.NODES, NodeEvent, service.on_node),
                   Route(topics.PODS, PodEvent, service.on_pod, batch=service.on_pods),
                   Route(topics.PLACEMENTS, PlacementEvent, service.on_placement, wants=may_close_a_gpu)]
@@ -100,8 +93,8 @@ async def run(settings: Settings, stop: asyncio.Event, *, telemetry: Telemetry |
                     **apiservers):
                 await asyncio.gather(relay.run(stop), service.resync(stop), pruner(settings, res.uow_factory).run(stop))
             await service.drain()
-            if hints is not None:
-                await hints.drain()
+            if worker.hints is not None:
+                await worker.hints.drain()
             await relay.run_once()
 
 

@@ -4,7 +4,7 @@ A pod reaches the binder once its reservation committed (usecases/placement.py).
 pods/binding, the Binding carrying the GPU assignment as an annotation (ClusterApi.bind), so nothing ever sees
 the pod on its node without its GPUs. The calls run concurrently (at most `concurrency` at once) and without the
 cluster's lock, so decisions go on while the apiserver answers. Each outcome is then queued on the cluster and
-recorded with the others that came meanwhile, in one transaction under the lock (_flush): `bound` for pods still
+recorded with the others that came meanwhile, in one transaction holding the cluster (_flush): `bound` for pods still
 reserved, or the reservation released and the pod queued again after a failed bind.
 
 A bind counts as in flight until its outcome is recorded (in_flight): nothing binds that pod again meanwhile, not
@@ -22,6 +22,7 @@ from gpuplace.contracts.events import PlacementEvent
 from gpuplace.usecases import enforcement, feedback
 from gpuplace.usecases.cluster_state import BindOutcomeToRecord, ClusterState
 from gpuplace.usecases.cluster_view import Placement
+from gpuplace.usecases.clusters import Clusters
 from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.pod_states import PodState
 from gpuplace.usecases.ports import BindOutcome, BindResult, ClusterApi, Metrics, PodRow, UnitOfWorkFactory
@@ -34,11 +35,12 @@ BIND_CONCURRENCY = 64
 
 
 class Binder:
-    def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi],
+    def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], clusters: Clusters,
                  decisions: DecisionLog, metrics: Metrics, reporter: feedback.Reporter, *,
                  concurrency: int = BIND_CONCURRENCY) -> None:
         self._uow_factory = uow_factory
         self._apis = cluster_apis
+        self._clusters = clusters
         self._decisions = decisions
         self._metrics = metrics
         self._reporter = reporter  # the Scheduled Event of a pod bound, in the background
@@ -91,10 +93,10 @@ class Binder:
         await recorded  # in flight until recorded: nothing binds the pod again meanwhile (in_flight)
 
     async def _flush(self, state: ClusterState) -> None:
-        """Record bind outcomes a batch at a time, under the cluster's lock: those that came while the last batch
-        was written (or while the lock was held for a decision) are written together."""
+        """Record bind outcomes a batch at a time, holding the cluster (Clusters.held): those that came while the
+        last batch was written (or while the cluster was held for a decision) are written together."""
         while state.outcomes:
-            async with state.lock:
+            async with self._clusters.held(state.view.cluster, load=False):
                 batch, state.outcomes = state.outcomes, []
                 try:
                     await self._record(state, batch)

@@ -1,8 +1,9 @@
 """What a placement worker holds of one cluster between events, beside the database: its in-memory view, the
 queue of pods that fit nowhere yet, the binds in flight and their outcomes not yet recorded.
 
-One ClusterState per cluster the worker owns; everything that reads or changes it holds its `lock`, except the
-bind calls themselves (usecases/binder.py), which run outside it so a slow apiserver never stalls decisions.
+One ClusterState per cluster the worker owns (usecases/clusters.py); everything that reads or changes it holds
+the cluster (Clusters.held), except the bind calls themselves (usecases/binder.py), which run outside it so a
+slow apiserver never stalls decisions.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from gpuplace.core.model import Pod
 from gpuplace.usecases.cluster_view import ClusterView, Placement
 from gpuplace.usecases.ports import NodeCapacity, PodRow
+
+RECENT_PODS = 2_000  # the pods decided last in a cluster: the typical workload its stranded GPU is measured against
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,6 @@ class BindOutcomeToRecord:
 @dataclass
 class ClusterState:
     view: ClusterView
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     waiting: dict[str, PodRow] = field(default_factory=dict)  # uid -> pod row, pods that fit nowhere yet
     last_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
     loaded: bool = False  # read from the database and resumed; until then every caller tries again
@@ -49,6 +51,14 @@ class ClusterState:
     # what placement holds each node's capacity to be (NodeEvent's units): kept as node events are applied and set
     # from the rows at each re-read, so a node event raising it is checked before the view is re-read
     capacities: dict[str, NodeCapacity] = field(default_factory=dict)
+    planned: set[str] = field(default_factory=set)  # pods a defragmentation plan in flight holds (PlanStarted)
+
+    def remember(self, uid: str, pod: Pod) -> None:
+        """Count a pod once in the cluster's recent workload, however often it is tried, dropping the oldest."""
+        if uid not in self.recent:
+            self.recent[uid] = pod
+            if len(self.recent) > RECENT_PODS:
+                self.recent.popitem(last=False)
 
 
 __all__ = ["BindOutcomeToRecord", "ClusterState"]

@@ -11,10 +11,13 @@ keeps every promise (DESIGN §6):
    beneficiary, writes `defrag_aborted` with the reason. Victims already gone keep their promises: their
    replacements were promised a place. The waiting pods are tried again at once;
 4. once the victims are gone, the beneficiary is bound (`defrag_completed`).
-The replacement pod a controller creates adopts its owner's promise (PlacementService._adopt_promise).
+The replacement pod a controller creates adopts its owner's promise (Deciding._adopt_promise, usecases/deciding.py).
+The defragmenter is a handler (usecases/messages.py): of PodWaits, which starts a plan, and of ClusterLoaded,
+which recovers; it publishes PlanStarted and PlanSettled, on which placement binds the beneficiary or tries the
+waiting pods again.
 
 A beneficiary deleted mid-plan holds the victims' old GPUs, on which victims may still run: releasing
-them at once would let another pod be placed over a running victim. PlacementService._forget therefore
+them at once would let another pod be placed over a running victim. BoundNews.forget therefore
 marks it `deleted` but leaves its hold to the plan, which releases it as it settles (3 or 4) instead of
 requeueing or binding the pod (_deleted_mid_plan).
 
@@ -40,12 +43,15 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from gpuplace.core.defrag import planner
 from gpuplace.core.defrag.model import Limits, PastMove, Plan, Refusal, RunningPod
+from gpuplace.usecases.background import Background
 from gpuplace.usecases.cluster_view import ClusterView, core_pod, pod_stream
+from gpuplace.usecases.clusters import Clusters
 from gpuplace.usecases.decision_log import DecisionLog
+from gpuplace.usecases.messages import ClusterLoaded, MessageBus, PlanSettled, PlanStarted, PodWaits, SettledAs
 from gpuplace.usecases.pod_states import PLACED, WAITING, PodState
 from gpuplace.usecases.ports import (
     NO_METRICS,
@@ -70,16 +76,6 @@ _EVICT_RESULTS: dict[EvictOutcome, EvictResult] = {
     EvictOutcome.EVICTED: "evicted", EvictOutcome.REFUSED: "refused", EvictOutcome.GONE: "gone"}
 
 
-class PlacementHost(Protocol):
-    """What the executor needs from the placement service it runs in."""
-
-    @property
-    def decisions(self) -> DecisionLog: ...  # where the plan's steps are recorded, with its host's decisions
-    async def reread(self, cluster: str) -> ClusterView: ...
-    async def retry_waiting(self, cluster: str) -> None: ...
-    async def bind_reserved(self, cluster: str, uid: str) -> None: ...
-
-
 @dataclass(frozen=True)
 class DefragSettings:
     min_priority: int = 1  # pods below this priority never trigger moves
@@ -89,12 +85,20 @@ class DefragSettings:
 
 
 class Defragmenter:
-    def __init__(self, uow_factory: UnitOfWorkFactory, apis: Mapping[str, ClusterApi], host: PlacementHost,
+    """Plans and carries out moves for pods that wait (PodWaits), one plan at a time per cluster, and settles the
+    plans a previous process left half done when a cluster is loaded (ClusterLoaded). It tells placement what
+    it holds through messages (PlanStarted, PlanSettled) and takes a cluster only through Clusters.held."""
+
+    def __init__(self, uow_factory: UnitOfWorkFactory, apis: Mapping[str, ClusterApi], clusters: Clusters,
+                 decisions: DecisionLog, bus: MessageBus, background: Background,
                  policy_for: Callable[[ClusterView, Any, Any], Any], *, settings: DefragSettings | None = None,
                  clock: Callable[[], float] = time.monotonic, metrics: Metrics = NO_METRICS) -> None:
         self._uow_factory = uow_factory
         self._apis = apis
-        self._host = host
+        self._clusters = clusters
+        self._decisions = decisions  # where the plan's steps are recorded, with placement's decisions
+        self._bus = bus
+        self._background = background
         self._policy_for = policy_for
         self.settings = settings or DefragSettings()
         self._clock = clock
@@ -103,56 +107,85 @@ class Defragmenter:
         # so a restart forgets it and each placement process keeps its own (see Limits.max_evictions_per_hour).
         self._history: dict[str, list[PastMove]] = {}
         self._busy: set[str] = set()  # clusters with a plan in flight: one at a time per cluster
-        self.beneficiaries: set[str] = set()  # pods reserved by a plan in flight: bound by the plan, not before
+        self._beneficiaries: set[str] = set()  # pods reserved by a plan in flight: bound by the plan, not before
 
     def wants(self, row: PodRow) -> bool:
         return row["priority"] >= self.settings.min_priority and row["cluster"] not in self._busy
 
-    async def relieve(self, row: PodRow, lock: asyncio.Lock) -> Plan | Refusal | None:
-        """Plan moves for a blocked pod and carry them out; returns the plan, the refusal, or None."""
-        cluster = row["cluster"]
+    async def on_pod_waits(self, message: PodWaits) -> None:
+        """A pod fits nowhere: plan room for it in the background, if it may have some made."""
+        if message.nodes_known and self.wants(message.row):
+            self._background.spawn(self.relieve(message.row))
+
+    async def on_cluster_loaded(self, message: ClusterLoaded) -> None:
+        """Settle the cluster's half-done plans before placement resumes it (recover), in the loader's hold."""
+        if await self.recover(message.cluster):
+            async with self._clusters.held(message.cluster) as state:
+                await self._clusters.reread(state)
+
+    async def relieve(self, row: PodRow) -> Plan | Refusal | None:
+        """Plan moves for a blocked pod and carry them out; returns the plan, the refusal, or None.
+
+        Its settling is published (PlanSettled) exactly once: `aborted` or `released` inside the hold that
+        recorded it (the waiting pods are tried again in it), `completed` after it (the bind takes the cluster
+        itself), `dropped` when it ends having reserved nothing."""
+        cluster, uid = row["cluster"], row["uid"]
         if cluster in self._busy:
             return None
         self._busy.add(cluster)
-        self.beneficiaries.add(row["uid"])
+        self._beneficiaries.add(uid)
+        settled: list[SettledAs] = []
         try:
-            async with lock:
-                view = await self._host.reread(cluster)  # the cluster as it is now, not when the pod blocked
-                if view.snapshot is None:
-                    return None
-                plan, running = await self._plan(view, row)
-                if not isinstance(plan, Plan):
-                    self._metrics.defrag_plan(cluster, "infeasible")
-                    return plan
-                if not plan.moves:
-                    return plan
-                reserved = await self._reserve(row, plan, running)
-                if reserved is None:
-                    self._metrics.defrag_plan(cluster, "stale")
-                    return None
-                self._metrics.defrag_plan(cluster, "planned")
-                plan_id, victims = reserved
-                await self._host.reread(cluster)
-            evicted, refusal = await self._evict_all(row, plan_id, plan, running)
-            if not refusal and not await self._wait_gone(row, plan, running):
-                refusal = f"evicted pods still running after {self.settings.eviction_wait_s:g} s"
-            if refusal:
-                gone = {v.uid for v in victims if v.uid in evicted and await self._gone(cluster, v)}
-                async with lock:
-                    await self._abort(row, plan_id, victims, gone, reason=refusal)
-                    await self._host.retry_waiting(cluster)
-                return plan
-            async with lock:  # with _forget's: a deletion either finds the plan holding the pod, or is settled
-                bind = await self._complete(row, plan_id, plan.node, {"moves": str(len(plan.moves))})
-                self.beneficiaries.discard(row["uid"])  # settled: a deletion now releases it as any pod's
-                if not bind:
-                    await self._host.retry_waiting(cluster)
-            if bind:
-                await self._host.bind_reserved(cluster, row["uid"])
-            return plan
+            await self._bus.publish(PlanStarted(cluster, uid))
+            return await self._carry_out(row, settled)
         finally:
-            self._busy.discard(cluster)
-            self.beneficiaries.discard(row["uid"])
+            try:
+                if not settled:
+                    await self._bus.publish(PlanSettled(cluster, uid, "dropped"))
+            finally:
+                self._busy.discard(cluster)
+                self._beneficiaries.discard(uid)
+
+    async def _carry_out(self, row: PodRow, settled: list[SettledAs]) -> Plan | Refusal | None:
+        cluster = row["cluster"]
+        async with self._clusters.held(cluster) as state:
+            view = await self._clusters.reread(state)  # the cluster as it is now, not when the pod blocked
+            if view.snapshot is None:
+                return None
+            plan, running = await self._plan(view, row)
+            if not isinstance(plan, Plan):
+                self._metrics.defrag_plan(cluster, "infeasible")
+                return plan
+            if not plan.moves:
+                return plan
+            reserved = await _reserve(self._uow_factory, self._decisions, row, plan, running)
+            if reserved is None:
+                self._metrics.defrag_plan(cluster, "stale")
+                return None
+            self._metrics.defrag_plan(cluster, "planned")
+            plan_id, victims = reserved
+            await self._clusters.reread(state)
+        evicted, refusal = await self._evict_all(row, plan_id, plan, running)
+        if not refusal and not await self._wait_gone(row, plan, running):
+            refusal = f"evicted pods still running after {self.settings.eviction_wait_s:g} s"
+        if refusal:
+            gone = {v.uid for v in victims if v.uid in evicted and await self._gone(cluster, v)}
+            async with self._clusters.held(cluster):
+                await self._abort(row, plan_id, victims, gone, reason=refusal)
+                await self._settled(row, "aborted", settled)
+            return plan
+        async with self._clusters.held(cluster):  # as placement's deletion: it finds the plan holding, or settled
+            bind = await self._complete(row, plan_id, plan.node, {"moves": str(len(plan.moves))})
+            self._beneficiaries.discard(row["uid"])  # settled: a deletion now releases it as any pod's
+            if not bind:
+                await self._settled(row, "released", settled)
+        if bind:
+            await self._settled(row, "completed", settled)
+        return plan
+
+    async def _settled(self, row: PodRow, outcome: SettledAs, settled: list[SettledAs]) -> None:
+        settled.append(outcome)
+        await self._bus.publish(PlanSettled(row["cluster"], row["uid"], outcome))
 
     # -- planning ------------------------------------------------------------------------------------------
     async def _plan(self, view: ClusterView, row: PodRow) -> tuple[Plan | Refusal, dict[str, RunningPod]]:
@@ -173,58 +206,6 @@ class Defragmenter:
         result = planner.plan(view.snapshot.copy(), pod, list(running.values()), policy, self.settings.limits,
                               history, self._clock())
         return result, running
-
-    async def _reserve(self, row: PodRow, plan: Plan, running: dict[str, RunningPod]
-                       ) -> tuple[str, list[PlannedMove]] | None:
-        """Step 1, one transaction: victims' places promised at their targets, the beneficiary reserved.
-
-        Returns the plan's id and its victims (one per move, in order, with their promises), or None when the
-        plan no longer fits.
-        """
-        cluster, plan_id = row["cluster"], uuid.uuid4().hex[:12]
-        promises = [f"promise-{plan_id}-{i}" for i in range(len(plan.moves))]
-        victims: list[PlannedMove] = []
-        async with self._uow_factory() as uow:
-            current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
-            if current is None or current["state"] not in WAITING:
-                return None
-            for i, move in enumerate(plan.moves):
-                victim = running[move.uid]
-                victim_row = await uow.state.get_pod(cluster, move.uid, for_update=True)
-                assert victim_row is not None, f"victim {move.uid} of the plan has no row"
-                await uow.state.release(cluster, move.uid, cpu_milli=victim.pod.cpu_milli,
-                                        memory_mib=victim.pod.memory_mib)
-                promise = {**{k: victim_row[k] for k in ("namespace", "priority", "request", "cpu_milli", "memory_mib",
-                                                         "deadline_ms", "frame_rate_hz", "workload", "service_ms",
-                                                         "owner")},
-                           "cluster": cluster, "uid": promises[i], "name": promises[i], "state": PodState.PROMISED}
-                await uow.state.upsert_pod(promise)
-                victims.append(PlannedMove(
-                    uid=move.uid, namespace=victim_row["namespace"], name=victim_row["name"],
-                    from_node=victim.node_name, from_gpu_indices=victim.gpu_indices, share_milli=victim.share_milli,
-                    memory_mib=victim.memory_mib, cpu_milli=victim.pod.cpu_milli,
-                    pod_memory_mib=victim.pod.memory_mib, promise=promises[i]))
-                refusal = await uow.state.reserve(
-                    cluster=cluster, pod_uid=promises[i], node=move.to_node,
-                    grants=[GpuGrant(g, move.memory_mib, move.share_milli) for g in move.to_gpu_indices],
-                    cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id=plan_id)
-                if refusal:
-                    log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
-                    return None
-            refusal = await uow.state.reserve(
-                cluster=cluster, pod_uid=row["uid"], node=plan.node,
-                grants=[GpuGrant(g, plan.memory_mib, plan.share_milli) for g in plan.gpu_indices],
-                cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"], decision_id=plan_id)
-            if refusal:
-                log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
-                return None
-            await uow.state.set_pod_state(cluster, row["uid"], PodState.RESERVED, node=plan.node,
-                                          reason=f"awaiting {len(plan.moves)} eviction(s)")
-            await uow.state.add_plan(DefragPlanRecord(cluster, plan_id, row["uid"], tuple(victims)))
-            await self._host.decisions.record(uow, row, "defrag_planned", node=plan.node,
-                                              reasons=_plan_reasons(plan, plan_id))
-            await self._host.decisions.commit(uow)
-        return plan_id, victims
 
     # -- evicting ------------------------------------------------------------------------------------------
     async def _evict_all(self, row: PodRow, plan_id: str, plan: Plan, running: dict[str, RunningPod]
@@ -251,10 +232,10 @@ class Defragmenter:
             self._history.setdefault(row["cluster"], []).append(
                 PastMove(move.uid, running[move.uid].owner, self._clock()))
             async with self._uow_factory() as uow:
-                await self._host.decisions.record(
+                await self._decisions.record(
                     uow, victim_row, "evicted", node=move.from_node,
                     reasons={"for": f"{row['namespace']}/{row['name']}", "to": move.to_node})
-                await self._host.decisions.commit(uow)
+                await self._decisions.commit(uow)
         return evicted, ""
 
     async def _wait_gone(self, row: PodRow, plan: Plan, running: dict[str, RunningPod]) -> bool:
@@ -281,9 +262,9 @@ class Defragmenter:
                 return False
             if deleted:
                 await _release_beneficiary(uow, row)
-            await self._host.decisions.record(uow, row, "defrag_completed", node=node,
+            await self._decisions.record(uow, row, "defrag_completed", node=node,
                                               reasons={**reasons, **(BENEFICIARY_DELETED if deleted else {})})
-            await self._host.decisions.commit(uow)
+            await self._decisions.commit(uow)
         self._metrics.defrag_plan(row["cluster"], "completed")
         return not deleted
 
@@ -315,17 +296,17 @@ class Defragmenter:
                     cpu_milli=victim.cpu_milli, memory_mib=victim.pod_memory_mib, decision_id="defrag-abort")
                 if refusal:  # cannot happen: the beneficiary's hold on those GPUs was released above
                     raise RuntimeError(f"abort could not give {victim.uid} its GPUs back: {refusal}")
-            await self._host.decisions.record(uow, row, "defrag_aborted", reasons={
+            await self._decisions.record(uow, row, "defrag_aborted", reasons={
                 "reason": reason, "evicted": str(sum(v.uid in gone for v in victims)),
                 **(BENEFICIARY_DELETED if deleted else {})})
-            await self._host.decisions.commit(uow)
+            await self._decisions.commit(uow)
         self._metrics.defrag_plan(cluster, "aborted")
 
     # -- after a restart -----------------------------------------------------------------------------------
     async def recover(self, cluster: str) -> int:
         """Settle the plans a previous process left half done; returns how many there were.
 
-        PlacementService._resume calls this before it binds the cluster's reserved pods, so that no
+        Run on ClusterLoaded before placement binds the cluster's reserved pods (bootstrap's order), so that no
         beneficiary is bound on GPUs a victim still runs on. A plan is interrupted when it is still open (its
         beneficiary is then `reserved`, or `deleted` but still holding GPUs). If every victim is gone, only the
         bind was left: `defrag_completed` is recorded and the caller binds the pod as it binds any reserved pod
@@ -336,7 +317,7 @@ class Defragmenter:
         async with self._uow_factory() as uow:
             interrupted = []
             for plan in await uow.state.open_plans(cluster):
-                if plan.beneficiary_uid in self.beneficiaries:
+                if plan.beneficiary_uid in self._beneficiaries:
                     continue  # this process carries the plan out still (its partitions were reassigned)
                 row = await uow.state.get_pod(cluster, plan.beneficiary_uid)
                 if row is None:  # cannot happen: a beneficiary's row outlives its plan (deleted is a state)
@@ -387,8 +368,61 @@ class Defragmenter:
         return found
 
 
+async def _reserve(uow_factory: UnitOfWorkFactory, decisions: DecisionLog, row: PodRow, plan: Plan,
+                   running: dict[str, RunningPod]) -> tuple[str, list[PlannedMove]] | None:
+    """Step 1, one transaction: victims' places promised at their targets, the beneficiary reserved.
+
+    Returns the plan's id and its victims (one per move, in order, with their promises), or None when the
+    plan no longer fits.
+    """
+    cluster, plan_id = row["cluster"], uuid.uuid4().hex[:12]
+    promises = [f"promise-{plan_id}-{i}" for i in range(len(plan.moves))]
+    victims: list[PlannedMove] = []
+    async with uow_factory() as uow:
+        current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
+        if current is None or current["state"] not in WAITING:
+            return None
+        for i, move in enumerate(plan.moves):
+            victim = running[move.uid]
+            victim_row = await uow.state.get_pod(cluster, move.uid, for_update=True)
+            assert victim_row is not None, f"victim {move.uid} of the plan has no row"
+            await uow.state.release(cluster, move.uid, cpu_milli=victim.pod.cpu_milli,
+                                    memory_mib=victim.pod.memory_mib)
+            promise = {**{k: victim_row[k] for k in ("namespace", "priority", "request", "cpu_milli", "memory_mib",
+                                                     "deadline_ms", "frame_rate_hz", "workload", "service_ms",
+                                                     "owner")},
+                       "cluster": cluster, "uid": promises[i], "name": promises[i], "state": PodState.PROMISED}
+            await uow.state.upsert_pod(promise)
+            victims.append(PlannedMove(
+                uid=move.uid, namespace=victim_row["namespace"], name=victim_row["name"],
+                from_node=victim.node_name, from_gpu_indices=victim.gpu_indices, share_milli=victim.share_milli,
+                memory_mib=victim.memory_mib, cpu_milli=victim.pod.cpu_milli,
+                pod_memory_mib=victim.pod.memory_mib, promise=promises[i]))
+            refusal = await uow.state.reserve(
+                cluster=cluster, pod_uid=promises[i], node=move.to_node,
+                grants=[GpuGrant(g, move.memory_mib, move.share_milli) for g in move.to_gpu_indices],
+                cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id=plan_id)
+            if refusal:
+                log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
+                return None
+        refusal = await uow.state.reserve(
+            cluster=cluster, pod_uid=row["uid"], node=plan.node,
+            grants=[GpuGrant(g, plan.memory_mib, plan.share_milli) for g in plan.gpu_indices],
+            cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"], decision_id=plan_id)
+        if refusal:
+            log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
+            return None
+        await uow.state.set_pod_state(cluster, row["uid"], PodState.RESERVED, node=plan.node,
+                                      reason=f"awaiting {len(plan.moves)} eviction(s)")
+        await uow.state.add_plan(DefragPlanRecord(cluster, plan_id, row["uid"], tuple(victims)))
+        await decisions.record(uow, row, "defrag_planned", node=plan.node,
+                                          reasons=_plan_reasons(plan, plan_id))
+        await decisions.commit(uow)
+    return plan_id, victims
+
+
 async def _deleted_mid_plan(uow: UnitOfWork, row: PodRow) -> bool:
-    """The one place that tells a plan its beneficiary was deleted while it ran (PlacementService._forget
+    """The one place that tells a plan its beneficiary was deleted while it ran (BoundNews.forget
     marked it `deleted` and left its hold to the plan): the plan then releases that hold as it settles,
     and neither binds nor requeues the pod. Locks the pod's row, as _forget does."""
     current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuplace.usecases.cluster_view import RUNNERS_UP_KEY, SCORE_KEY
-from gpuplace.usecases.placement import ADOPTED
+from gpuplace.usecases.pod_rows import ADOPTED
 from gpuplace.usecases.pod_states import WAITING, PodState
 from gpuplace.usecases.ports import DecisionRow, Retained, UnitOfWork, UnitOfWorkFactory
 

@@ -6,7 +6,7 @@ or a replayed event log (usecases/fleet_sources.py), or a simulated run, whose o
 dataclasses (`FleetReport.from_json` reads the report's own JSON back). Clusters carry the figures; regions and the
 fleet are sums of their clusters, computed here once so that the page and the JSON cannot disagree.
 
-Stranded GPU memory is placement's measure (usecases/placement._stranded, DESIGN §6): the free GPU memory that the
+Stranded GPU memory is placement's measure (usecases/gpu_gauges._stranded, DESIGN §6): the free GPU memory that the
 typical workload M could not use, M being the shapes of the cluster's pods (those holding a place and those
 waiting). SLO attainment is the metrics' (adapters/metrics.py): the share of frames within their deadline. A
 latency window carries percentiles, not frames, and percentiles do not add: a workload's p95 here is the 95th

@@ -54,7 +54,7 @@ class PodRow(TypedDict):
     move_requested_at: datetime | None
     managed: bool
     rules: Json | None
-    """Node rules and what rides with them (placement._RULE_FIELDS)."""
+    """Node rules and what rides with them (pod_rows._RULE_FIELDS)."""
 
 
 class NodeRow(TypedDict):

@@ -32,7 +32,7 @@ from gpuplace.core.workload import typical_workload
 from gpuplace.usecases import enforcement, provenance
 from gpuplace.usecases.cluster_view import ClusterView, Placement, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.decide import Decider
-from gpuplace.usecases.placement import ADOPTED, pod_row
+from gpuplace.usecases.pod_rows import ADOPTED, pod_row
 from gpuplace.usecases.ports import Row
 
 

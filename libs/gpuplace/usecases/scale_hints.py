@@ -1,14 +1,14 @@
 """Publish scale hints for a cluster whose pods wait: a `scale_hint` event on gpuplace.hints.v1, and metrics.
 
-The placement service calls `note(cluster)` when a pod goes back to waiting. The hint is not computed on every
-attempt: a cluster gets one check at a time, run once its oldest waiting pod has waited `min_wait_s` and at least
-`interval_s` after the cluster's last check; the check computes core/scale_hints on a copy of the cluster view
-(under the cluster's lock, so the view does not change underneath) with the planner's policy (its hypothetical
-placements feed no workload estimate) without the latency filter (it is bound to the GPUs of the view, and a
-node not added yet carries no frames: the hint judges room), and writes the event to the outbox only when the
-hint differs from the last one published for the cluster (ScaleHint.key: the counts by blocker, the nodes per
-shape, the pods no shape hosts, the nodes to drain). The gauge gpuplace_scale_hint_nodes{cluster,shape,blocked_by}
-follows every check.
+The hinter handles PodWaits (usecases/messages.py), published when a pod goes back to waiting. The hint is not
+computed on every attempt: a cluster gets one check at a time, run once its oldest waiting pod has waited
+`min_wait_s` and at least `interval_s` after the cluster's last check; the check computes core/scale_hints on a copy
+of the cluster view (holding the cluster, Clusters.held, so the view does not change underneath) with the planner's
+policy (its hypothetical placements feed no workload estimate) without the latency filter (it is bound to the GPUs
+of the view, and a node not added yet carries no frames: the hint judges room), and writes the event to the outbox
+only when the hint differs from the last one published for the cluster (ScaleHint.key: the counts by blocker, the
+nodes per shape, the pods no shape hosts, the nodes to drain). The gauge
+gpuplace_scale_hint_nodes{cluster,shape,blocked_by} follows every check.
 
 Why its own topic rather than a `scale_hint` kind on gpuplace.placements.v1: a new kind is a breaking change for
 v1 subscribers (contracts/__init__.py), and a hint is about a cluster, not one pod.
@@ -31,6 +31,8 @@ from gpuplace.core.defrag.model import Blocker, RunningPod
 from gpuplace.core.framework.interface import Policy
 from gpuplace.core.model import Pod
 from gpuplace.usecases.cluster_view import ClusterView, core_pod
+from gpuplace.usecases.clusters import Clusters
+from gpuplace.usecases.messages import PodWaits
 from gpuplace.usecases.pod_states import PLACED
 from gpuplace.usecases.ports import NO_METRICS, Metrics, PodRow, UnitOfWorkFactory
 
@@ -46,24 +48,16 @@ class HintSettings:
     max_drains: int = 5
 
 
-@dataclass
-class ClusterWaiting:
-    """What the hinter reads from the placement service for one cluster, under `lock`."""
-
-    view: ClusterView
-    waiting: dict[str, PodRow]
-    lock: asyncio.Lock
-
-
 PolicyFor = Callable[[ClusterView, Pod, Any], Policy]
 
 
 class ScaleHinter:
-    def __init__(self, uow_factory: UnitOfWorkFactory, policy_for: PolicyFor, *, policy_name: str,
+    def __init__(self, uow_factory: UnitOfWorkFactory, clusters: Clusters, policy_for: PolicyFor, *, policy_name: str,
                  topic_suffix: str = "", settings: HintSettings | None = None, metrics: Metrics = NO_METRICS,
                  outbox_written: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._uow_factory = uow_factory
+        self._clusters = clusters
         self._policy_for = policy_for
         self._policy_name = policy_name
         self._topic = topics.HINTS + topic_suffix
@@ -77,15 +71,17 @@ class ScaleHinter:
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._since: dict[str, dict[str, float]] = {}  # cluster -> uid -> when first noted waiting
 
-    def note(self, cluster: str, uid: str, source: Callable[[], ClusterWaiting | None]) -> None:
-        """Pod `uid` waits in `cluster`: make sure one check is scheduled (module doc). `source` gives the
-        cluster's state when the check runs (None: the cluster is no longer held here). How long a pod has waited
+    async def on_pod_waits(self, message: PodWaits) -> None:
+        self.note(message.row["cluster"], message.row["uid"])
+
+    def note(self, cluster: str, uid: str) -> None:
+        """Pod `uid` waits in `cluster`: make sure one check is scheduled (module doc). How long a pod has waited
         is counted from its first note, on this process's clock (not the database's)."""
         self._since.setdefault(cluster, {}).setdefault(uid, self._clock())
         task = self._pending.get(cluster)
         if task is not None and not task.done():
             return
-        self._pending[cluster] = asyncio.get_running_loop().create_task(self._check_later(cluster, source))
+        self._pending[cluster] = asyncio.get_running_loop().create_task(self._check_later(cluster))
 
     async def drain(self) -> None:
         tasks = [t for t in self._pending.values() if not t.done()]
@@ -93,9 +89,9 @@ class ScaleHinter:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _check_later(self, cluster: str, source: Callable[[], ClusterWaiting | None]) -> None:
+    async def _check_later(self, cluster: str) -> None:
         try:
-            state = source()
+            state = self._clusters.loaded(cluster)  # None: the cluster is no longer held here
             if state is None or not state.waiting:
                 return
             since = self._since.setdefault(cluster, {})
@@ -105,21 +101,20 @@ class ScaleHinter:
             delay = max(self.settings.min_wait_s - waited,
                         self._last_check.get(cluster, -1e18) + self.settings.interval_s - self._clock(), 0.0)
             await self._sleep(delay)
-            state = source()
-            if state is None:
+            if self._clusters.loaded(cluster) is None:
                 return
-            await self.check(cluster, state)
+            await self.check(cluster)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("scale hint for cluster %s failed", cluster)
 
-    async def check(self, cluster: str, state: ClusterWaiting) -> ScaleHintEvent | None:
+    async def check(self, cluster: str) -> ScaleHintEvent | None:
         """Compute the cluster's hint now and publish it if it changed; the event written, else None."""
         self._last_check[cluster] = self._clock()
         async with self._uow_factory() as uow:
             holders = await uow.state.pods_in_state(cluster, PLACED)
-        async with state.lock:
+        async with self._clusters.held(cluster, load=False) as state:
             view = state.view
             if view.snapshot is None:
                 return None
@@ -196,4 +191,4 @@ def parse_shapes(text: str) -> tuple[scale_hints.NodeShape, ...]:
     return tuple(shapes)
 
 
-__all__ = ["ClusterWaiting", "HintSettings", "ScaleHinter", "parse_shapes"]
+__all__ = ["HintSettings", "ScaleHinter", "parse_shapes"]

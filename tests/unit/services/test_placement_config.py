@@ -43,7 +43,7 @@ def test_the_bind_concurrency_setting_reaches_the_placement_service(monkeypatch)
 
     monkeypatch.setattr(app, "resources", resources)
     monkeypatch.setattr(app, "OutboxRelay", lambda *args, **kwargs: types.SimpleNamespace(wake=None))
-    monkeypatch.setattr(app, "PlacementService", service)
+    monkeypatch.setattr(app, "placement_worker", service)
     assert Settings(kubeconfig="/dev/null").bind_concurrency == 64 == BIND_CONCURRENCY  # the binder's own default
     monkeypatch.setenv("GPUPLACE_BIND_CONCURRENCY", "8")
     with pytest.raises(Stop):

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from gpuplace.bootstrap import placement_worker
 from gpuplace.core.defrag.model import Limits
 from gpuplace.usecases.decide import decider
-from gpuplace.usecases.defrag import Defragmenter, DefragSettings
-from gpuplace.usecases.placement import PlacementService
+from gpuplace.usecases.defrag import DefragSettings
 from gpuplace.usecases.ports import NO_METRICS, PlanState
 from tests.builders import node_event, pod_event
 from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
@@ -55,11 +55,8 @@ class SlowEvictionApi(FakeClusterApi):
 
 
 def service(uow_factory, api, settings=None, clock=time.monotonic, metrics=NO_METRICS):
-    decide = decider("bestfit")
-    return PlacementService(
-        uow_factory, {"east": api}, decide, policy="bestfit", metrics=metrics,
-        defrag=lambda host: Defragmenter(uow_factory, {"east": api}, host, decide.planner_policy, settings=settings,
-                                         clock=clock, metrics=metrics))
+    return placement_worker(uow_factory, {"east": api}, decider("bestfit"), policy="bestfit", metrics=metrics,
+                            defrag=settings or DefragSettings(), clock=clock).service
 
 
 async def fragmented_fleet(refuse: bool = False, api: FakeClusterApi | None = None,
@@ -452,10 +449,9 @@ async def test_a_victim_still_running_after_the_eviction_wait_gets_its_gpu_back_
                 await super().read_pod(namespace, name)
 
     api = StuckApi()
-    uow_factory, api, placement, victim = await fragmented_fleet(api=api)
+    uow_factory, api, placement, victim = await fragmented_fleet(api=api, settings=DefragSettings(eviction_wait_s=0.3))
     stuck_uid = victim.uid
     before = assigned(uow_factory)
-    placement._defrag.settings = DefragSettings(eviction_wait_s=0.3)
     await placement.on_pod(pod_event("urgent", memory_mib=12000, priority=100, deadline_ms=33.0))
     await placement.drain()
     assert api.evicted == ["victim-0"] and ("robots", "urgent") not in api.bound

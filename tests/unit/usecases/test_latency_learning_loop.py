@@ -6,7 +6,7 @@ import json
 import pytest
 
 from gpuplace.contracts.events import LatencyWindow
-from gpuplace.usecases import placement as placement_module
+from gpuplace.usecases import deciding as placement_module  # MODEL_REFRESH_S is read there
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.ingest import ingest_latency
 from gpuplace.usecases.latency_learning import MODEL_NAME

@@ -163,15 +163,15 @@ async def test_a_first_load_of_the_cluster_that_fails_is_tried_again(uow_factory
         pass
 
     restarted = service(uow_factory, api)
-    rehydrate, calls = restarted._rehydrate, []
+    rehydrate, calls = restarted._clusters.reread, []
 
     async def away_once(state):
         calls.append(state)
         if len(calls) == 1:
             raise DatabaseAway
-        await rehydrate(state)
+        return await rehydrate(state)
 
-    restarted._rehydrate = away_once
+    restarted._clusters.reread = away_once
     with pytest.raises(DatabaseAway):  # the first look at the cluster fails
         await restarted.on_pod(pod_event("newcomer"))
     await restarted.on_pod(pod_event("newcomer-2"))  # the next one loads and resumes it

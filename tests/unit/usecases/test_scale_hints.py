@@ -8,6 +8,7 @@ import json
 import pytest
 
 from gpuplace.adapters.metrics import PrometheusMetrics
+from gpuplace.bootstrap import placement_worker
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuRequest
 from gpuplace.usecases.decide import decider
@@ -25,10 +26,10 @@ def hint_events(uow_factory: FakeUnitOfWorkFactory) -> list[dict]:
 
 def wired(uow_factory: FakeUnitOfWorkFactory, api: FakeClusterApi, metrics: PrometheusMetrics,
           **settings: object) -> tuple[PlacementService, ScaleHinter]:
-    decide = decider("bestfit")
-    hinter = ScaleHinter(uow_factory, decide.planner_policy, policy_name="bestfit", metrics=metrics,
-                         settings=HintSettings(**{"min_wait_s": 0.0, "interval_s": 0.0, **settings}))  # type: ignore[arg-type]
-    return PlacementService(uow_factory, {"east": api}, decide, policy="bestfit", hints=hinter), hinter
+    worker = placement_worker(uow_factory, {"east": api}, decider("bestfit"), policy="bestfit", metrics=metrics,
+                              hints=HintSettings(**{"min_wait_s": 0.0, "interval_s": 0.0, **settings}))  # type: ignore[arg-type]
+    assert worker.hints is not None
+    return worker.service, worker.hints
 
 
 async def settle(placement: PlacementService, hinter: ScaleHinter) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from gpuplace.contracts.events import GpuRequest, HostPort, Toleration
-from gpuplace.usecases.placement import AWAITING_NODE, PlacementService
+from gpuplace.usecases.deciding import Deciding
+from gpuplace.usecases.placement import AWAITING_NODE
 from tests.builders import node_event, pod_event
 from tests.fakes import FakeUnitOfWorkFactory
 from tests.unit.usecases.test_placement import service
@@ -132,13 +133,13 @@ async def test_a_burst_of_node_events_is_read_once_and_retries_only_pods_the_nod
     await placement.drain()
     before = len(reads)
     tried = []
-    try_place = PlacementService._try_place
+    try_place = Deciding.try_place
 
     async def recorded(self, state, row):
         tried.append(row["name"])
         await try_place(self, state, row)
 
-    monkeypatch.setattr(PlacementService, "_try_place", recorded)
+    monkeypatch.setattr(Deciding, "try_place", recorded)
     for i in range(40):  # a fleet of zone-b nodes comes up, all at once
         await placement.on_node(node_event(f"b{i}", labels={"zone": "b"}))
     await placement.drain()
