@@ -67,6 +67,7 @@ from gpuplace.usecases.ports import (
     UnitOfWorkFactory,
 )
 from gpuplace.usecases.reconcile import Drift, confirmed_gone, find_drift
+from gpuplace.usecases.report_queue import FAILED_SCHEDULING, Reporter
 from gpuplace.usecases.scale_hints import ClusterWaiting, ScaleHinter
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class PlacementService:
         self._policy = policy
         self._clusters: dict[str, ClusterState] = {}
         self._decisions = DecisionLog(policy, topic_suffix, outbox_written)
-        self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
+        self._feedback = Reporter()  # Events and PodScheduled, in the background (usecases/report_queue)
         self._binder = Binder(uow_factory, cluster_apis, self._decisions, metrics, self._feedback,
                               concurrency=bind_concurrency)
         self._defrag = defrag(self) if defrag else None
@@ -369,6 +370,7 @@ class PlacementService:
         while self._binder.tasks or self._background or self._feedback.tasks:
             await asyncio.gather(*list(self._binder.tasks), *list(self._background), *list(self._feedback.tasks),
                                  return_exceptions=True)
+        self._feedback.summarize()
 
     def cluster_gauges(self) -> list[ClusterGauges]:
         """The clusters this worker holds, as metrics read them at a scrape (Metrics.watching): its pods not
@@ -671,7 +673,7 @@ class PlacementService:
     # -- feedback in Kubernetes: after the commit, in the background, never failing placement --------------------
     def _report_unschedulable(self, row: PodRow, message: str) -> None:
         api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
-        self._feedback.spawn(row["cluster"] + row["uid"], f"FailedScheduling of {pod[0]}/{pod[1]}",
+        self._feedback.spawn(row["cluster"] + row["uid"], FAILED_SCHEDULING, f"{pod[0]}/{pod[1]}",
                              lambda: api.report_unschedulable(*pod, message))
 
     async def _confirm_bound(self, state: ClusterState, event: PodEvent) -> None:
