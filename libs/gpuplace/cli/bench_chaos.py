@@ -134,6 +134,8 @@ def _truth_lines(result: ChaosResult) -> list[str]:
         *(f"  - node {r['cluster']}/{r['node']} deleted at {r['at_s']} s with {r['pods_on_it']} of the run's pods on "
           f"it, registered again {r['away_s']} s later" for r in t["node_recreates"]),
         *(f"  - forged, not dead-lettered: {w}" for w in t["forged_not_dead_lettered"]),
+        "- a forged record not dead-lettered was not refused but ignored (a bound event meeting its pod's bind in "
+        "flight changes nothing); whether any did harm is what the invariants above say",
         *(f"  - pod {m['cluster']}/{m['pod']} deleted at {m['at_s']} s while its cluster-watcher was down; "
           f"freed {m['freed_s_after_watcher_restart']} s after the watcher's restart" for m in t["missed_deletions"]),
         f"- missed deletions freed, seconds after the watcher's restart: {freed or 'none made'} (negative: before "

@@ -46,6 +46,7 @@ KINDS = ("node-recreate", "forged-bound", "forged-node", "missed-deletion")
 START_SHARE = 0.3  # the faults begin after this share of the phase: pods must be running for them to mean much
 NODE_AWAY_S = 3.0  # a deleted node stays away this long: the watcher sees it go, placement marks it absent
 WATCHER_DOWN_S = 6.0  # a missed deletion's watcher is down this long
+CANDIDATE_WAIT_S = 30.0  # a fault that needs a (bound) pod waits this long for one, then is skipped
 FREED_TIMEOUT_S = 120.0  # a missed deletion not freed by then is left to the run's invariants
 
 
@@ -104,12 +105,21 @@ class TruthFaults:
                 await self._missed_deletion(api, cluster, uow_factory, rng)
         await asyncio.gather(*self._freeing)
 
-    async def _live(self, api: Any) -> list[dict[str, Any]]:
-        return [p for p in await _list_json(api, self.layout.namespace) if not p["metadata"].get("deletionTimestamp")]
+    async def _live(self, api: Any, *, bound: bool = False) -> list[dict[str, Any]]:
+        """The run's pods not being deleted (only bound ones, with `bound`), waiting up to CANDIDATE_WAIT_S for
+        one: early in a short run nothing may be placed yet. Empty when none came."""
+        deadline = time.monotonic() + CANDIDATE_WAIT_S
+        while True:
+            found = [p for p in await _list_json(api, self.layout.namespace)
+                     if not p["metadata"].get("deletionTimestamp") and (not bound or (p.get("spec") or {}).get(
+                         "nodeName"))]
+            if found or time.monotonic() > deadline:
+                return found
+            await asyncio.sleep(1.0)
 
     async def _node_recreate(self, api: Any, cluster: str, fleet: list[Node]) -> None:
         """Delete the node with the most pods and register it again under the same name, its pods left running."""
-        on = Counter((p.get("spec") or {}).get("nodeName") for p in await self._live(api))
+        on = Counter(p["spec"]["nodeName"] for p in await self._live(api, bound=True))
         node = max(fleet, key=lambda n: (on[n.name], n.name))
         at, started = self.at(), time.monotonic()
         await api.core.delete_node(node.name)
@@ -170,7 +180,7 @@ class TruthFaults:
 
     async def _missed_deletion(self, api: Any, cluster: str, uow_factory: Any, rng: random.Random) -> None:
         """Kill the cluster's watcher, delete a bound pod while it is down; it restarts after WATCHER_DOWN_S."""
-        bound = [p for p in await self._live(api) if (p.get("spec") or {}).get("nodeName")]
+        bound = await self._live(api, bound=True)
         if not bound:
             self.skipped["missed-deletion"] += 1
             return
@@ -238,4 +248,5 @@ async def _until_gone(read: Callable[[], Any], timeout_s: float = 30.0) -> None:
     raise TimeoutError(f"still there after {timeout_s:.0f} s")
 
 
-__all__ = ["TruthCounts", "TruthFaults", "KINDS", "START_SHARE", "NODE_AWAY_S", "WATCHER_DOWN_S", "FREED_TIMEOUT_S"]
+__all__ = ["TruthCounts", "TruthFaults", "KINDS", "START_SHARE", "NODE_AWAY_S", "WATCHER_DOWN_S", "CANDIDATE_WAIT_S",
+           "FREED_TIMEOUT_S"]
