@@ -133,13 +133,16 @@ def _truth_lines(result: ChaosResult) -> list[str]:
         f"- in all: {_truth_counts(result)}; skipped (nothing to act on): {t['skipped'] or 'none'}",
         *(f"  - node {r['cluster']}/{r['node']} deleted at {r['at_s']} s with {r['pods_on_it']} of the run's pods on "
           f"it, registered again {r['away_s']} s later" for r in t["node_recreates"]),
-        *(f"  - forged, not dead-lettered: {w}" for w in t["forged_not_dead_lettered"]),
-        "- a forged record not dead-lettered was not refused but ignored (a bound event meeting its pod's bind in "
-        "flight changes nothing); whether any did harm is what the invariants above say",
         *(f"  - pod {m['cluster']}/{m['pod']} deleted at {m['at_s']} s while its cluster-watcher was down; "
           f"freed {m['freed_s_after_watcher_restart']} s after the watcher's restart" for m in t["missed_deletions"]),
         f"- missed deletions freed, seconds after the watcher's restart: {freed or 'none made'} (negative: before "
-        "it, by a reconciliation; None: not within 120 s)", "",
+        "it, by a reconciliation; None: not within 120 s)",
+        f"- forged records not dead-lettered: {len(t['forged_not_dead_lettered']) or 'none'} (such a record was "
+        "ignored rather than refused, as a bound event meeting its pod's bind in flight is: the invariants say "
+        "whether any did harm)",
+        *(f"  - {w}" for w in t["forged_not_dead_lettered"]),
+        "- a node re-created before placement read its deletion has that deletion dead-lettered (the node is on the "
+        "apiserver again): it is among the other dead letters below", "",
     ]
 
 
