@@ -37,7 +37,7 @@ HOPS: dict[str, tuple[tuple[str, str], ...]] = {
     "placement": (
         ("Decider.__call__", "decide (core policy + latency filter)"),
         ("KubeClusterApi.bind", "bind (pods/binding)"), ("Binder._bind", "bind (pods/binding)"),
-        ("Reporter._run", "Events and pod status"),
+        ("Reporter._work", "Events and pod status"),
         ("OutboxRelay", "outbox relay (PostgreSQL -> Kafka)"),
         ("Binder._flush", "bind outcomes recorded (PostgreSQL)"),
         ("_on_pending", "pending batch: claim, record, reserve (PostgreSQL) and bookkeeping"),

@@ -230,6 +230,21 @@ async def test_a_forged_bound_event_for_a_waiting_pod_is_dead_lettered_and_the_p
         await scene.bound("waits")
 
 
+async def test_a_forged_bound_event_read_before_the_pods_pending_event_is_dead_lettered(scene: Scene):
+    # found by `gpuplace bench chaos` (issue 40): placement had no row for the pod yet, so the forged event went
+    # unchecked, charged the pod on the forged node, and its pending event then found it bound: never placed
+    settings = scene.settings
+    async with forging(settings) as forge, gpuplace_running(settings, scene.kubeconfig, watcher=False):
+        await scene.create("early")  # no watcher runs: placement has not heard of it
+        live = await scene.api.read_pod(scene.namespace, "early")
+        reason = await forge(PodEvent(cluster=settings.cluster, kind="bound", namespace=scene.namespace,
+                                      name="early", uid=live["metadata"]["uid"], node_name=scene.node))
+        assert "is not bound to" in reason, reason
+        assert await scene.states() == {}
+    async with scene.running():
+        await scene.bound("early")  # the watcher's pending event places it as usual
+
+
 async def test_a_forged_node_capacity_or_deletion_changes_nothing(scene: Scene):
     # issue 40: a forged record raised one GPU's memory, and three pods landed on a 16 GiB GPU (49,152 MiB)
     settings = scene.settings

@@ -20,6 +20,7 @@ from rich.table import Table
 from gpuplace.cli import bench
 from gpuplace.cli.console import new_console
 from gpuplace.harness.chaos_run import ChaosConfig, ChaosResult, ChaosRun
+from gpuplace.harness.chaos_truth import TruthCounts
 from gpuplace.harness.stack_run import Keep, Nodes, PolicyName, local_stack, stage_bars
 from services import runtime
 
@@ -36,6 +37,10 @@ def bench_chaos(
     postgres_restarts: int = typer.Option(1, min=0, help="PostgreSQL restarts during the faults phase"),
     kill_interval_s: float = typer.Option(6.0, min=0.5, help="mean seconds between kills (sets the phase length)"),
     churn: float = typer.Option(0.15, min=0.0, max=1.0, help="share of pods deleted again soon after creation"),
+    node_recreates: int = typer.Option(2, min=0, help="nodes deleted and registered again with their pods running"),
+    forged_bound: int = typer.Option(4, min=0, help="forged `bound` events naming a node the pod is not on"),
+    forged_nodes: int = typer.Option(4, min=0, help="forged node events: doubled GPU memory, deletion (alternately)"),
+    missed_deletions: int = typer.Option(2, min=0, help="bound pods deleted while their cluster-watcher is down"),
     policy: PolicyName = None,
     timeout_s: float = typer.Option(3600.0, "--timeout", min=10.0, help="give up settling after this many seconds"),
     settle_s: float = typer.Option(90.0, min=5.0, help="after the faults, report once nothing moved this long"),
@@ -49,7 +54,8 @@ def bench_chaos(
     config = ChaosConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, kills=kills, fuzz=fuzz, seed=seed,
                          kafka_restarts=kafka_restarts, postgres_restarts=postgres_restarts,
                          kill_interval_s=kill_interval_s, churn=churn, policy=policy, timeout_s=timeout_s,
-                         settle_s=settle_s, run_dir=run_dir, keep=keep)
+                         settle_s=settle_s, run_dir=run_dir, keep=keep,
+                         truth=TruthCounts(node_recreates, forged_bound, forged_nodes, missed_deletions))
     console = new_console(stderr=True)
     console.print(f"chaos run {config.run_id}: faults phase {config.phase_s:.0f} s; service logs in "
                   f"{(run_dir or 'a temporary directory')}")
@@ -107,6 +113,37 @@ def print_summary(console: Console, result: ChaosResult) -> None:
     console.print(table)
     console.print(f"faults: kills {result.faults['kills']}, restarts {_restarts(result)}, "
                   f"unexpected exits {len(result.faults['unexpected_exits'])}; {result.seconds:.0f} s")
+    console.print(f"faults on the apiserver's truth: {_truth_counts(result)}")
+
+
+def _truth_counts(result: ChaosResult) -> str:
+    """What was made: "2 node re-creations, bound 4 forged (4 dead-lettered), ..., 2 missed deletions"."""
+    t = result.truth
+    forged = [f"{kind} {c['sent']} forged ({c['dead_lettered']} dead-lettered)" for kind, c in t["forged"].items()]
+    return ", ".join([f"{len(t['node_recreates'])} node re-creations", *forged,
+                      f"{len(t['missed_deletions'])} missed deletions"])
+
+
+def _truth_lines(result: ChaosResult) -> list[str]:
+    """The report's section on the faults of chaos_truth (issue 40)."""
+    t = result.truth
+    freed = [m["freed_s_after_watcher_restart"] for m in t["missed_deletions"]]
+    return [
+        "## Faults on the apiserver's truth", "",
+        f"- in all: {_truth_counts(result)}; skipped (nothing to act on): {t['skipped'] or 'none'}",
+        *(f"  - node {r['cluster']}/{r['node']} deleted at {r['at_s']} s with {r['pods_on_it']} of the run's pods on "
+          f"it, registered again {r['away_s']} s later" for r in t["node_recreates"]),
+        *(f"  - pod {m['cluster']}/{m['pod']} deleted at {m['at_s']} s while its cluster-watcher was down; "
+          f"freed {m['freed_s_after_watcher_restart']} s after the watcher's restart" for m in t["missed_deletions"]),
+        f"- missed deletions freed, seconds after the watcher's restart: {freed or 'none made'} (negative: before "
+        "it, by a reconciliation; None: not within 120 s)",
+        f"- forged records not dead-lettered: {len(t['forged_not_dead_lettered']) or 'none'} (such a record was "
+        "ignored rather than refused, as a bound event meeting its pod's bind in flight is: the invariants say "
+        "whether any did harm)",
+        *(f"  - {w}" for w in t["forged_not_dead_lettered"]),
+        "- a node re-created before placement read its deletion has that deletion dead-lettered (the node is on the "
+        "apiserver again): it is among the other dead letters below", "",
+    ]
 
 
 def _restarts(result: ChaosResult) -> str:
@@ -129,7 +166,9 @@ def markdown(result: ChaosResult) -> str:
     cfg = result.config
     command = (f"gpuplace bench chaos --kills {cfg['kills']} --fuzz {cfg['fuzz']} --pods {cfg['pods']} "
                f"--nodes {cfg['nodes']} --seed {cfg['seed']} --kafka-restarts {cfg['kafka_restarts']} "
-               f"--postgres-restarts {cfg['postgres_restarts']}")
+               f"--postgres-restarts {cfg['postgres_restarts']} --node-recreates {cfg['truth']['node_recreates']} "
+               f"--forged-bound {cfg['truth']['forged_bound']} --forged-nodes {cfg['truth']['forged_nodes']} "
+               f"--missed-deletions {cfg['truth']['missed_deletions']}")
     lines = [
         f"# Chaos benchmark: {'PASSED' if result.passed else 'FAILED'}", "",
         f"`{command}` on {platform.node()} ({platform.processor() or platform.machine()}), run {result.run_id}, "
@@ -145,7 +184,7 @@ def markdown(result: ChaosResult) -> str:
         f"- unexpected exits (a service died without being killed): {len(result.faults['unexpected_exits'])}",
         *(f"  - `{e['service']}` exit {e['code']} at {e['at_s']} s: `{_last_line(e['error'])}`"
           for e in result.faults["unexpected_exits"]),
-        "", "## Fuzz corpus", "",
+        "", *_truth_lines(result), "## Fuzz corpus", "",
         f"- sent by kind: {result.fuzz['by_kind']}",
         f"- not dead-lettered by kind: {result.fuzz['missing_by_kind'] or 'none'}; by topic: "
         f"{result.fuzz['missing_by_topic'] or 'none'}",

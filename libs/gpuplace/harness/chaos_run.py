@@ -45,6 +45,7 @@ from gpuplace.core.model import Node
 from gpuplace.harness import chaos_fuzz
 from gpuplace.harness.chaos_faults import ServiceProcess, Supervisor, restart_component
 from gpuplace.harness.chaos_probes import DeadLetterTap, LagMonitor, overlap
+from gpuplace.harness.chaos_truth import TruthCounts, TruthFaults
 from gpuplace.harness.pipeline_run import ClusterApis, PipelineRun, RunConfig, list_pods_json, pod_manifest
 from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
@@ -82,6 +83,7 @@ class ChaosConfig:
     run_id: str = field(default_factory=lambda: "c" + uuid.uuid4().hex[:5])
     run_dir: Path | None = None  # service logs; default: a temporary directory named for the run
     keep: bool = False
+    truth: TruthCounts = field(default_factory=TruthCounts)  # faults on the apiserver's truth (chaos_truth)
 
     @property
     def phase_s(self) -> float:
@@ -106,6 +108,7 @@ class ChaosResult:
     canaries: dict[str, Any]  # sent, stored, slowest by partition
     stalls: dict[str, dict[str, float | int]]  # per watched partition: longest stall, max lag
     info: dict[str, Any]  # not invariants, but worth a look: leaked allocations, GPU accounting drift
+    truth: dict[str, Any]  # node re-creations, forged records and what became of them, missed deletions
 
     @property
     def invariants(self) -> dict[str, bool]:
@@ -152,6 +155,8 @@ class ChaosRun:
         self.deleted: set[str] = set()
         self.restarts: list[dict[str, Any]] = []
         self.kafka_away: list[list[float | None]] = []  # wall-clock windows of Kafka restarts, for the canaries
+        self.truth = TruthFaults(self.layout, self.supervisor, config.truth, config.seed,
+                                 lambda: round(time.monotonic() - self.clock0, 1), settings.region)
 
     # -- the run ---------------------------------------------------------------------------------------------
     async def run(self) -> ChaosResult:
@@ -171,7 +176,7 @@ class ChaosRun:
                 background = [asyncio.create_task(c) for c in (self.supervisor.run(stop), self.tap.run(stop),
                                                                self.lag.run(stop))]
                 await self.layout._wait_inventory(fleets)
-                await self._faults_and_workload(apis)
+                await self._faults_and_workload(apis, fleets, uow_factory)
                 await self._settle(apis, uow_factory)
                 return await self._result(apis, uow_factory, fleets, time.monotonic() - started)
             finally:
@@ -199,14 +204,16 @@ class ChaosRun:
              for t in names for c in self.clusters}) for service, names in CONSUMERS.items()}
 
     # -- faults and workload, together ---------------------------------------------------------------------------
-    async def _faults_and_workload(self, apis: dict[str, Any]) -> None:
+    async def _faults_and_workload(self, apis: dict[str, Any], fleets: dict[str, list[Node]],
+                                   uow_factory: Any) -> None:
         started = time.monotonic()
         producer = AIOKafkaProducer(bootstrap_servers=self.settings.kafka_bootstrap, partitioner=cluster_partitioner,
                                     max_request_size=2**21, request_timeout_ms=15000)
         await producer.start()
         try:
             await asyncio.gather(self._submit(apis, started), self._fuzz_and_canaries(producer, started),
-                                 self._kills(started), self._infra_restarts(started))
+                                 self._kills(started), self._infra_restarts(started),
+                                 self.truth.run(apis, fleets, producer, uow_factory, self.config.phase_s))
         finally:
             with contextlib.suppress(Exception):
                 await producer.stop()
@@ -329,8 +336,9 @@ class ChaosRun:
                 last, last_change = state, time.monotonic()
             undone, canaries, letters = state
             self.progress("settle", self.config.pods - undone, self.config.pods)
-            self.progress("dead-lettered", letters, len(self.fuzz_sent))
-            done = (not undone and canaries == len(self.canaries_sent) and letters == len(self.fuzz_sent)
+            sent = len(self.fuzz_sent) + len(self.truth.forged)  # forged records are dead-lettered too
+            self.progress("dead-lettered", letters, sent)
+            done = (not undone and canaries == len(self.canaries_sent) and letters == sent
                     and self.supervisor.all_up() and self.lag.lagging() == 0)
             if done or time.monotonic() - last_change >= self.config.settle_s:
                 return
@@ -342,7 +350,8 @@ class ChaosRun:
         live = {(c, p["metadata"]["uid"]) for c, items in api_pods.items() for p in items}
         undone = len(lost_pods(api_pods, db)) + (await self._accounting(uow_factory, live))["allocations_of_gone_pods"]
         canaries = len(await self._canary_rows(uow_factory))
-        letters = sum(1 for sha in self.fuzz_sent if sha in self.tap.copies)
+        ours = self.fuzz_sent.keys() | self.truth.forged_digests()
+        letters = sum(1 for sha in ours if sha in self.tap.copies)
         return undone, canaries, letters
 
     # -- reading the truth ---------------------------------------------------------------------------------------
@@ -415,6 +424,7 @@ class ChaosRun:
             canaries=await self._canary_summary(uow_factory), stalls=self.lag.longest(),
             info={**await self._accounting(uow_factory, live), "lag_samples": self.lag.samples,
                   "lag_samples_failed": self.lag.failed_samples},
+            truth=self.truth.summary(self.tap.copies),
         )
 
     def _faults(self) -> dict[str, Any]:
@@ -436,7 +446,8 @@ class ChaosRun:
         }
 
     def _other_letters(self) -> list[dict[str, str]]:
-        return [self.tap.letters[sha] for sha in self.tap.copies if sha not in self.fuzz_sent][:20]
+        ours = self.fuzz_sent.keys() | self.truth.forged_digests()
+        return [self.tap.letters[sha] for sha in self.tap.copies if sha not in ours][:20]
 
     async def _canary_summary(self, uow_factory: Any) -> dict[str, Any]:
         """The slowest canary per cluster (= per pods partition): acknowledged by the broker to stored in
@@ -501,7 +512,7 @@ async def _create_pod(api: Any, namespace: str, manifest: dict[str, Any]) -> Non
 
 
 def _config_summary(config: ChaosConfig) -> dict[str, Any]:
-    skip = {"kubeconfigs", "run_dir"}
+    skip = {"kubeconfigs", "run_dir"}  # `truth` stays: asdict made it a dict of its counts
     summary = {k: v for k, v in asdict(config).items() if k not in skip}
     summary["phase_s"] = config.phase_s
     return summary

@@ -18,6 +18,7 @@ from gpuplace.usecases.messages import MessageBus, PodWaits
 from gpuplace.usecases.pod_rows import AWAITING_NODE
 from gpuplace.usecases.pod_states import TRACKED, PodState
 from gpuplace.usecases.ports import ClusterApi, PodRow, UnitOfWorkFactory
+from gpuplace.usecases.report_queue import FAILED_SCHEDULING, Reporter
 
 
 @dataclass
@@ -31,11 +32,11 @@ class Placed:
 
 class AfterCommit:
     def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], binder: Binder,
-                 reporter: feedback.Reporter, bus: MessageBus) -> None:
+                 reporter: Reporter, bus: MessageBus) -> None:
         self._uow_factory = uow_factory
         self._apis = cluster_apis
         self._binder = binder
-        self._feedback = reporter  # Events and PodScheduled, in the background (usecases/feedback)
+        self._feedback = reporter  # Events and PodScheduled, in the background (usecases/report_queue)
         self._bus = bus
 
     async def apply(self, state: ClusterState, done: Placed) -> None:
@@ -83,7 +84,7 @@ class AfterCommit:
     def report_unschedulable(self, row: PodRow, message: str) -> None:
         """A FailedScheduling Event on the pod, in the background, never failing placement."""
         api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
-        self._feedback.spawn(row["cluster"] + row["uid"], f"FailedScheduling of {pod[0]}/{pod[1]}",
+        self._feedback.spawn(row["cluster"] + row["uid"], FAILED_SCHEDULING, f"{pod[0]}/{pod[1]}",
                              lambda: api.report_unschedulable(*pod, message))
 
     async def requeue(self, state: ClusterState) -> None:

@@ -26,6 +26,7 @@ from gpuplace.usecases.clusters import Clusters
 from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.pod_states import PodState
 from gpuplace.usecases.ports import BindOutcome, BindResult, ClusterApi, Metrics, PodRow, UnitOfWorkFactory
+from gpuplace.usecases.report_queue import SCHEDULED, Reporter
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ BIND_CONCURRENCY = 64
 
 class Binder:
     def __init__(self, uow_factory: UnitOfWorkFactory, cluster_apis: Mapping[str, ClusterApi], clusters: Clusters,
-                 decisions: DecisionLog, metrics: Metrics, reporter: feedback.Reporter, *,
+                 decisions: DecisionLog, metrics: Metrics, reporter: Reporter, *,
                  concurrency: int = BIND_CONCURRENCY) -> None:
         self._uow_factory = uow_factory
         self._apis = cluster_apis
@@ -150,12 +151,12 @@ class Binder:
         enforces the pod's GPU share (usecases/enforcement); in the background, never failing."""
         api, pod = self._apis[row["cluster"]], (row["namespace"], row["name"], row["uid"])
         gpus = feedback.gpus_text(hold.gpu_indices, hold.gpu_memory_mib)
-        self._reporter.spawn(row["cluster"] + row["uid"], f"Scheduled of {pod[0]}/{pod[1]}",
+        self._reporter.spawn(row["cluster"] + row["uid"], SCHEDULED, f"{pod[0]}/{pod[1]}",
                              lambda: api.report_scheduled(*pod, hold.node, gpus))
         note = enforcement.unenforced_note(row.get("rules"), hold.node, state.view.node_labels(hold.node),
                                            hold.gpu_memory_mib, hold.gpu_indices)
         if note is not None:
-            self._reporter.spawn(row["cluster"] + row["uid"], f"{enforcement.UNENFORCED_REASON} of {pod[0]}/{pod[1]}",
+            self._reporter.spawn(row["cluster"] + row["uid"], enforcement.UNENFORCED_REASON, f"{pod[0]}/{pod[1]}",
                                  lambda: api.report_warning(*pod, enforcement.UNENFORCED_REASON, note))
 
 

@@ -48,7 +48,11 @@ class BoundNews:
             # bound where the database does not have it: another scheduler's pod nominated for one node and
             # bound to another, or a pod whose move reconciliation found (usecases/reconcile)
             moved = row is not None and row["state"] == PodState.BOUND and row["node"] != where
-            if row is not None and (unplaced or moved):
+            # a pod of gpuplace's that placement has no row for yet is checked too: a forged `bound` event that
+            # came before its pending event charged it where it does not run and left it unplaced for good (bench
+            # chaos, issue 40). Other schedulers' pods are charged unchecked when first seen: charging more than
+            # runs never over-commits, and reconciliation releases what the apiserver does not have.
+            if (row is not None or event.managed) and (unplaced or moved):
                 await self._checks.bound(event, where)
             if moved and row is not None:  # moved implies a row; said again for the type checker
                 await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],

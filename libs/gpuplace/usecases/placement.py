@@ -37,7 +37,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from gpuplace.contracts.events import NodeEvent, PlacementEvent, PodEvent
-from gpuplace.usecases import feedback
 from gpuplace.usecases.after_commit import AfterCommit
 from gpuplace.usecases.background import Background
 from gpuplace.usecases.binder import BIND_CONCURRENCY, Binder
@@ -53,6 +52,7 @@ from gpuplace.usecases.messages import ClusterLoaded, MessageBus, PlanSettled, P
 from gpuplace.usecases.pod_rows import ADOPTED, AWAITING_NODE, CONSUMER, REASON_MAX, pod_row
 from gpuplace.usecases.ports import NO_METRICS, ClusterApi, ClusterGauges, Metrics, UnitOfWorkFactory
 from gpuplace.usecases.reconcile import Drift
+from gpuplace.usecases.report_queue import Reporter
 from gpuplace.usecases.resync import Resync
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class PlacementService:
         bus = bus if bus is not None else MessageBus()
         self._clusters = clusters if clusters is not None else Clusters(uow_factory, bus)
         decisions = decisions if decisions is not None else DecisionLog(policy, topic_suffix, outbox_written)
-        self._feedback = feedback.Reporter()  # Events and PodScheduled, in the background (usecases/feedback)
+        self._feedback = Reporter()  # Events and PodScheduled, in the background (usecases/report_queue)
         self._binder = Binder(uow_factory, cluster_apis, self._clusters, decisions, metrics, self._feedback,
                               concurrency=bind_concurrency)
         # defragmentation plans, retries after node bursts
@@ -224,6 +224,7 @@ class PlacementService:
         while self._binder.tasks or self._background or self._feedback.tasks:
             await asyncio.gather(*list(self._binder.tasks), *self._background, *list(self._feedback.tasks),
                                  return_exceptions=True)
+        self._feedback.summarize()
 
     def cluster_gauges(self) -> list[ClusterGauges]:
         """The clusters this worker holds, as metrics read them at a scrape (Metrics.watching): its pods not

@@ -33,6 +33,21 @@ async def test_a_forged_bound_event_for_a_waiting_pod_is_refused_and_the_pod_is_
     assert api.bound[("robots", "waits")] == "n1"
 
 
+async def test_a_forged_bound_event_before_the_pods_pending_event_is_refused_and_the_pod_placed(uow_factory, api):
+    # found by `gpuplace bench chaos` (issue 40, build item 6): with no row for the pod yet the event went unchecked,
+    # the pod was charged on the forged node and its pending event then found it "bound": never placed
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=1))
+    await placement.on_node(node_event("n2", gpus=1))
+    pending = pod_event("new", memory_mib=12000)
+    with pytest.raises(Rejected, match="not bound to n2 on the apiserver"):
+        await placement.on_pod(pod_event("new", uid=pending.uid, kind="bound", node_name="n2", memory_mib=12000))
+    assert ("east", pending.uid) not in uow_factory.db.pods
+    await placement.on_pod(pending)
+    await placement.drain()
+    assert ("robots", "new") in api.bound
+
+
 async def test_a_refusal_quoting_a_huge_manifest_is_cut_to_what_an_event_holds(uow_factory, api):
     placement = service(uow_factory, api)
     await placement.on_node(node_event("n1"))
