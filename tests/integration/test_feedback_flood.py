@@ -26,7 +26,7 @@ from gpuplace.adapters.kube import translate
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWorkFactory, make_engine
-from gpuplace.cli.shared_cluster import create_all
+from gpuplace.harness.shared_cluster import create_all
 from gpuplace.usecases.decide import decider
 from gpuplace.usecases.placement import PlacementService
 
