@@ -80,13 +80,13 @@ from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLS
 from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 
-from gpuplace.adapters import dependencies, kafka_coordinator_log
+from gpuplace.adapters import dependencies, kafka_coordinator_log, kafka_login
 from gpuplace.adapters.metrics import PrometheusMetrics
 from gpuplace.contracts import topics
 from gpuplace.contracts.envelope import Envelope, read_event
 from gpuplace.contracts.events import DeadLetter
 from gpuplace.contracts.rejected import Rejected
-from gpuplace.settings import ConfigurationError, KafkaAccess
+from gpuplace.settings import ConfigurationError, KafkaAccess, KafkaSettings
 
 # every process that opens a consumer through this module says "waiting for the coordinator" at INFO, not ERROR
 kafka_coordinator_log.install()
@@ -125,11 +125,13 @@ def partition_of(cluster: str, partitions: int) -> int:
     return cluster_partitioner(f"{cluster}/".encode(), list(range(partitions)), [])
 
 
-Kafka = KafkaAccess | str  # a bare bootstrap list means PLAINTEXT (the local stack, tests)
+# A bare bootstrap list (tests, a bench's probes) is reached with the environment's GPUPLACE_KAFKA_* TLS and SASL
+# settings, as a service would be: the local stack, like production, has no unauthenticated listener.
+Kafka = KafkaAccess | str
 
 
 def _access(kafka: Kafka) -> KafkaAccess:
-    return KafkaAccess(kafka) if isinstance(kafka, str) else kafka
+    return KafkaSettings(kafka_bootstrap=kafka).kafka if isinstance(kafka, str) else kafka
 
 
 def _ssl_context(access: KafkaAccess) -> ssl.SSLContext:
@@ -202,10 +204,27 @@ def make_broker(kafka: Kafka, *, client_id: str = "gpuplace", by_cluster: bool =
                        security=_security(access), logger=log, log_level=logging.DEBUG)
 
 
+@contextlib.asynccontextmanager
+async def reaching(kafka: Kafka) -> AsyncIterator[None]:
+    """`dependencies.reaching` for Kafka: brokers that do not answer raise `Unreachable`, and brokers that
+    refuse the SASL login `Misconfigured` ("refused the login for user placement (SASL authentication
+    failed)"), which aiokafka alone reports as the same "Unable to bootstrap" (adapters/kafka_login)."""
+    access = _access(kafka)
+    try:
+        with dependencies.reaching(dependencies.kafka(access)):
+            yield
+    except dependencies.Unreachable as exc:
+        refused = await kafka_login.refusal(access, client_options(access))
+        if refused is None:
+            raise
+        raise dependencies.Misconfigured(dependencies.kafka_login(access), refused) from exc
+
+
 async def start_broker(broker: KafkaBroker, kafka: Kafka) -> None:
     """`broker.start()`; brokers that do not answer raise `dependencies.Unreachable`, naming the address and
-    GPUPLACE_KAFKA_BOOTSTRAP, rather than aiokafka's "Unable to bootstrap" deep in a traceback."""
-    with dependencies.reaching(dependencies.kafka(kafka)):
+    GPUPLACE_KAFKA_BOOTSTRAP, rather than aiokafka's "Unable to bootstrap" deep in a traceback; a refused
+    login raises `dependencies.Misconfigured` naming the user."""
+    async with reaching(kafka):
         await broker.start()
 
 
@@ -619,7 +638,7 @@ def _records(msg: KafkaMessage) -> tuple[Any, ...]:
 async def admin_client(kafka: Kafka) -> AsyncIterator[AIOKafkaAdminClient]:
     """A started admin client for the topic calls below, closed however the block ends."""
     admin = AIOKafkaAdminClient(**client_options(kafka))
-    with dependencies.reaching(dependencies.kafka(kafka)):
+    async with reaching(kafka):
         await admin.start()
     try:
         yield admin
@@ -739,5 +758,5 @@ async def delete_topics(kafka: Kafka, names: Iterable[str]) -> list[str]:
 
 __all__ = ["Kafka", "client_options", "Route", "ConsumerLag", "check_broker", "cluster_partitioner",
            "ensure_copartitioned", "partition_of", "make_broker", "subscribe", "dead_letter", "validation_reason",
-           "is_transient", "check_copartitioned", "ensure_topics", "delete_topics", "admin_client", "list_topics",
-           "JSON_HEADERS", "publish_json", "publish_event"]
+           "is_transient", "reaching", "check_copartitioned", "ensure_topics", "delete_topics", "admin_client",
+           "list_topics", "JSON_HEADERS", "publish_json", "publish_event"]

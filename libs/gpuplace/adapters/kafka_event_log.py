@@ -25,7 +25,6 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
-from gpuplace.adapters import dependencies
 from gpuplace.adapters.event_log import SPREAD_BY_KEY, ClusterNotInLog, LogRecord, merge, of_record
 from gpuplace.adapters.kafka import (
     Kafka,
@@ -35,6 +34,7 @@ from gpuplace.adapters.kafka import (
     make_broker,
     partition_of,
     publish_json,
+    reaching,
     start_broker,
 )
 
@@ -174,7 +174,7 @@ async def _started_consumer(kafka: Kafka) -> AIOKafkaConsumer:
     """A group-less consumer, started. The pause after start lets aiokafka's group-less coordinator start its
     task: a consumer stopped before that task's first step re-raised the task's CancelledError from stop()."""
     consumer = AIOKafkaConsumer(**client_options(kafka), enable_auto_commit=False, auto_offset_reset="earliest")
-    with dependencies.reaching(dependencies.kafka(kafka)):
+    async with reaching(kafka):
         await consumer.start()
     await asyncio.sleep(0)
     return consumer
