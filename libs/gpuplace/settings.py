@@ -31,6 +31,13 @@ class KafkaAccess:
     cert_file: str | None = None  # mutual TLS: this client's certificate and key
     key_file: str | None = None
 
+    def as_settings(self) -> dict[str, object]:
+        """These settings as Settings' arguments, for a Settings of its own made with them (a bench's run)."""
+        return {"kafka_bootstrap": self.bootstrap, "kafka_security_protocol": self.security_protocol,
+                "kafka_sasl_mechanism": self.sasl_mechanism, "kafka_username": self.username,
+                "kafka_password": self.password, "kafka_ca_file": self.ca_file, "kafka_cert_file": self.cert_file,
+                "kafka_key_file": self.key_file}
+
 
 class KafkaSettings(BaseSettings):
     """The GPUPLACE_KAFKA_* variables alone: what Settings reads about Kafka, and what a client given only a

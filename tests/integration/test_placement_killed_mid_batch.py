@@ -39,6 +39,7 @@ from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import database
 from gpuplace.cli.chaos_faults import ServiceProcess, service_env
 from gpuplace.cli.chaos_run import _api_overcommitted, _lost, _node_mismatch
+from gpuplace.cli.kafka_users import kafka_env
 from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis, _list_json
 from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
@@ -170,7 +171,7 @@ def _services(layout: PipelineRun, settings: Settings, kubeconfig: str, logs: Pa
     """placement and the cluster's watcher, each its own process, configured as `gpuplace bench chaos` does."""
     cluster = next(iter(layout.clusters))
     common = {
-        "GPUPLACE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        **kafka_env(settings.kafka),  # the test's own Kafka user: the consumer groups are not the services' own
         "GPUPLACE_DATABASE_URL": settings.database_url.get_secret_value(),
         "GPUPLACE_TOPIC_SUFFIX": layout.suffix, "GPUPLACE_NAMESPACE": layout.namespace,
         "GPUPLACE_LEADER_ELECTION_NAMESPACE": layout.namespace,
