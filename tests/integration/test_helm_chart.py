@@ -434,6 +434,26 @@ def test_helm_lints_the_chart_and_refuses_a_misspelt_value_by_its_schema(helm: s
         assert result.returncode != 0 and "schema" in result.stderr and said in result.stderr, result.stderr
 
 
+def test_kafka_is_sasl_ssl_by_default_with_the_password_from_a_secret(helm: str) -> None:
+    """Issue 40: the chart defaulted to PLAINTEXT, which lets anyone who reaches the broker write any topic. By
+    default every pod that talks to Kafka logs in over TLS, its password from the Secret gpuplace-kafka; a SASL
+    protocol without a user or a Secret is refused when rendering, naming the value to set."""
+    objects = render(helm, "gpuplace", {})
+    data = named(objects, "ConfigMap", "-settings")["data"]
+    assert (data["GPUPLACE_KAFKA_SECURITY_PROTOCOL"], data["GPUPLACE_KAFKA_USERNAME"]) == ("SASL_SSL", "gpuplace")
+    workloads = by_kind(objects, "Deployment") + by_kind(objects, "DaemonSet") + by_kind(objects, "Job")
+    for workload in workloads:
+        containers = workload["spec"]["template"]["spec"]["containers"]
+        passwords = [e["valueFrom"]["secretKeyRef"] for c in containers for e in c.get("env", [])
+                     if e["name"] == "GPUPLACE_KAFKA_PASSWORD"]
+        assert passwords == [{"name": "gpuplace-kafka", "key": "password"}], workload["metadata"]["name"]
+    for unset, named_value in (("kafka.sasl.existingSecret=", "kafka.sasl.existingSecret"),
+                               ("kafka.sasl.username=", "kafka.sasl.username")):
+        result = subprocess.run([helm, "template", "gp", str(CHART), "--set", unset], capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode != 0 and named_value in result.stderr, result.stderr
+
+
 def test_the_grafana_dashboard_charts_every_metric(helm: str) -> None:
     dashboard = named(render(helm, "gpuplace"), "ConfigMap", "-dashboard")
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"

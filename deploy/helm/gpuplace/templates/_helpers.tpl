@@ -49,8 +49,12 @@ runs before the release's ConfigMap exists).
 GPUPLACE_KAFKA_BOOTSTRAP: {{ .Values.kafka.bootstrap | quote }}
 GPUPLACE_KAFKA_SECURITY_PROTOCOL: {{ .Values.kafka.securityProtocol | quote }}
 GPUPLACE_KAFKA_SASL_MECHANISM: {{ .Values.kafka.sasl.mechanism | quote }}
+{{- if hasPrefix "SASL_" .Values.kafka.securityProtocol }}
+GPUPLACE_KAFKA_USERNAME: {{ required (printf "kafka.sasl.username: the SASL user of kafka.securityProtocol=%s (or set kafka.securityProtocol)" .Values.kafka.securityProtocol) .Values.kafka.sasl.username | quote }}
+{{- else }}
 {{- with .Values.kafka.sasl.username }}
 GPUPLACE_KAFKA_USERNAME: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- if .Values.kafka.tls.existingSecret }}
 GPUPLACE_KAFKA_CA_FILE: {{ printf "/etc/gpuplace/kafka-tls/%s" .Values.kafka.tls.caKey | quote }}
@@ -89,11 +93,11 @@ gpu-agent. */}}
 {{- end -}}
 
 {{- define "gpuplace.kafkaSecretEnv" -}}
-{{- if .Values.kafka.sasl.existingSecret }}
+{{- if or .Values.kafka.sasl.existingSecret (hasPrefix "SASL_" .Values.kafka.securityProtocol) }}
 - name: GPUPLACE_KAFKA_PASSWORD
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.kafka.sasl.existingSecret }}
+      name: {{ required (printf "kafka.sasl.existingSecret: the Secret holding the SASL password of kafka.securityProtocol=%s" .Values.kafka.securityProtocol) .Values.kafka.sasl.existingSecret }}
       key: {{ .Values.kafka.sasl.existingSecretKey }}
 {{- end }}
 {{- end -}}
