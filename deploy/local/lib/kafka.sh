@@ -205,8 +205,11 @@ PROPS
     [[ -z $principal || $principal == \#* ]] && continue
     local args=(--bootstrap-server "127.0.0.1:$KAFKA_INTERNAL_PORT" --command-config "$KAFKA_DIR/admin.properties"
       --add "--$permission-principal" "User:$principal" --resource-pattern-type "$pattern") name operation
-    for operation in ${operations//,/ }; do args+=(--operation "$operation"); done
-    for name in $names; do args+=("--$resource" "$name"); done
+    local -a list
+    IFS=, read -r -a list <<<"$operations"
+    for operation in "${list[@]}"; do args+=(--operation "$operation"); done
+    read -r -a list <<<"$names" # not `for name in $names`: a name `*` (every group) would be globbed
+    for name in "${list[@]}"; do args+=("--$resource" "$name"); done
     "$java" -Xshare:auto -XX:TieredStopAtLevel=1 -Xmx128m -cp "$KAFKA_LIB/*" \
       "-Dlog4j2.configurationFile=$KAFKA_DIR/log4j2.properties" org.apache.kafka.tools.AclCommand "${args[@]}" \
       >>"$LOGS_DIR/kafka-acls.log" 2>&1 ||
