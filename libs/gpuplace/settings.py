@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -31,7 +31,7 @@ class KafkaAccess:
     cert_file: str | None = None  # mutual TLS: this client's certificate and key
     key_file: str | None = None
 
-    def as_settings(self) -> dict[str, object]:
+    def as_settings(self) -> dict[str, Any]:
         """These settings as Settings' arguments, for a Settings of its own made with them (a bench's run)."""
         return {"kafka_bootstrap": self.bootstrap, "kafka_security_protocol": self.security_protocol,
                 "kafka_sasl_mechanism": self.sasl_mechanism, "kafka_username": self.username,

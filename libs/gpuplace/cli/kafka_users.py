@@ -33,7 +33,7 @@ def kafka_env(access: KafkaAccess, service: str | None = None) -> dict[str, str]
                 "GPUPLACE_KAFKA_KEY_FILE": access.key_file}
     env.update({k: v for k, v in optional.items() if v})
     own = stack_env.resolve(password_variable(service)) if service in SERVICE_USERS else None
-    if own and access.security_protocol.startswith("SASL_"):
+    if service and own and access.security_protocol.startswith("SASL_"):
         env.update(GPUPLACE_KAFKA_USERNAME=service, GPUPLACE_KAFKA_PASSWORD=own)
     return env
 

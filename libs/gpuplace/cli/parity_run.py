@@ -98,7 +98,7 @@ async def _batch(cases: list[tuple[int, Case]], *, kafka: KafkaAccess, database_
                  kubeconfig: str) -> list[CaseResult]:
     run = uuid.uuid4().hex[:6]
     cluster, namespace, holders_ns = f"parity-{run}", f"gpuplace-parity-{run}", f"gpuplace-ports-{run}"
-    settings = Settings(kafka=kafka, database_url=SecretStr(database_url), cluster=cluster,
+    settings = Settings(**kafka.as_settings(), database_url=SecretStr(database_url), cluster=cluster,
                         kubeconfigs={cluster: kubeconfig}, topic_suffix=f".parity-{run}", namespace=namespace,
                         leader_election_namespace=namespace, node_label_selector=f"{FLEET_LABEL}={run}",
                         policy="gpuplace")
