@@ -454,6 +454,22 @@ def test_kafka_is_sasl_ssl_by_default_with_the_password_from_a_secret(helm: str)
         assert result.returncode != 0 and named_value in result.stderr, result.stderr
 
 
+def test_with_users_per_service_each_service_logs_in_as_itself(helm: str) -> None:
+    """The broker's ACLs can hold a service to its own topics only if each logs in as its own user: with
+    kafka.sasl.usersPerService every workload is its service's user, password under that key of the Secret; the
+    hook Job (it creates every topic) stays kafka.sasl.username."""
+    objects = render(helm, "gpuplace", {"kafka": {"sasl": {"usersPerService": True}}, "gpuAgent": {"enabled": True}})
+    found = {}
+    for workload in by_kind(objects, "Deployment") + by_kind(objects, "DaemonSet") + by_kind(objects, "Job"):
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e for e in container.get("env", [])}
+        user = env["GPUPLACE_KAFKA_USERNAME"]["value"] if "GPUPLACE_KAFKA_USERNAME" in env else None
+        found[container["name"]] = (user, env["GPUPLACE_KAFKA_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"])
+    services = ("cluster-watcher", "placement", "telemetry-ingest", "latency-ingest", "gpu-agent")
+    assert {name: found[name] for name in services} == {name: (name, name) for name in services}
+    assert [v for k, v in found.items() if k not in services] == [("gpuplace", "password")]  # the hook: `username`
+
+
 def test_the_grafana_dashboard_charts_every_metric(helm: str) -> None:
     dashboard = named(render(helm, "gpuplace"), "ConfigMap", "-dashboard")
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"

@@ -92,13 +92,22 @@ gpu-agent. */}}
       key: {{ .Values.database.existingSecretKey }}
 {{- end -}}
 
+{{/* The Kafka password (and, with kafka.sasl.usersPerService, the service's own user): (dict "root" $ "user"
+SERVICE); "user" empty (the hook Job) keeps kafka.sasl.username. An env entry wins over the ConfigMap's. */}}
 {{- define "gpuplace.kafkaSecretEnv" -}}
-{{- if or .Values.kafka.sasl.existingSecret (hasPrefix "SASL_" .Values.kafka.securityProtocol) }}
+{{- $root := .root -}}
+{{- if or $root.Values.kafka.sasl.existingSecret (hasPrefix "SASL_" $root.Values.kafka.securityProtocol) }}
+{{- $key := $root.Values.kafka.sasl.existingSecretKey -}}
+{{- if and $root.Values.kafka.sasl.usersPerService .user }}
+{{- $key = .user }}
+- name: GPUPLACE_KAFKA_USERNAME
+  value: {{ .user | quote }}
+{{- end }}
 - name: GPUPLACE_KAFKA_PASSWORD
   valueFrom:
     secretKeyRef:
-      name: {{ required (printf "kafka.sasl.existingSecret: the Secret holding the SASL password of kafka.securityProtocol=%s" .Values.kafka.securityProtocol) .Values.kafka.sasl.existingSecret }}
-      key: {{ .Values.kafka.sasl.existingSecretKey }}
+      name: {{ required (printf "kafka.sasl.existingSecret: the Secret holding the SASL password of kafka.securityProtocol=%s" $root.Values.kafka.securityProtocol) $root.Values.kafka.sasl.existingSecret }}
+      key: {{ $key }}
 {{- end }}
 {{- end -}}
 
