@@ -54,9 +54,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.state_repository import StateRepository
 from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWork, PostgresUnitOfWorkFactory
-from gpuplace.cli import cpu_accounting
-from gpuplace.cli.stack_run import settings_from_stack
 from gpuplace.contracts.events import GpuRequest, GpuTelemetry, LatencyWindow, PodEvent
+from gpuplace.harness import cpu_accounting
+from gpuplace.harness.stack_run import settings_from_stack
 from gpuplace.usecases.cluster_view import Placement
 from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.ingest import ingest_latency, ingest_telemetry

@@ -28,12 +28,12 @@ from pg_capacity import scratch_databases  # bench/, beside this script
 from pydantic import SecretStr
 from sqlalchemy import make_url
 
-from gpuplace.adapters.kafka_event_log import read_cluster_log
+from gpuplace.adapters.kafka.event_log import read_cluster_log
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli import cpu_accounting
-from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, RunResult
-from gpuplace.cli.stack_run import local_stack
 from gpuplace.contracts import topics
+from gpuplace.harness import cpu_accounting
+from gpuplace.harness.pipeline_run import PipelineRun, RunConfig, RunResult
+from gpuplace.harness.stack_run import local_stack
 from gpuplace.settings import Settings
 
 STATS_FLUSH_S = 11.0  # a backend idle flushes its table counters within PGSTAT_IDLE_INTERVAL (10 s, PostgreSQL 15)

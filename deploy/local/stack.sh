@@ -45,7 +45,7 @@ write_env() {
     printf 'export GPUPLACE_STACK_DIR=%q\n' "$STACK_DIR"
     printf 'export GPUPLACE_STACK_CLUSTERS=%q\n' "${CLUSTER_LIST[*]}"
     # Kafka as its admin (tests, tools, `gpuplace topics`); each service's own password for the harnesses
-    # that start services as their own users (cli/stack_run.service_kafka_env)
+    # that start services as their own users (harness/kafka_users.kafka_env)
     printf 'export GPUPLACE_KAFKA_BOOTSTRAP=%q\n' "127.0.0.1:$KAFKA_PORT"
     printf 'export GPUPLACE_KAFKA_SECURITY_PROTOCOL=SASL_SSL\n'
     printf 'export GPUPLACE_KAFKA_SASL_MECHANISM=PLAIN\n'

@@ -20,7 +20,7 @@ SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 @dataclass(frozen=True)
 class KafkaAccess:
     """Where Kafka is and how to authenticate to it: what every Kafka client gpuplace opens is built from
-    (adapters/kafka.client_options). The password stays a SecretStr until the client is created."""
+    (adapters/kafka/connection.client_options). The password stays a SecretStr until the client is created."""
 
     bootstrap: str
     security_protocol: KafkaProtocol = "PLAINTEXT"
@@ -41,7 +41,7 @@ class KafkaAccess:
 
 class KafkaSettings(BaseSettings):
     """The GPUPLACE_KAFKA_* variables alone: what Settings reads about Kafka, and what a client given only a
-    bootstrap list (a test, a bench's probe) authenticates with (adapters/kafka: a bare bootstrap string)."""
+    bootstrap list (a test, a bench's probe) authenticates with (adapters/kafka/connection: a bare bootstrap string)."""
 
     model_config = SettingsConfigDict(env_prefix="GPUPLACE_", extra="ignore")
 

@@ -33,9 +33,9 @@ from kubernetes_asyncio.client.rest import ApiException
 from sqlalchemy import make_url
 
 from gpuplace.adapters.kafka import delete_topics, list_topics
-from gpuplace.cli.pipeline_run import SIMULATED
-from gpuplace.cli.stack_env import cluster_kubeconfigs, resolve, stack_dir, stack_env
 from gpuplace.contracts import topics
+from gpuplace.harness.pipeline_run import SIMULATED
+from gpuplace.harness.stack_env import cluster_kubeconfigs, resolve, stack_dir, stack_env
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gpuplace.cli.stack_env import resolve, stack_dir
+from gpuplace.harness.stack_env import resolve, stack_dir
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = REPO / "deploy" / "local" / "stack.sh"

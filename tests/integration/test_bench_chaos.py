@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuplace.cli.chaos_run import ChaosConfig, ChaosRun
-from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.harness.chaos_run import ChaosConfig, ChaosRun
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -26,15 +26,15 @@ from gpuplace.adapters.kube import quantity
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.bootstrap import cluster_api
 from gpuplace.cli import app as cli
-from gpuplace.cli import dra_objects
-from gpuplace.cli.dra_run import DraKubeSchedulerRun, DraResult, DraRun
-from gpuplace.cli.kube_scheduler_process import ClientLimits, find_binary
-from gpuplace.cli.pipeline_comparison import run_then_clean
-from gpuplace.cli.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
-from gpuplace.cli.pipeline_run import FLEET_LABEL, RunConfig, RunResult
-from gpuplace.cli.stack_env import cluster_kubeconfigs
-from gpuplace.cli.stack_run import settings_from_stack
 from gpuplace.core.model import Node
+from gpuplace.harness import dra_objects
+from gpuplace.harness.dra_run import DraKubeSchedulerRun, DraResult, DraRun
+from gpuplace.harness.kube_scheduler_process import ClientLimits, find_binary
+from gpuplace.harness.pipeline_comparison import run_then_clean
+from gpuplace.harness.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
+from gpuplace.harness.pipeline_run import FLEET_LABEL, RunConfig, RunResult
+from gpuplace.harness.stack_env import cluster_kubeconfigs
+from gpuplace.harness.stack_run import settings_from_stack
 from tests.integration.child_processes import our_kube_schedulers, our_services
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuplace.cli import app as cli
-from gpuplace.cli.stack_env import cluster_kubeconfigs, stack_dir
+from gpuplace.harness.stack_env import cluster_kubeconfigs, stack_dir
 from tests.integration.child_processes import our_kube_schedulers
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]

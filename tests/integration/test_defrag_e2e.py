@@ -24,10 +24,10 @@ from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import gpus, pods
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.pipeline_run import FLEET_LABEL, PRIORITY_CLASSES, _ensure_priority_classes, _node_manifest
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.core.model import Node
+from gpuplace.harness.pipeline_run import FLEET_LABEL, PRIORITY_CLASSES, ensure_priority_classes, kwok_node_manifest
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
@@ -55,7 +55,7 @@ class Fleet:
 
     async def node(self, name: str, product: tuple[str, int]) -> None:
         node = Node.with_gpus(name, 32000, 262144, 1, product[0], product[1])
-        await raw_json(await self.api.core.create_node(_node_manifest(node, self.run), _preload_content=False))
+        await raw_json(await self.api.core.create_node(kwok_node_manifest(node, self.run), _preload_content=False))
 
     async def pod(self, name: str, memory_mib: int, priority: int, deadline_ms: float) -> None:
         body = _pod_spec(memory_mib, priority, deadline_ms)
@@ -113,7 +113,7 @@ async def test_moves_pods_for_a_blocked_pod_and_aborts_cleanly_under_a_budget(ka
     names = [f"d{run}-n1", f"d{run}-n2", f"d{run}-n3"]
     async with cluster_api(kubeconfig) as api:
         fleet = Fleet(api, namespace, run)
-        await _ensure_priority_classes(api)
+        await ensure_priority_classes(api)
         await raw_json(await api.core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False))
         services = [asyncio.create_task(placement.run(settings, stop)),
                     asyncio.create_task(cluster_watcher.run(settings, stop, kubeconfig=kubeconfig))]

@@ -20,11 +20,11 @@ from aiokafka import AIOKafkaConsumer
 from gpuplace.adapters.kafka import client_options, ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.pipeline_run import FLEET_LABEL
-from gpuplace.cli.shared_cluster import delete_quietly, node_manifest
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent
+from gpuplace.harness.pipeline_run import FLEET_LABEL
+from gpuplace.harness.shared_cluster import delete_quietly, node_manifest
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from services import runtime
 from services.cluster_watcher import app as cluster_watcher

@@ -24,9 +24,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from gpuplace.adapters.kube import quantity
 from gpuplace.adapters.kube.cluster_api import ClaimConflict, KubeClusterApi, raw_json
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.pipeline_run import FLEET_LABEL
-from gpuplace.cli.shared_cluster import delete_quietly, gpuplace_running, inventory_seen, node_manifest
-from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.harness.pipeline_run import FLEET_LABEL
+from gpuplace.harness.shared_cluster import delete_quietly, gpuplace_running, inventory_seen, node_manifest
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from tests.integration.conftest import eventually, run_id
 

@@ -22,8 +22,8 @@ from kubernetes_asyncio import client
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.pipeline_run import _ensure_priority_classes
 from gpuplace.contracts import topics
+from gpuplace.harness.pipeline_run import ensure_priority_classes
 from gpuplace.usecases.explain import explain
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
@@ -51,7 +51,7 @@ async def test_explain_answers_for_a_bound_a_waiting_and_a_moved_pod(kafka_boots
     names = [f"x{run}-n1", f"x{run}-n2", f"x{run}-n3"]
     async with cluster_api(kubeconfig) as api:
         fleet = Fleet(api, namespace, run)
-        await _ensure_priority_classes(api)
+        await ensure_priority_classes(api)
         await raw_json(await api.core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False))
         services = [asyncio.create_task(placement.run(settings, stop)),
                     asyncio.create_task(cluster_watcher.run(settings, stop, kubeconfig=kubeconfig))]

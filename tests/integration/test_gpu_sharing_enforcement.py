@@ -17,9 +17,9 @@ from kubernetes_asyncio import client
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.pipeline_run import FLEET_LABEL
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.core.node_rules import MSG_UNENFORCED
+from gpuplace.harness.pipeline_run import FLEET_LABEL
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from gpuplace.usecases.enforcement import UNENFORCED_REASON
 from tests.integration.conftest import equals, eventually, run_id

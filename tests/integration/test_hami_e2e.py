@@ -29,10 +29,10 @@ from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.pipeline_run import FLEET_LABEL
-from gpuplace.cli.shared_cluster import create_all, delete_quietly, gpuplace_running, inventory_seen, node_manifest
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
+from gpuplace.harness.pipeline_run import FLEET_LABEL
+from gpuplace.harness.shared_cluster import create_all, delete_quietly, gpuplace_running, inventory_seen, node_manifest
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from tests.integration.conftest import eventually
 from tests.unit.adapters import hami_go_port as go

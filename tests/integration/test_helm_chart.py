@@ -28,7 +28,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.cli.services import SERVICES
-from gpuplace.cli.stack_env import resolve
+from gpuplace.harness.stack_env import resolve
 from gpuplace.settings import Settings
 
 from .conftest import eventually, unique_name

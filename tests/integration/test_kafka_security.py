@@ -22,10 +22,10 @@ from gpuplace.adapters.dependencies import Misconfigured
 from gpuplace.adapters.kafka import client_options, ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import database
-from gpuplace.cli.kafka_users import password_variable
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent
+from gpuplace.harness.kafka_users import password_variable
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import KafkaAccess, KafkaSettings, Settings
 from services import runtime
 from services.placement import app as placement

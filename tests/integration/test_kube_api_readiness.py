@@ -122,7 +122,7 @@ async def test_a_cluster_without_dra_gets_pods_placed_and_readiness_says_dra_is_
 async def test_the_stack_serves_dra_and_readiness_notes_nothing(kafka_bootstrap: str, database_url: str,
                                                                 kube_clusters: dict) -> None:
     """The contrast: the stack's own apiserver serves resource.k8s.io/v1, and /readyz is a bare "ok"."""
-    from gpuplace.cli.stack_env import cluster_kubeconfigs
+    from gpuplace.harness.stack_env import cluster_kubeconfigs
 
     run = run_id()
     kubeconfig = next(iter(cluster_kubeconfigs().values()))

@@ -26,7 +26,7 @@ from kubernetes_asyncio.config import incluster_config
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, connect, raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.stack_env import cluster_kubeconfigs, stack_dir
+from gpuplace.harness.stack_env import cluster_kubeconfigs, stack_dir
 from gpuplace.settings import Settings
 from tests.integration.conftest import eventually, run_id
 from tests.integration.test_kube_api_readiness import metric, readyz, services

@@ -1,10 +1,10 @@
 """gpuplace agrees with kube-scheduler on every rule it does not improve on: a differential test on the real
 stack, kube-scheduler (v1.37.2, the stack's: deploy/local/kube/go.mod) running beside gpuplace.
 
-SPECS seeded random cases of cli/parity_specs.py (node affinity with empty terms and odd Gt/Lt operands, taints,
+SPECS seeded random cases of harness/parity_specs.py (node affinity with empty terms and odd Gt/Lt operands, taints,
 tolerations, host ports, pod slots, CPU, memory, ephemeral-storage, hugepages, extended resources, whole GPUs,
 sidecars, init containers, pod-level requests, and fields gpuplace does not evaluate), each with twin nodes:
-gpuplace's copy of the pod pinned to one twin, kube-scheduler's to the other (cli/parity_run.py). Whenever
+gpuplace's copy of the pod pinned to one twin, kube-scheduler's to the other (harness/parity_run.py). Whenever
 gpuplace binds, kube-scheduler must bind (or have failed with an error rather than a rule); whenever gpuplace
 refuses, kube-scheduler must refuse, unless the pod carries a field gpuplace refuses to place by. The large run
 is `gpuplace bench parity --specs 1000` (bench/results/parity.md).
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplace.cli.parity_run import run_parity, tally
-from gpuplace.cli.parity_specs import cases, unevaluated
-from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.harness.parity_run import run_parity, tally
+from gpuplace.harness.parity_specs import cases, unevaluated
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import KafkaSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]

@@ -26,10 +26,10 @@ from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.pod_metrics.targets import LATENCY_PORT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.pipeline_run import FLEET_LABEL, _ensure_priority_classes, _node_manifest, _pod_manifest
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.core.model import GpuRequest, Node, Pod
+from gpuplace.harness.pipeline_run import FLEET_LABEL, ensure_priority_classes, kwok_node_manifest, pod_manifest
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from gpuplace.usecases.latency_learning import MODEL_NAME
 from gpuplace.usecases.placement import MODEL_REFRESH_S
@@ -105,9 +105,9 @@ async def test_pod_histograms_refit_the_model_and_the_next_pod_avoids_the_gpu(ka
     await migrate.upgrade_async(database_url)
     stop = asyncio.Event()
     async with cluster_api(kubeconfig) as api, database(settings) as uow_factory:
-        await _ensure_priority_classes(api)
+        await ensure_priority_classes(api)
         await raw_json(await api.core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False))
-        manifest = _node_manifest(node, run)
+        manifest = kwok_node_manifest(node, run)
         manifest["status"]["addresses"] = [{"type": "InternalIP", "address": "127.0.0.1"}]
         await raw_json(await api.core.create_node(manifest, _preload_content=False))
         services = [asyncio.create_task(placement.run(settings, stop)),
@@ -118,7 +118,7 @@ async def test_pod_histograms_refit_the_model_and_the_next_pod_avoids_the_gpu(ka
             async def submit(name: str, port: int) -> int:
                 pod = Pod(name=name, cpu_milli=1000, memory_mib=1024, gpu=GpuRequest(count=1, memory_mib=4000),
                           deadline_ms=33.3, frame_rate_hz=30.0, workload_class=workload)
-                body = _pod_manifest(pod, namespace, "gpuplace")
+                body = pod_manifest(pod, namespace, "gpuplace")
                 body["metadata"]["annotations"][LATENCY_PORT] = str(port)
                 body["spec"]["hostNetwork"] = True  # on the KWOK node: pod IP = node IP = 127.0.0.1
                 await raw_json(await api.core.create_namespaced_pod(namespace, body, _preload_content=False))

@@ -39,10 +39,10 @@ from gpuplace.adapters.kube.leader_election import (
     micro_time,
 )
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.pipeline_run import FLEET_LABEL
-from gpuplace.cli.shared_cluster import create_all, gpuplace_running, inventory_seen, node_manifest, settle
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
+from gpuplace.harness.pipeline_run import FLEET_LABEL
+from gpuplace.harness.shared_cluster import create_all, gpuplace_running, inventory_seen, node_manifest, settle
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from tests.integration.conftest import eventually

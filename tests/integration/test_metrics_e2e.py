@@ -19,8 +19,8 @@ from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.metrics import MIB
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.pipeline_run import _ensure_priority_classes
 from gpuplace.contracts import topics
+from gpuplace.harness.pipeline_run import ensure_priority_classes
 from services import http_server, runtime
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
@@ -86,7 +86,7 @@ async def test_placement_metrics_move_as_pods_bind_wait_and_are_evicted(kafka_bo
     services = {"placement": placement.run, "cluster-watcher": cluster_watcher.run}
     async with cluster_api(kubeconfig) as api, http_server.serving(telemetry, 0, host="127.0.0.1") as (host, port):
         fleet = Fleet(api, namespace, run)
-        await _ensure_priority_classes(api)
+        await ensure_priority_classes(api)
         await raw_json(await api.core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False))
         service_task = asyncio.create_task(runtime.run_services(services, settings, stop, telemetry))
         try:

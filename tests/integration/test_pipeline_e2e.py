@@ -27,9 +27,9 @@ from gpuplace.adapters.kafka import client_options, list_topics, partition_of
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres.tables import allocations, decisions, gpus, nodes, pods
 from gpuplace.bootstrap import database
-from gpuplace.cli.pipeline_run import PipelineRun, RunConfig
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
+from gpuplace.harness.pipeline_run import PipelineRun, RunConfig
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]

@@ -37,13 +37,23 @@ from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import database
-from gpuplace.cli.chaos_faults import ServiceProcess, service_env
-from gpuplace.cli.chaos_run import _api_overcommitted, _lost, _node_mismatch
-from gpuplace.cli.kafka_users import kafka_env
-from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis, _list_json
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.core.model import Node
+from gpuplace.harness.chaos_faults import ServiceProcess, service_env
+from gpuplace.harness.chaos_run import (
+    api_overcommitted,
+    lost_pods,
+    node_mismatches,
+)
+from gpuplace.harness.kafka_users import kafka_env
+from gpuplace.harness.pipeline_run import (
+    FLEET_LABEL,
+    ClusterApis,
+    PipelineRun,
+    RunConfig,
+    list_pods_json,
+)
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from tests.integration.conftest import asyncpg_dsn, run_id
 
@@ -225,11 +235,11 @@ async def settle(conn: asyncpg.Connection, api: KubeClusterApi, placement: Servi
     while True:
         if not placement.alive:
             pytest.fail(f"placement exited on its own:\n{placement.log_tail(30)}")
-        items = await _list_json(api, namespace)
+        items = await list_pods_json(api, namespace)
         db = await _db(conn, cluster, namespace)
         states = Counter(r.state for r in db.values())
         api_bound = sum(1 for p in items if (p.get("spec") or {}).get("nodeName"))
-        lost = _lost({cluster: items}, db)
+        lost = lost_pods({cluster: items}, db)
         seen = (api_bound, tuple(sorted(states.items())))
         if len(items) == PODS and not lost and not states["pending"] and not states["reserved"] and \
                 states["bound"] == api_bound and seen == last:
@@ -286,7 +296,7 @@ async def test_placement_killed_mid_batch_leaves_every_pod_bound_once_and_nothin
     began = time.monotonic()
     kills: list[Moment] = []
     burst: asyncio.Task[None] | None = None
-    async with _apis({name: kubeconfig}) as apis:
+    async with ClusterApis({name: kubeconfig}) as apis:
         api = apis[name]
         try:
             await layout._create_fleet(apis, fleets)
@@ -333,12 +343,12 @@ async def test_placement_killed_mid_batch_leaves_every_pod_bound_once_and_nothin
     waiting = [r for r in db.values() if r.state in ("unschedulable", "invalid")]
     assert len(bound) == FITS, f"{len(bound)} pods bound, {FITS} fit"
     assert len(waiting) == PODS - FITS and all(r.state == "unschedulable" for r in waiting), waiting
-    assert _lost({cluster: items}, db) == []
+    assert lost_pods({cluster: items}, db) == []
     assert bound_twice == 0, f"{bound_twice} pods have two `bound` decisions"
-    assert _node_mismatch({cluster: items}, db) == []
+    assert node_mismatches({cluster: items}, db) == []
     assert {uid: r.node for (_, uid), r in db.items() if r.state == "bound"} == \
         {uid: p["spec"]["nodeName"] for uid, p in bound.items()}, "PostgreSQL's bound pods differ from the apiserver's"
-    assert _api_overcommitted({cluster: items}, fleets) == 0, "GPUs over-committed by the assignment annotations"
+    assert api_overcommitted({cluster: items}, fleets) == 0, "GPUs over-committed by the assignment annotations"
     assert books["gpus_overcommitted"] == 0, "GPUs over-committed by PostgreSQL's allocations"
     assert books["gpu_counters_off"] == [] and books["node_counters_off"] == [], books
     assert books["allocations_not_bound"] == [], books["allocations_not_bound"]

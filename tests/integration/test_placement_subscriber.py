@@ -12,9 +12,9 @@ import pytest
 
 from examples.placement_subscriber.subscriber import Options, _options, build
 from gpuplace.adapters.kafka import delete_topics, ensure_topics, make_broker, publish_event, publish_json
-from gpuplace.cli.kafka_users import password_variable
 from gpuplace.contracts import PlacementEvent, topics
 from gpuplace.contracts.events import GpuAssignment
+from gpuplace.harness.kafka_users import password_variable
 from gpuplace.settings import KafkaSettings
 
 from .conftest import eventually, unique_name

@@ -25,9 +25,9 @@ from gpuplace.adapters.kube.translate import pod_event as translate_pod
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import pods
 from gpuplace.bootstrap import database
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import NodeEvent, PodEvent
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from services.placement import app as placement
 from tests.integration.conftest import equals, eventually

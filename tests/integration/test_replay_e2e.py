@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 
 from gpuplace.adapters.event_log import write_lines
 from gpuplace.adapters.kafka import delete_topics
-from gpuplace.adapters.kafka_event_log import publish_log, read_cluster_log
+from gpuplace.adapters.kafka.event_log import publish_log, read_cluster_log
 from gpuplace.bootstrap import database
 from gpuplace.cli import app as cli
-from gpuplace.cli.pipeline_run import PipelineRun, RunConfig
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
+from gpuplace.harness.pipeline_run import PipelineRun, RunConfig
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from gpuplace.usecases import latency_learning
 

@@ -14,10 +14,10 @@ from gpuplace.adapters.kafka import client_options, ensure_topics
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.pipeline_run import FLEET_LABEL, _node_manifest, _pod_manifest
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.core.model import GpuRequest, Node, Pod
+from gpuplace.harness.pipeline_run import FLEET_LABEL, kwok_node_manifest, pod_manifest
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement
@@ -45,14 +45,14 @@ async def test_a_pod_too_big_for_the_fleet_yields_a_capacity_hint_naming_a_node_
     async with cluster_api(kubeconfig) as api:
         await raw_json(await api.core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False))
         for node in nodes:
-            await raw_json(await api.core.create_node(_node_manifest(node, run), _preload_content=False))
+            await raw_json(await api.core.create_node(kwok_node_manifest(node, run), _preload_content=False))
         services = [asyncio.create_task(placement.run(settings, stop)),
                     asyncio.create_task(cluster_watcher.run(settings, stop, kubeconfig=kubeconfig))]
         try:
             big = Pod(name="occupancy-big", cpu_milli=1000, memory_mib=1024,
                       gpu=GpuRequest(count=1, memory_mib=30_000), deadline_ms=100.0, frame_rate_hz=10.0,
                       workload_class="occupancy-bev")  # 30 GB: more than any GPU of the fleet holds
-            manifest = _pod_manifest(big, namespace, "gpuplace")
+            manifest = pod_manifest(big, namespace, "gpuplace")
             await raw_json(await api.core.create_namespaced_pod(namespace, manifest, _preload_content=False))
             hint = await _first_hint(kafka_bootstrap, settings.topic(topics.HINTS), cluster)
             assert hint["kind"] == "scale_hint" and hint["waiting"] == 1

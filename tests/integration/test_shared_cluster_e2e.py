@@ -22,9 +22,9 @@ from gpuplace.adapters.kube import quantity
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.bootstrap import database
-from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _apis
-from gpuplace.cli.shared_cluster import create_all, delete_quietly, outcomes
-from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.harness.pipeline_run import FLEET_LABEL, ClusterApis, PipelineRun, RunConfig
+from gpuplace.harness.shared_cluster import create_all, delete_quietly, outcomes
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from tests.integration.conftest import eventually
 
@@ -81,7 +81,7 @@ class Scene:
 
     async def __call__(self, run: PipelineRun) -> None:
         rng = random.Random(11)
-        async with _apis(run.config.kubeconfigs) as apis:
+        async with ClusterApis(run.config.kubeconfigs) as apis:
             for cluster, name in run.clusters.items():
                 api = apis[name]
                 nodes = [n.name for n in run._fleets()[cluster]]
@@ -133,12 +133,12 @@ async def test_gpuplace_shares_a_cluster_with_kube_scheduler(kafka_bootstrap: st
     scene = Scene(run)
     try:
         await run.run(before_submit=scene)
-        async with _apis(run.config.kubeconfigs) as apis:
+        async with ClusterApis(run.config.kubeconfigs) as apis:
             for cluster, name in run.clusters.items():
                 fleet = {n.name: n for n in run._fleets()[cluster]}
                 await _check_cluster(apis[name], run, scene, fleet)
     finally:
-        async with _apis(run.config.kubeconfigs) as apis:
+        async with ClusterApis(run.config.kubeconfigs) as apis:
             await delete_quietly(*(api.core.delete_namespace(scene.others) for api in apis.values()))
         await run.cleanup()
 

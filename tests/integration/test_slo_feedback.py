@@ -14,11 +14,11 @@ from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.pipeline_run import FLEET_LABEL, _node_manifest, _pod_manifest
-from gpuplace.cli.stack_env import cluster_kubeconfigs
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import LatencyWindow
 from gpuplace.core.model import GpuRequest, Node, Pod
+from gpuplace.harness.pipeline_run import FLEET_LABEL, kwok_node_manifest, pod_manifest
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from services.latency_ingest import app as latency_ingest
@@ -47,7 +47,7 @@ async def test_a_pod_past_its_deadline_closes_its_gpu(kafka_bootstrap: str, data
     stop = asyncio.Event()
     async with cluster_api(kubeconfig) as api:
         await raw_json(await api.core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False))
-        await raw_json(await api.core.create_node(_node_manifest(node, run), _preload_content=False))
+        await raw_json(await api.core.create_node(kwok_node_manifest(node, run), _preload_content=False))
         services = [asyncio.create_task(placement.run(settings, stop)),
                     asyncio.create_task(latency_ingest.run(settings, stop)),
                     asyncio.create_task(cluster_watcher.run(settings, stop, kubeconfig=kubeconfig))]
@@ -57,7 +57,7 @@ async def test_a_pod_past_its_deadline_closes_its_gpu(kafka_bootstrap: str, data
                            deadline_ms=33.3, frame_rate_hz=30.0, workload_class="detection-yolo")
 
             async def submit(name: str) -> None:
-                manifest = _pod_manifest(perception(name), namespace, "gpuplace", service_ms=3.0)
+                manifest = pod_manifest(perception(name), namespace, "gpuplace", service_ms=3.0)
                 await raw_json(await api.core.create_namespaced_pod(namespace, manifest, _preload_content=False))
 
             await submit("first")

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from gpuplace.cli.kafka_users import kafka_env
-from gpuplace.cli.stack_env import cluster_kubeconfigs
+from gpuplace.harness.kafka_users import kafka_env
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration

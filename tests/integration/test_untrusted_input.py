@@ -29,8 +29,10 @@ from gpuplace.adapters.kube.cluster_api import KubeClusterApi
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import gpus, nodes, pods
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.pipeline_run import FLEET_LABEL
-from gpuplace.cli.shared_cluster import (
+from gpuplace.contracts import topics
+from gpuplace.contracts.events import NodeEvent, PodEvent
+from gpuplace.harness.pipeline_run import FLEET_LABEL
+from gpuplace.harness.shared_cluster import (
     create_all,
     delete_quietly,
     gpuplace_running,
@@ -38,9 +40,7 @@ from gpuplace.cli.shared_cluster import (
     node_manifest,
     outcomes,
 )
-from gpuplace.cli.stack_env import cluster_kubeconfigs
-from gpuplace.contracts import topics
-from gpuplace.contracts.events import NodeEvent, PodEvent
+from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from tests.integration.conftest import equals, eventually
 

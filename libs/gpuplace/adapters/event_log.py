@@ -15,7 +15,7 @@ Order: each partition's records by offset, the partitions merged by timestamp; e
 of topics.ALL_TOPICS (pods before nodes before ... placements), then by partition. Merging never reorders one
 partition, whose order is what consumers saw, even where its producer-set timestamps are not monotonic.
 
-Pure: no Kafka here (kafka_event_log.py reads and writes the topics), so it is tested without a broker.
+Pure: no Kafka here (kafka/event_log.py reads and writes the topics), so it is tested without a broker.
 """
 
 from __future__ import annotations

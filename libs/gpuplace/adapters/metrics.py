@@ -86,6 +86,23 @@ class PrometheusMetrics:
         if process_metrics:
             for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
                 registry.register(collector)
+        self._scheduling_metrics(registry)
+        self._pipeline_metrics(registry)
+        self._backlog = _Backlog()  # only a process with an outbox relay (placement) reports one
+        self._hinted: dict[str, set[tuple[str, str]]] = {}
+        self._clusters_seen: set[str] = set()
+        self._workloads_seen: set[tuple[str, str]] = set()
+        self._sources: dict[int, Callable[[], Iterable[ClusterGauges]]] = {}
+        self._source_ids = itertools.count()
+        self._lag_sources: weakref.WeakSet[LagSource] = weakref.WeakSet()  # what a stopped consumer drops
+        self._last_lags: weakref.WeakKeyDictionary[LagSource, dict[LagKey, int]] = weakref.WeakKeyDictionary()
+        self._slo = _SloWindows(slo_horizon_s, clock)
+        registry.register(self._backlog)
+        registry.register(_ClusterCollector(self._sources))
+        registry.register(self._slo)
+
+    def _scheduling_metrics(self, registry: CollectorRegistry) -> None:
+        """Placement's and defragmentation's: attempts, binds, the scheduling SLI, evictions, plans, misses."""
         self._attempts = Counter(
             "gpuplace_scheduling_attempts", "Scheduling attempts (decide, then reserve) by what they came to.",
             ["cluster", "result"], registry=registry)
@@ -110,10 +127,12 @@ class PrometheusMetrics:
         self._deadline_misses = Counter(
             "gpuplace_deadline_misses", "Frames past their deadline, as the pods' latency windows report them.",
             ["cluster", "workload"], registry=registry)
+
+    def _pipeline_metrics(self, registry: CollectorRegistry) -> None:
+        """The pipeline's own: consumer lag, dead letters, scale hints, and the apiservers' failures and APIs."""
         self._lag = Gauge(
             "gpuplace_consumer_lag_records", "Records of a partition this process consumes not handled yet.",
             ["topic", "partition"], registry=registry)
-        self._backlog = _Backlog()  # only a process with an outbox relay (placement) reports one
         self._dead_letters = Counter(
             "gpuplace_dead_letters", "Records sent to the dead-letter topic, by the topic they came from.",
             ["topic"], registry=registry)
@@ -130,17 +149,6 @@ class PrometheusMetrics:
             "gpuplace_kube_api_served", "1 when the cluster's apiserver serves an optional API gpuplace uses "
             "(resource.k8s.io/v1: DRA), 0 when it does not (discovery, at start and after a 404).", ["cluster", "api"],
             registry=registry)
-        self._hinted: dict[str, set[tuple[str, str]]] = {}
-        self._clusters_seen: set[str] = set()
-        self._workloads_seen: set[tuple[str, str]] = set()
-        self._sources: dict[int, Callable[[], Iterable[ClusterGauges]]] = {}
-        self._source_ids = itertools.count()
-        self._lag_sources: weakref.WeakSet[LagSource] = weakref.WeakSet()  # what a stopped consumer drops
-        self._last_lags: weakref.WeakKeyDictionary[LagSource, dict[LagKey, int]] = weakref.WeakKeyDictionary()
-        self._slo = _SloWindows(slo_horizon_s, clock)
-        registry.register(self._backlog)
-        registry.register(_ClusterCollector(self._sources))
-        registry.register(self._slo)
 
     # -- the Metrics port (usecases/ports.py) ------------------------------------------------------------------
     def scheduling_attempt(self, cluster: str, result: AttemptResult, seconds: float) -> None:

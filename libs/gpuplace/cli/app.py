@@ -4,7 +4,6 @@ the way when fragmentation blocks one. Services: `gpuplace service NAME`; try it
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import sys
 
@@ -29,38 +28,46 @@ def _options(
     _DEBUG["on"] = debug
 
 
-# Sub-command modules each expose `register(app)`; a module that is missing is a packaging bug.
-_COMMAND_MODULES = (
-    "gpuplace.cli.sim",
-    "gpuplace.cli.replay",
-    "gpuplace.cli.bench",
-    "gpuplace.cli.services",
-    "gpuplace.cli.demo",
-    "gpuplace.cli.bench_pipeline",
-    "gpuplace.cli.bench_dra",
-    "gpuplace.cli.bench_placement",
-    "gpuplace.cli.bench_explain",
-    "gpuplace.cli.bench_robustness",
-    "gpuplace.cli.bench_chaos",
-    "gpuplace.cli.bench_parity",
-    "gpuplace.cli.latency",
-    "gpuplace.cli.scenario",
-    "gpuplace.cli.explain",
-    "gpuplace.cli.event_log",
-    "gpuplace.cli.report",
-)
+# The commands a deployment runs live in one module: `gpuplace service NAME` imports only that one, so a service
+# killed and restarted reads its partitions again in ~2 s rather than after importing the simulators and benchmarks
+# too (half its start-up on a loaded node).
+_SERVICE_COMMANDS = frozenset({"service", "up", "migrate", "topics"})
 
 
-# The commands a deployment runs, by the module that holds them: `gpuplace service NAME` loads only that module, so a
-# service killed and restarted reads its partitions again in ~2 s rather than after importing the simulators and
-# benchmarks too (half its start-up on a loaded node).
-_SERVICE_COMMANDS = {"service": "gpuplace.cli.services", "up": "gpuplace.cli.services",
-                     "migrate": "gpuplace.cli.services", "topics": "gpuplace.cli.services"}
+def _register_services() -> None:
+    from gpuplace.cli import services  # imported here, not at the top: see _register_all
+
+    services.register(app)
 
 
 def _register_all() -> None:
-    for name in _COMMAND_MODULES:
-        importlib.import_module(name).register(app)
+    """Every sub-command module's `register(app)`, in the order `gpuplace --help` lists them.
+
+    Plain imports, so import-linter sees the CLI's dependencies, but inside this function: `gpuplace --version`
+    answers without them, and they bring SQLAlchemy, aiokafka, kubernetes_asyncio and NumPy with them."""
+    from gpuplace.cli import (
+        bench,
+        bench_chaos,
+        bench_dra,
+        bench_explain,
+        bench_parity,
+        bench_pipeline,
+        bench_placement,
+        bench_robustness,
+        demo,
+        event_log,
+        explain,
+        latency,
+        replay,
+        report,
+        scenario,
+        services,
+        sim,
+    )
+
+    for module in (sim, replay, bench, services, demo, bench_pipeline, bench_dra, bench_placement, bench_explain,
+                   bench_robustness, bench_chaos, bench_parity, latency, scenario, explain, event_log, report):
+        module.register(app)
 
 
 def _version_only(args: list[str]) -> bool:
@@ -75,7 +82,7 @@ def main() -> None:
         return
     command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), "")
     if command in _SERVICE_COMMANDS:
-        importlib.import_module(_SERVICE_COMMANDS[command]).register(app)
+        _register_services()
     else:
         _register_all()
     try:

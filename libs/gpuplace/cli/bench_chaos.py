@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuplace.cli import bench
-from gpuplace.cli.chaos_run import ChaosConfig, ChaosResult, ChaosRun
 from gpuplace.cli.console import new_console
-from gpuplace.cli.stack_run import Keep, Nodes, PolicyName, local_stack, stage_bars
+from gpuplace.harness.chaos_run import ChaosConfig, ChaosResult, ChaosRun
+from gpuplace.harness.stack_run import Keep, Nodes, PolicyName, local_stack, stage_bars
 from services import runtime
 
 DEFAULT_OUT = Path("bench/results/chaos.md")

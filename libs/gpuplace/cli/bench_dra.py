@@ -19,20 +19,30 @@ import asyncio
 import json
 import platform
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
-from gpuplace.cli import bench, dra_report
+from gpuplace.cli import bench
 from gpuplace.cli.bench_pipeline import gpuplace_client_limits
 from gpuplace.cli.console import new_console
-from gpuplace.cli.dra_run import DEFAULT_WAVE, DraKubeSchedulerRun, DraRun
-from gpuplace.cli.kube_scheduler_process import DEFAULT_BURST, DEFAULT_QPS, ClientLimits, binary_version, find_binary
-from gpuplace.cli.pipeline_comparison import run_then_clean
-from gpuplace.cli.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
-from gpuplace.cli.pipeline_run import PipelineRun, RunConfig
-from gpuplace.cli.stack_run import Nodes, PolicyName, local_stack, stage_bars
 from gpuplace.core.model import Node
+from gpuplace.harness import dra_report
+from gpuplace.harness.dra_run import DEFAULT_WAVE, DraKubeSchedulerRun, DraRun
+from gpuplace.harness.kube_scheduler_process import (
+    DEFAULT_BURST,
+    DEFAULT_QPS,
+    ClientLimits,
+    binary_version,
+    find_binary,
+)
+from gpuplace.harness.pipeline_comparison import run_then_clean
+from gpuplace.harness.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
+from gpuplace.harness.pipeline_run import PipelineRun, RunConfig
+from gpuplace.harness.stack_run import Nodes, PolicyName, local_stack, stage_bars
+from gpuplace.settings import Settings
 from gpuplace.sim import dra_stream
 
 DEFAULT_OUT = Path("bench/results/dra.md")
@@ -68,9 +78,7 @@ def bench_dra(
     """Place the same DRA claim stream with kube-scheduler and with gpuplace; report both side by side."""
     settings, kubeconfigs = local_stack()
     policy = policy or settings.policy
-    sides = [s.strip() for s in schedulers.split(",") if s.strip()]
-    if not sides or any(s not in SIDES for s in sides) or len(set(sides)) != len(sides):
-        raise typer.BadParameter(f"--schedulers takes {', '.join(SIDES)} (each at most once), got {schedulers!r}")
+    sides = _sides(schedulers)
     limits = ClientLimits(qps=kube_scheduler_qps, burst=kube_scheduler_burst)
     version, found = "not run", None
     if KUBE_SCHEDULER in sides:
@@ -79,51 +87,85 @@ def bench_dra(
         except FileNotFoundError as exc:
             raise typer.BadParameter(str(exc)) from exc
         version = f"{asyncio.run(binary_version(found))} ({found})"
+    stream = _Stream(deadlines=deadlines, training_scale=training_scale, wave=wave)
     console = new_console(stderr=True)
     runs: dict[str, dict] = {}
     setup_run: PipelineRun | None = None
     for side in sides:
         config = RunConfig(kubeconfigs=kubeconfigs, nodes=nodes, pods=pods, gpus_per_node=GPUS_PER_NODE, seed=seed,
                            policy=policy, timeout_s=timeout, keep=True, processes=True)
-        with stage_bars(console, width=10) as progress:
-            run: DraRun = (DraKubeSchedulerRun(config, settings, progress, deadlines=deadlines,
-                                               training_scale=training_scale, wave=wave, binary=found,
-                                               limits=limits)
-                           if side == KUBE_SCHEDULER else
-                           DraRun(config, settings, progress, deadlines=deadlines, training_scale=training_scale,
-                                  wave=wave))
-            result = asyncio.run(run_then_clean(run))
+        run, runs[side] = _run_side(side, config, settings, stream, console, binary=found, limits=limits)
         setup_run = setup_run or run
-        runs[side] = result.summary()
-        console.print(f"{side}: placed {result.pods_bound}/{pods}, {result.binds_per_s} binds/s, "
-                      f"p50/p95/p99 {result.pending_to_bound_ms}")
     assert setup_run is not None
     fleet = [n for f in setup_run._fleets().values() for n in f]
-    models = Counter(n.gpu_model for n in fleet)
-    stream = dra_stream.claims(pods, seed=seed, training_scale=training_scale)
-    kinds = Counter(p.workload_class if dra_stream.is_whole(p) else "slice" for p in stream)
-    setup = dra_report.Setup(
-        command=f"gpuplace bench dra --nodes {nodes} --pods {pods} --seed {seed} --schedulers {','.join(sides)} "
-                f"--policy {policy} --kube-scheduler-qps {limits.qps:g} --kube-scheduler-burst {limits.burst}"
-                + (f" --training-scale {training_scale:g}" if training_scale != DEFAULT_TRAINING_SCALE else "")
-                + (f" --wave {wave}" if wave != DEFAULT_WAVE else "")
-                + (" --deadlines" if deadlines else ""),
-        host=f"{platform.node()} ({platform.processor() or platform.machine()})", nodes=nodes, pods=pods,
-        clusters=len(kubeconfigs), seed=seed, gpus_per_node=GPUS_PER_NODE,
-        fleet=", ".join(f"{count} x {model} ({fleet_memory(fleet, model)} MiB)"
-                        for model, count in sorted(models.items())),
-        stream=f"{kinds['slice']} perception memory slices (2-24 GiB of one GPU"
-               + ("; with their deadlines and frame rates), " if deadlines else "; no deadlines), ")
-               + ", ".join(f"{kinds[f'training-{k}gpu']} x {k} whole GPU(s)" for k, _ in dra_stream.TRAINING),
-        arrival=f"in waves of {wave}, each once the one before settled" if wave else "all at once (a burst)",
-        over_ask=dra_stream.over_ask(stream, fleet).ratio, policy=policy if GPUPLACE in sides else "not run",
-        kube_scheduler=version, kube_scheduler_limits=limits.describe(),
-        gpuplace_limits=gpuplace_client_limits(settings))
+    command = (f"gpuplace bench dra --nodes {nodes} --pods {pods} --seed {seed} --schedulers {','.join(sides)} "
+               f"--policy {policy} --kube-scheduler-qps {limits.qps:g} --kube-scheduler-burst {limits.burst}"
+               + (f" --training-scale {training_scale:g}" if training_scale != DEFAULT_TRAINING_SCALE else "")
+               + (f" --wave {wave}" if wave != DEFAULT_WAVE else "")
+               + (" --deadlines" if deadlines else ""))
+    setup = _setup(command, fleet, stream, nodes=nodes, pods=pods, seed=seed, clusters=len(kubeconfigs),
+                   policy=policy if GPUPLACE in sides else "not run", kube_scheduler=version, limits=limits,
+                   settings=settings)
     report = dra_report.report_json(setup, runs)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dra_report.markdown(setup, runs))
     out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     typer.echo(json.dumps(report, indent=2) if as_json else dra_report.markdown(setup, runs))
+
+
+def _sides(schedulers: str) -> list[str]:
+    """--schedulers: the sides to run, in order, each at most once."""
+    sides = [s.strip() for s in schedulers.split(",") if s.strip()]
+    if not sides or any(s not in SIDES for s in sides) or len(set(sides)) != len(sides):
+        raise typer.BadParameter(f"--schedulers takes {', '.join(SIDES)} (each at most once), got {schedulers!r}")
+    return sides
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """How the claim stream is asked for: deadlines on the perception pods, the training share, the wave size."""
+
+    deadlines: bool
+    training_scale: float
+    wave: int
+
+
+def _run_side(side: str, config: RunConfig, settings: Settings, stream: _Stream, console: Console, *,
+              binary: Path | None, limits: ClientLimits) -> tuple[DraRun, dict]:
+    """One scheduler's run of the stream, cleaned up after; the run (its fleet describes the setup) and its
+    summary."""
+    with stage_bars(console, width=10) as progress:
+        run: DraRun = (DraKubeSchedulerRun(config, settings, progress, deadlines=stream.deadlines,
+                                           training_scale=stream.training_scale, wave=stream.wave, binary=binary,
+                                           limits=limits)
+                       if side == KUBE_SCHEDULER else
+                       DraRun(config, settings, progress, deadlines=stream.deadlines,
+                              training_scale=stream.training_scale, wave=stream.wave))
+        result = asyncio.run(run_then_clean(run))
+    console.print(f"{side}: placed {result.pods_bound}/{config.pods}, {result.binds_per_s} binds/s, "
+                  f"p50/p95/p99 {result.pending_to_bound_ms}")
+    return run, result.summary()
+
+
+def _setup(command: str, fleet: list[Node], stream: _Stream, *, nodes: int, pods: int, seed: int, clusters: int,
+           policy: str, kube_scheduler: str, limits: ClientLimits, settings: Settings) -> dra_report.Setup:
+    """What the report says of the run: the command, the host, the fleet and the claim stream."""
+    models = Counter(n.gpu_model for n in fleet)
+    claims = dra_stream.claims(pods, seed=seed, training_scale=stream.training_scale)
+    kinds = Counter(p.workload_class if dra_stream.is_whole(p) else "slice" for p in claims)
+    return dra_report.Setup(
+        command=command, host=f"{platform.node()} ({platform.processor() or platform.machine()})",
+        nodes=nodes, pods=pods, clusters=clusters, seed=seed, gpus_per_node=GPUS_PER_NODE,
+        fleet=", ".join(f"{count} x {model} ({fleet_memory(fleet, model)} MiB)"
+                        for model, count in sorted(models.items())),
+        stream=f"{kinds['slice']} perception memory slices (2-24 GiB of one GPU"
+               + ("; with their deadlines and frame rates), " if stream.deadlines else "; no deadlines), ")
+               + ", ".join(f"{kinds[f'training-{k}gpu']} x {k} whole GPU(s)" for k, _ in dra_stream.TRAINING),
+        arrival=f"in waves of {stream.wave}, each once the one before settled" if stream.wave else
+                "all at once (a burst)",
+        over_ask=dra_stream.over_ask(claims, fleet).ratio, policy=policy,
+        kube_scheduler=kube_scheduler, kube_scheduler_limits=limits.describe(),
+        gpuplace_limits=gpuplace_client_limits(settings))
 
 
 def fleet_memory(fleet: list[Node], model: str) -> int:

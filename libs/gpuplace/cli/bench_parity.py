@@ -2,10 +2,11 @@
 
     gpuplace bench parity --specs 1000 --seed 20261204
 
-Each spec of cli/parity_specs.py goes to both schedulers on twin nodes (cli/parity_run.py). The report counts each
-verdict, lists every disagreement with its node and spec, and lists apart the specs kube-scheduler refused with an
-error rather than a rule and the specs gpuplace refused for a field it does not evaluate. A violation (gpuplace
-bound a pod kube-scheduler refused by a rule: its node breaks a Kubernetes rule) makes the command exit 1.
+Each spec of harness/parity_specs.py goes to both schedulers on twin nodes (harness/parity_run.py). The report
+counts each verdict, lists every disagreement with its node and spec, and lists apart the specs kube-scheduler
+refused with an error rather than a rule and the specs gpuplace refused for a field it does not evaluate. A
+violation (gpuplace bound a pod kube-scheduler refused by a rule: its node breaks a Kubernetes rule) makes the
+command exit 1.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import typer
 
 from gpuplace.cli import bench
 from gpuplace.cli.console import new_console
-from gpuplace.cli.parity_run import BATCH, VERDICTS, CaseResult, run_parity, tally
-from gpuplace.cli.parity_specs import cases
-from gpuplace.cli.shared_cluster import Outcome
-from gpuplace.cli.stack_env import cluster_kubeconfigs, resolve
-from gpuplace.cli.stack_run import stack_fallbacks
+from gpuplace.harness.parity_run import BATCH, VERDICTS, CaseResult, run_parity, tally
+from gpuplace.harness.parity_specs import cases
+from gpuplace.harness.shared_cluster import Outcome
+from gpuplace.harness.stack_env import cluster_kubeconfigs, resolve
+from gpuplace.harness.stack_run import stack_fallbacks
 from gpuplace.settings import KafkaSettings
 
 DEFAULT_OUT = Path("bench/results/parity.md")
@@ -76,7 +77,7 @@ def report(results: list[CaseResult], *, seed: int, seconds: float) -> str:
         "# gpuplace and kube-scheduler on generated pod specs", "",
         f"`gpuplace bench parity --specs {len(results)} --seed {seed}` on the local stack (kube-scheduler v1.37.2), "
         f"{seconds:.0f} s, {platform.node()}. Each spec ran on its own twin nodes, one copy per scheduler "
-        "(libs/gpuplace/cli/parity_run.py). Disagreements, with their node and spec, are in the JSON beside this "
+        "(libs/gpuplace/harness/parity_run.py). Disagreements, with their node and spec, are in the JSON beside this "
         "page.", "",
         "| verdict | specs | meaning |", "|---|---|---|",
         *(f"| {v} | {counts[v]} | {EXPLAINED[v]} |" for v in VERDICTS), "",

@@ -21,12 +21,19 @@ from pathlib import Path
 import typer
 from kubernetes_asyncio import client
 
-from gpuplace.cli import bench, pipeline_comparison_report
+from gpuplace.cli import bench
 from gpuplace.cli.console import new_console
-from gpuplace.cli.kube_scheduler_process import DEFAULT_BURST, DEFAULT_QPS, ClientLimits, binary_version, find_binary
-from gpuplace.cli.pipeline_comparison import DEFAULT_GPUS_PER_NODE, Comparison, compare, whole_gpus_per_node
-from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, RunResult
-from gpuplace.cli.stack_run import Nodes, PolicyName, local_stack
+from gpuplace.harness import pipeline_comparison_report
+from gpuplace.harness.kube_scheduler_process import (
+    DEFAULT_BURST,
+    DEFAULT_QPS,
+    ClientLimits,
+    binary_version,
+    find_binary,
+)
+from gpuplace.harness.pipeline_comparison import DEFAULT_GPUS_PER_NODE, Comparison, compare, whole_gpus_per_node
+from gpuplace.harness.pipeline_run import PipelineRun, RunConfig, RunResult
+from gpuplace.harness.stack_run import Nodes, PolicyName, local_stack
 from gpuplace.settings import Settings
 
 DEFAULT_OUT = Path("bench/results/pipeline.md")

@@ -21,10 +21,10 @@ from rich.table import Table
 
 from gpuplace.adapters.kafka import delete_topics
 from gpuplace.cli.console import new_console
-from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, RunResult
-from gpuplace.cli.stack_env import stack_dir
-from gpuplace.cli.stack_run import Keep, Nodes, PolicyName, local_stack, stage_bars
 from gpuplace.contracts import topics
+from gpuplace.harness.pipeline_run import PipelineRun, RunConfig, RunResult
+from gpuplace.harness.stack_env import stack_dir
+from gpuplace.harness.stack_run import Keep, Nodes, PolicyName, local_stack, stage_bars
 from gpuplace.settings import Settings
 
 LAST_DEMO = "last-demo-run"  # in the stack's directory: the run id whose topics the next demo deletes

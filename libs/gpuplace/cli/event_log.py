@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from gpuplace.adapters.event_log import BadLogLine, parse_time, read_lines, topic_names, write_lines
-from gpuplace.adapters.kafka_event_log import publish_log, read_known_cluster_log
+from gpuplace.adapters.kafka.event_log import publish_log, read_known_cluster_log
 from gpuplace.settings import Settings
 
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuplace.adapters.event_log import BadLogLine, LogRecord, parse_time, read_lines
-from gpuplace.adapters.kafka_event_log import read_known_cluster_log
+from gpuplace.adapters.kafka.event_log import read_known_cluster_log
 from gpuplace.cli.console import new_console
 from gpuplace.contracts import topics
 from gpuplace.core.policies import registry

@@ -133,29 +133,35 @@ def sim(
             check_plot_path(plot)
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="'--plot'") from None
-    if scenario:
-        try:
-            seed_list = parse_seeds(seeds)
-        except ValueError as error:
-            raise typer.BadParameter(str(error)) from None
-        if scenario == sim_fleet.NAME:
-            try:
-                fleet = sim_fleet.FleetScenario(regions=regions, gpus_per_cluster=gpus_per_cluster, days=days)
-            except ValueError as error:
-                raise typer.BadParameter(str(error)) from None
-            sim_fleet.run([p.strip() for p in policy.split(",") if p.strip()], seed_list, days=days, defrag=defrag,
-                          as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs,
-                          autoscalers=autoscalers, latency=not no_latency)
-            return
+    if not scenario:
+        _run_trace(pods, nodes, policy, seeds, as_json=as_json, plot=plot, jobs=jobs,
+                   moves_pct=max_moves_pct if defrag else None)
+        return
+    try:
+        seed_list = parse_seeds(seeds)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    if scenario != sim_fleet.NAME:
         scenarios.run(scenario, policy, seed_list, as_json=as_json, plot=plot)
         return
+    try:
+        fleet = sim_fleet.FleetScenario(regions=regions, gpus_per_cluster=gpus_per_cluster, days=days)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    sim_fleet.run([p.strip() for p in policy.split(",") if p.strip()], seed_list, days=days, defrag=defrag,
+                  as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs,
+                  autoscalers=autoscalers, latency=not no_latency)
+
+
+def _run_trace(pods: str, nodes: str, policy: str, seeds: str, *, as_json: bool, plot: Path | None, jobs: int,
+               moves_pct: float | None) -> None:
+    """`gpuplace sim` on a trace: every policy over every seed, summarised as a table (or JSON) and a plot."""
     try:
         policies, seed_list = parse_policies(policy), parse_seeds(seeds)
         pods_path, nodes_path = alibaba.pod_file(pods), alibaba.node_file(nodes)
     except (ValueError, alibaba.TraceError) as error:
         raise typer.BadParameter(str(error)) from None
     label = pods if not Path(pods).is_file() else Path(pods).stem
-    moves_pct = max_moves_pct if defrag else None
     tasks = [(pods_path, nodes_path, label, p, s, moves_pct) for p in policies for s in seed_list]
     try:
         if as_json:

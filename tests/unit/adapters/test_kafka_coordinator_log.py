@@ -9,7 +9,7 @@ import pytest
 from aiokafka import errors as kafka_errors
 
 import gpuplace.adapters.kafka  # noqa: F401  # installs the filter, as every process that opens a consumer does
-from gpuplace.adapters.kafka_coordinator_log import LOGGER
+from gpuplace.adapters.kafka.coordinator_log import LOGGER
 
 coordinator = logging.getLogger(LOGGER)
 

@@ -10,7 +10,8 @@ import pytest
 from aiokafka import errors as kafka_errors
 from pydantic import SecretStr
 
-from gpuplace.adapters import dependencies, kafka, kafka_login
+from gpuplace.adapters import dependencies, kafka
+from gpuplace.adapters.kafka import login as kafka_login
 from gpuplace.settings import KafkaAccess
 
 SASL = KafkaAccess("kafka-0:9093,kafka-1:9093", "SASL_PLAINTEXT", "SCRAM-SHA-512", "placement", SecretStr("wrong"))

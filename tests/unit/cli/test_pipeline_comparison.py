@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from gpuplace.cli import kube_scheduler_process, stack_env
 from gpuplace.cli.bench_pipeline import gpuplace_client_limits
-from gpuplace.cli.kafka_users import password_variable
-from gpuplace.cli.kube_scheduler_process import ClientLimits, config_text, find_binary
-from gpuplace.cli.kube_scheduler_run import gpu_limit, whole_gpu_manifest
-from gpuplace.cli.pipeline_comparison import whole_gpus_per_node
-from gpuplace.cli.pipeline_comparison_report import (
+from gpuplace.harness import kube_scheduler_process, stack_env
+from gpuplace.harness.kafka_users import password_variable
+from gpuplace.harness.kube_scheduler_process import ClientLimits, config_text, find_binary
+from gpuplace.harness.kube_scheduler_run import gpu_limit, whole_gpu_manifest
+from gpuplace.harness.pipeline_comparison import whole_gpus_per_node
+from gpuplace.harness.pipeline_comparison_report import (
     Setup,
     comparison,
     cpu_medians,
@@ -25,7 +25,7 @@ from gpuplace.cli.pipeline_comparison_report import (
     ratio,
     report_json,
 )
-from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, _pod_manifest
+from gpuplace.harness.pipeline_run import FLEET_LABEL, PipelineRun, RunConfig, pod_manifest
 from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
 
@@ -118,7 +118,7 @@ def test_gpus_per_node_fit_a_whole_gpu_burst_split_as_the_run_splits_it() -> Non
 
 def test_kube_scheduler_pod_is_gpuplaces_pod_with_a_whole_gpu_its_scheduler_and_the_fleet() -> None:
     pod, service_ms = robotics_fleet.pods(1, seed=3)[0]
-    ours = _pod_manifest(pod, "ns", "gpuplace", service_ms)
+    ours = pod_manifest(pod, "ns", "gpuplace", service_ms)
     theirs = whole_gpu_manifest(ours, scheduler="bench-ks", fleet="run1", gpus=pod.gpu.count)
     assert theirs["spec"]["schedulerName"] == "bench-ks"
     assert theirs["spec"]["nodeSelector"] == {FLEET_LABEL: "run1"}

@@ -4,6 +4,7 @@ process, anything else ends it."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 
 import pytest
@@ -95,3 +96,20 @@ def test_a_service_process_runs_on_the_event_loop_its_settings_name(event_loop, 
 def test_an_unknown_event_loop_is_refused_by_the_settings():
     with pytest.raises(ValueError, match="event_loop"):
         Settings(event_loop="trio")
+
+
+def test_a_service_process_freezes_its_imports_out_of_the_collector_and_collects_the_young_less_often():
+    before_threshold = gc.get_threshold()
+    gc.unfreeze()
+    gc.set_threshold(700, 10, 10)  # CPython's defaults (another test here may have run a service already)
+    try:
+        runtime.run(asyncio.sleep(0), Settings(event_loop="asyncio"))
+        assert gc.get_freeze_count() > 10_000  # this test process's imports, at least
+        assert gc.get_threshold() == (runtime.GC_YOUNG_THRESHOLD, 10, 10)
+        garbage = [[]]
+        garbage[0].append(garbage)  # a cycle made after the freeze is still collected
+        del garbage
+        assert gc.collect() >= 1
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before_threshold)

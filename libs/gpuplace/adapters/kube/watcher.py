@@ -185,62 +185,94 @@ async def pump_pods(stream: Stream, publish: Publish, *, topic: str, cluster: st
 
     `unenforced_sharing` (GPUPLACE_ALLOW_UNENFORCED_SHARING) lets GPU shares go where nothing enforces them
     (adapters/kube/enforcement.py)."""
-    gate = gate or NodeGate()
-    cache = cache or DraCache()
-    changes = gate.pod_changes
-    pods: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}  # pods with claims: last kind and object
-    users: dict[tuple[str, str], set[tuple[str, str]]] = {}  # claim -> pods using it
-
-    async def handle(kind: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata", {})
-        key = (meta.get("namespace", ""), meta.get("name", ""))
-        uses_claims = bool((obj.get("spec") or {}).get("resourceClaims"))
-        names = translate.claim_names(obj) if uses_claims else None
-        if uses_claims:
-            pods[key] = (kind, obj)
-            for name in names or ():
-                users.setdefault((key[0], name), set()).add(key)
-        try:
-            event = translate.pod_event(obj, cluster=cluster, region=region, deleted=kind == "DELETED",
-                                        scheduler_name=scheduler_name,
-                                        claims=cache.claim if claims is not None else None,
-                                        unenforced_sharing=unenforced_sharing)
-        except translate.ClaimPending as exc:
-            log.debug("%s; published when it is", exc)
-            return
-        except (KeyError, ValueError) as exc:  # an object the API should never send; log, do not stall
-            log.error("cannot translate pod %s: %s", meta.get("name"), exc)
-            return
-        if event.kind == "deleted" and key in pods:
-            if any(meta.get("uid") in dra.reserved_for(c) for c in
-                   (cache.claim(key[0], n) for n in names or ()) if c is not None and
-                   (c.get("status") or {}).get("allocation")):
-                return  # still holds its claim's devices: published when the claim is released
-            pods.pop(key, None)
-            for name in names or ():
-                users.get((key[0], name), set()).discard(key)
-        if event.managed and namespace and event.namespace != namespace:
-            event = event.model_copy(update={"managed": False})  # another gpuplace's pod: charged, not placed
-        if not event.managed:
-            if event.kind == "deleted":
-                gate.forget(event)
-                if not changes.published(event):
-                    return
-            elif not (event.node_name or event.nominated_node_name) or not gate.admit(event):
-                return
-        if changes.changed(event):
-            await publish(topic, event)
-
+    pump = _PodPump(publish, topic=topic, cluster=cluster, region=region, scheduler_name=scheduler_name,
+                    namespace=namespace, gate=gate or NodeGate(), cache=cache or DraCache(),
+                    with_claims=claims is not None, unenforced_sharing=unenforced_sharing)
     # closed when the pump ends or is cancelled (a term of leadership over): its watches stop with it
     async with contextlib.aclosing(_merged(("pod", stream), ("claim", claims))) as events:
         async for source, kind, obj in events:
             if source == "pod":
-                await handle(kind, obj)
-                continue
-            claim = cache.saw_claim(kind, obj)
-            for pod in sorted(users.get(claim, ())):
-                if pod in pods:
-                    await handle(*pods[pod])
+                await pump.pod(kind, obj)
+            else:
+                await pump.claim(kind, obj)
+
+
+class _PodPump:
+    """What pump_pods remembers between events: the pods with DRA claims (their last kind and object) and the pods
+    that use each claim, so that a claim that changes publishes its pods again."""
+
+    def __init__(self, publish: Publish, *, topic: str, cluster: str, region: str, scheduler_name: str,
+                 namespace: str | None, gate: NodeGate, cache: DraCache, with_claims: bool,
+                 unenforced_sharing: bool) -> None:
+        self._publish, self._topic, self._cluster, self._region = publish, topic, cluster, region
+        self._scheduler_name, self._namespace, self._gate, self._cache = scheduler_name, namespace, gate, cache
+        self._with_claims, self._unenforced_sharing = with_claims, unenforced_sharing
+        self._changes = gate.pod_changes
+        self._pods: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}  # pods with claims: last kind and object
+        self._users: dict[tuple[str, str], set[tuple[str, str]]] = {}  # claim -> pods using it
+
+    async def claim(self, kind: str, obj: dict[str, Any]) -> None:
+        """A ResourceClaim changed: its pods again."""
+        claim = self._cache.saw_claim(kind, obj)
+        for pod in sorted(self._users.get(claim, ())):
+            if pod in self._pods:
+                await self.pod(*self._pods[pod])
+
+    async def pod(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        names = self._remember(key, kind, obj)
+        event = self._translate(kind, obj)
+        if event is None:
+            return
+        if event.kind == "deleted" and key in self._pods:
+            if self._holds_devices(meta.get("uid"), key[0], names):
+                return  # still holds its claim's devices: published when the claim is released
+            self._pods.pop(key, None)
+            for name in names or ():
+                self._users.get((key[0], name), set()).discard(key)
+        if event.managed and self._namespace and event.namespace != self._namespace:
+            event = event.model_copy(update={"managed": False})  # another gpuplace's pod: charged, not placed
+        if not event.managed and not self._charged(event):
+            return
+        if self._changes.changed(event):
+            await self._publish(self._topic, event)
+
+    def _remember(self, key: tuple[str, str], kind: str, obj: dict[str, Any]) -> list[str] | None:
+        """The names of the pod's claims (None without any), the pod remembered under each of them."""
+        if not (obj.get("spec") or {}).get("resourceClaims"):
+            return None
+        names = translate.claim_names(obj)
+        self._pods[key] = (kind, obj)
+        for name in names or ():
+            self._users.setdefault((key[0], name), set()).add(key)
+        return names
+
+    def _translate(self, kind: str, obj: dict[str, Any]) -> PodEvent | None:
+        try:
+            return translate.pod_event(obj, cluster=self._cluster, region=self._region, deleted=kind == "DELETED",
+                                       scheduler_name=self._scheduler_name,
+                                       claims=self._cache.claim if self._with_claims else None,
+                                       unenforced_sharing=self._unenforced_sharing)
+        except translate.ClaimPending as exc:
+            log.debug("%s; published when it is", exc)
+        except (KeyError, ValueError) as exc:  # an object the API should never send; log, do not stall
+            log.error("cannot translate pod %s: %s", obj.get("metadata", {}).get("name"), exc)
+        return None
+
+    def _holds_devices(self, uid: str | None, namespace: str, names: list[str] | None) -> bool:
+        """Whether one of the pod's allocated claims is still reserved for it."""
+        return any(uid in dra.reserved_for(c) for c in
+                   (self._cache.claim(namespace, n) for n in names or ()) if c is not None and
+                   (c.get("status") or {}).get("allocation"))
+
+    def _charged(self, event: PodEvent) -> bool:
+        """Whether another scheduler's pod is published: bound to (or nominated for) a node of this watcher's, or
+        deleted after being published."""
+        if event.kind == "deleted":
+            self._gate.forget(event)
+            return self._changes.published(event)
+        return bool(event.node_name or event.nominated_node_name) and self._gate.admit(event)
 
 
 async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str,

@@ -96,12 +96,37 @@ def _movable(occupancy: Occupancy, limits: Limits, history: Sequence[PastMove], 
     return np.flatnonzero(ok)
 
 
+_Targets = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""One group of candidates (same request and rules): their indices into `slots`, and every target GPU that holds
+one of them: its node, its GPU, and the share and memory the pod needs there."""
+
+
 def _best(snapshot: ClusterSnapshot, occupancy: Occupancy, policy: Policy, workload: TypicalWorkload,
           slots: np.ndarray, min_gain_mib: float) -> tuple[int, int, int, float] | None:
     """(slot, target node, target GPU, gain) of the best move by gain per cost, or None under the margin."""
+    before = stranded_memory_of(snapshot.free_share_milli, snapshot.cpu_free_milli, snapshot.gpu_type_id,
+                                snapshot.free_memory_mib, workload)  # (n_nodes,)
+    src_node, source_delta = _source_delta(snapshot, occupancy, workload, slots, before)
+    found = _targets(snapshot, occupancy, policy, slots)
+    if not found:
+        return None
+    target_delta = _target_delta(snapshot, occupancy, workload, slots, found, before)
+    deltas = _pair_deltas(snapshot, occupancy, workload, slots, found, src_node, source_delta, target_delta, before)
+    best: tuple[float, int, int, int, float] | None = None  # (score, slot, node, gpu, gain)
+    for (idx, g_node, g_gpu, _, _), delta in zip(found, deltas, strict=True):
+        gain = -delta
+        score = np.where(gain >= min_gain_mib, gain / occupancy.cost_s[slots[idx]][:, None], -np.inf)
+        a, b = (int(x) for x in np.unravel_index(int(np.argmax(score)), score.shape))
+        if np.isfinite(score[a, b]) and (best is None or score[a, b] > best[0]):
+            best = (float(score[a, b]), int(slots[idx[a]]), int(g_node[b]), int(g_gpu[b]), float(gain[a, b]))
+    return None if best is None else best[1:]
+
+
+def _source_delta(snapshot: ClusterSnapshot, occupancy: Occupancy, workload: TypicalWorkload, slots: np.ndarray,
+                  before: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each candidate's node, and the change in its node's stranded memory with the pod gone, (n_slots,) each."""
     share, memory, cpu, types = (snapshot.free_share_milli, snapshot.free_memory_mib, snapshot.cpu_free_milli,
                                  snapshot.gpu_type_id)
-    before = stranded_memory_of(share, cpu, types, memory, workload)  # (n_nodes,)
     src_node = occupancy.node[slots]
     src_gpu = occupancy.gpus[slots].argmax(axis=1)
     # the source node without the pod, one state per candidate
@@ -110,12 +135,17 @@ def _best(snapshot: ClusterSnapshot, occupancy: Occupancy, policy: Policy, workl
     s_share[rows, src_gpu] += occupancy.share_milli[slots]
     s_memory[rows, src_gpu] += occupancy.memory_mib[slots]
     s_cpu += occupancy.cpu_milli[slots]
-    source_delta = stranded_memory_of(s_share, s_cpu, types[src_node], s_memory, workload) - before[src_node]
+    return src_node, stranded_memory_of(s_share, s_cpu, types[src_node], s_memory, workload) - before[src_node]
+
+
+def _targets(snapshot: ClusterSnapshot, occupancy: Occupancy, policy: Policy, slots: np.ndarray) -> list[_Targets]:
+    """The candidates grouped by request and rules, each group with every GPU that holds one of them."""
+    share, memory, cpu, types = (snapshot.free_share_milli, snapshot.free_memory_mib, snapshot.cpu_free_milli,
+                                 snapshot.gpu_type_id)
     groups: dict[tuple[int, PodRules], list[int]] = {}
     for i, slot in enumerate(slots.tolist()):
         groups.setdefault((int(occupancy.request_id[slot]), occupancy.in_slot(slot).pod.rules), []).append(i)
-    # every group's target GPUs, priced in one batch: each target GPU's node with the pod
-    found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    found: list[_Targets] = []
     for (request, rules), members in sorted(groups.items(), key=lambda item: item[1][0]):
         demand = replace(occupancy.requests[request], rules=rules)
         need_share = occupancy.request_share_milli[request, types]  # (n_nodes,)
@@ -127,8 +157,15 @@ def _best(snapshot: ClusterSnapshot, occupancy: Occupancy, policy: Policy, workl
         t_node, t_gpu = np.nonzero(room)
         if len(t_node):
             found.append((np.asarray(members), t_node, t_gpu, need_share[t_node], need_memory[t_node]))
-    if not found:
-        return None
+    return found
+
+
+def _target_delta(snapshot: ClusterSnapshot, occupancy: Occupancy, workload: TypicalWorkload, slots: np.ndarray,
+                  found: list[_Targets], before: np.ndarray) -> np.ndarray:
+    """The change in each target GPU's node's stranded memory with its group's pod added, every group in one batch
+    (the groups' targets one after the other)."""
+    share, memory, cpu, types = (snapshot.free_share_milli, snapshot.free_memory_mib, snapshot.cpu_free_milli,
+                                 snapshot.gpu_type_id)
     t_node = np.concatenate([f[1] for f in found])
     t_gpu = np.concatenate([f[2] for f in found])
     t_share, t_memory = share[t_node].copy(), memory[t_node].copy()
@@ -136,8 +173,15 @@ def _best(snapshot: ClusterSnapshot, occupancy: Occupancy, policy: Policy, workl
     t_share[k, t_gpu] -= np.concatenate([f[3] for f in found])
     t_memory[k, t_gpu] -= np.concatenate([f[4] for f in found])
     t_cpu = cpu[t_node] - np.concatenate([np.full(len(f[1]), occupancy.cpu_milli[slots[f[0][0]]]) for f in found])
-    target_delta = stranded_memory_of(t_share, t_cpu, types[t_node], t_memory, workload) - before[t_node]
-    # (candidate, target) pairs per group; moves within a node priced apart, in one batch
+    delta: np.ndarray = stranded_memory_of(t_share, t_cpu, types[t_node], t_memory, workload) - before[t_node]
+    return delta
+
+
+def _pair_deltas(snapshot: ClusterSnapshot, occupancy: Occupancy, workload: TypicalWorkload, slots: np.ndarray,
+                 found: list[_Targets], src_node: np.ndarray, source_delta: np.ndarray, target_delta: np.ndarray,
+                 before: np.ndarray) -> list[np.ndarray]:
+    """Per group, the change in stranded memory of each (candidate, target) move, (members, targets); moves within
+    a node priced apart, in one batch."""
     deltas = []
     same_pairs: list[tuple[int, np.ndarray, np.ndarray]] = []
     offset = 0
@@ -159,14 +203,7 @@ def _best(snapshot: ClusterSnapshot, occupancy: Occupancy, policy: Policy, workl
         for g, rows_, cols in same_pairs:
             deltas[g][rows_, cols] = within[offset:offset + len(rows_)]
             offset += len(rows_)
-    best: tuple[float, int, int, int, float] | None = None  # (score, slot, node, gpu, gain)
-    for (idx, g_node, g_gpu, _, _), delta in zip(found, deltas, strict=True):
-        gain = -delta
-        score = np.where(gain >= min_gain_mib, gain / occupancy.cost_s[slots[idx]][:, None], -np.inf)
-        a, b = (int(x) for x in np.unravel_index(int(np.argmax(score)), score.shape))
-        if np.isfinite(score[a, b]) and (best is None or score[a, b] > best[0]):
-            best = (float(score[a, b]), int(slots[idx[a]]), int(g_node[b]), int(g_gpu[b]), float(gain[a, b]))
-    return None if best is None else best[1:]
+    return deltas
 
 
 def _same_node_delta(snapshot: ClusterSnapshot, occupancy: Occupancy, workload: TypicalWorkload, slot: np.ndarray,

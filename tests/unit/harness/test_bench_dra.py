@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from gpuplace.cli import dra_objects
-from gpuplace.cli.dra_report import Setup, markdown, report_json, verdict
-from gpuplace.cli.dra_run import dra_node_manifest, first_failure_time, pending_at, placed_by_failure
-from gpuplace.cli.pipeline_run import FLEET_LABEL
 from gpuplace.core.model import GpuRequest, Node, Pod
+from gpuplace.harness import dra_objects
+from gpuplace.harness.dra_report import Setup, markdown, report_json, verdict
+from gpuplace.harness.dra_run import dra_node_manifest, first_failure_time, pending_at, placed_by_failure
+from gpuplace.harness.pipeline_run import FLEET_LABEL
 
 NODE = Node.with_gpus("east-n-0001", cpu_milli=96_000, memory_mib=768 * 1024, gpu_count=2,
                       gpu_model="NVIDIA-H100-80GB-HBM3", gpu_memory_mib=81_559)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuplace.cli.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
+from gpuplace.harness.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
 
 BAR_STRANDED_RATIO = 0.5
 

@@ -10,7 +10,7 @@ from a clean environment (chaos_faults.service_env), so these variables are all 
 
 from __future__ import annotations
 
-from gpuplace.cli import stack_env
+from gpuplace.harness import stack_env
 from gpuplace.settings import KafkaAccess
 
 # The services that have a user of their own on the local stack (its name is the service's).

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gpuplace.cli import stack_env
+from gpuplace.harness import stack_env
 from gpuplace.settings import Settings
 
 Nodes = Annotated[int, typer.Option(min=1, help="fake GPU nodes (8 GPUs each), split over the clusters")]

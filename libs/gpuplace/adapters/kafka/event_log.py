@@ -26,17 +26,10 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from gpuplace.adapters.event_log import SPREAD_BY_KEY, ClusterNotInLog, LogRecord, merge, of_record
-from gpuplace.adapters.kafka import (
-    Kafka,
-    admin_client,
-    client_options,
-    ensure_topics,
-    make_broker,
-    partition_of,
-    publish_json,
-    reaching,
-    start_broker,
-)
+from gpuplace.adapters.kafka.connection import Kafka, client_options, make_broker, reaching, start_broker
+from gpuplace.adapters.kafka.partitioning import partition_of
+from gpuplace.adapters.kafka.producer import publish_json
+from gpuplace.adapters.kafka.topics import admin_client, ensure_topics
 
 Progress = Callable[[str], None]
 _STALL_S = 30.0  # a partition that yields nothing for this long while short of its end offset is an error
@@ -68,17 +61,7 @@ async def read_cluster_log(kafka: Kafka, *, cluster: str, topic_names: Sequence[
                            progress_every: int = 10_000) -> Exported:
     """The records of `cluster` on `topic_names` (contract names; read as name + suffix) with a timestamp in
     [start_ms, end_ms), in the log's order (event_log.merge)."""
-    counts = await _partition_counts(kafka, [name + suffix for name in topic_names])
-    wanted: dict[TopicPartition, str] = {}  # partition -> the contract's topic name
-    absent = []
-    for name in topic_names:
-        real = name + suffix
-        count = counts.get(real, 0)
-        if not count:
-            absent.append(real)
-            continue
-        chosen = list(range(count)) if name in SPREAD_BY_KEY else [partition_of(cluster, count)]
-        wanted.update({TopicPartition(real, p): name for p in chosen})
+    wanted, absent = await _partitions_of(kafka, cluster, topic_names, suffix)
     exported = Exported([], absent)
     if not wanted:
         return exported
@@ -92,43 +75,86 @@ async def read_cluster_log(kafka: Kafka, *, cluster: str, topic_names: Sequence[
         consumer.assign(list(todo))
         for tp in todo:
             consumer.seek(tp, starts[tp])
-        prefix = f"{cluster}/".encode()
-        by_partition: dict[TopicPartition, list[LogRecord]] = {tp: [] for tp in todo}
-        read, loop = 0, asyncio.get_running_loop()
-        last_progress = loop.time()
-        while todo:
-            batches = await consumer.getmany(*todo, timeout_ms=1000)
-            if batches:
-                last_progress = loop.time()
-            elif loop.time() - last_progress > _STALL_S:
-                raise TimeoutError(f"reading {sorted(map(str, todo))} stalled for {_STALL_S:.0f} s short of "
-                                   "their end offsets")
-            for tp, messages in batches.items():
-                for message in messages:
-                    if message.offset >= ends[tp]:
-                        break
-                    read += 1
-                    if progress and read % progress_every == 0:
-                        progress(f"read {read} records ({tp.topic}[{tp.partition}] at offset {message.offset})")
-                    if not (message.key or b"").startswith(prefix):
-                        continue
-                    if (start_ms is not None and message.timestamp < start_ms) or (
-                            end_ms is not None and message.timestamp >= end_ms):
-                        continue
-                    record = of_record(wanted[tp], tp.partition, message.offset, message.timestamp, message.key,
-                                       message.value)
-                    if record is None:
-                        exported.not_json += 1
-                    else:
-                        by_partition[tp].append(record)
-            for tp in list(todo):
-                if await consumer.position(tp) >= ends[tp]:
-                    todo.discard(tp)
-                    consumer.pause(tp)
-        exported.records = list(merge(by_partition.values()))
+        collector = _Collector(wanted, f"{cluster}/".encode(), start_ms, end_ms, exported, progress, progress_every,
+                               by_partition={tp: [] for tp in todo})
+        await _read_to_ends(consumer, todo, ends, collector)
+        exported.records = list(merge(collector.by_partition.values()))
         return exported
     finally:
         await consumer.stop()
+
+
+async def _partitions_of(kafka: Kafka, cluster: str, topic_names: Sequence[str],
+                         suffix: str) -> tuple[dict[TopicPartition, str], list[str]]:
+    """The partitions that hold `cluster`'s records (each with its contract's topic name), and the topics absent."""
+    counts = await _partition_counts(kafka, [name + suffix for name in topic_names])
+    wanted: dict[TopicPartition, str] = {}  # partition -> the contract's topic name
+    absent = []
+    for name in topic_names:
+        real = name + suffix
+        count = counts.get(real, 0)
+        if not count:
+            absent.append(real)
+            continue
+        chosen = list(range(count)) if name in SPREAD_BY_KEY else [partition_of(cluster, count)]
+        wanted.update({TopicPartition(real, p): name for p in chosen})
+    return wanted, absent
+
+
+@dataclass
+class _Collector:
+    """Keeps the records of one cluster (keys starting with `prefix`) in [start_ms, end_ms), by partition, and
+    counts what it reads for `progress`."""
+
+    wanted: dict[TopicPartition, str]
+    prefix: bytes
+    start_ms: int | None
+    end_ms: int | None
+    exported: Exported
+    progress: Progress | None
+    progress_every: int
+    by_partition: dict[TopicPartition, list[LogRecord]]
+    read: int = 0
+
+    def take(self, tp: TopicPartition, messages: Sequence[Any], end: int) -> None:
+        for message in messages:
+            if message.offset >= end:
+                break
+            self.read += 1
+            if self.progress and self.read % self.progress_every == 0:
+                self.progress(f"read {self.read} records ({tp.topic}[{tp.partition}] at offset {message.offset})")
+            if not (message.key or b"").startswith(self.prefix):
+                continue
+            if (self.start_ms is not None and message.timestamp < self.start_ms) or (
+                    self.end_ms is not None and message.timestamp >= self.end_ms):
+                continue
+            record = of_record(self.wanted[tp], tp.partition, message.offset, message.timestamp, message.key,
+                               message.value)
+            if record is None:
+                self.exported.not_json += 1
+            else:
+                self.by_partition[tp].append(record)
+
+
+async def _read_to_ends(consumer: AIOKafkaConsumer, todo: set[TopicPartition], ends: dict[TopicPartition, int],
+                        collector: _Collector) -> None:
+    """Read every partition of `todo` up to its end offset; a partition that yields nothing for _STALL_S short of
+    it is an error."""
+    loop = asyncio.get_running_loop()
+    last_progress = loop.time()
+    while todo:
+        batches = await consumer.getmany(*todo, timeout_ms=1000)
+        if batches:
+            last_progress = loop.time()
+        elif loop.time() - last_progress > _STALL_S:
+            raise TimeoutError(f"reading {sorted(map(str, todo))} stalled for {_STALL_S:.0f} s short of "
+                               "their end offsets")
+        for tp, messages in batches.items():
+            collector.take(tp, messages, ends[tp])
+        for tp in list(todo):
+            if await consumer.position(tp) >= ends[tp]:
+                todo.discard(tp)
+                consumer.pause(tp)
 
 
 async def read_known_cluster_log(kafka: Kafka, *, cluster: str, topic_names: Sequence[str], suffix: str = "",

@@ -34,10 +34,10 @@ from gpuplace.adapters.kube.translate import GPU_COUNT, GPU_MEMORY, GPU_PRODUCT
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
-from gpuplace.cli.chaos_faults import ServiceProcess, service_env
-from gpuplace.cli.kafka_users import kafka_env
 from gpuplace.contracts import topics
 from gpuplace.core.model import Node, Pod
+from gpuplace.harness.chaos_faults import ServiceProcess, service_env
+from gpuplace.harness.kafka_users import kafka_env
 from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
 from gpuplace.usecases.pod_states import PodState
@@ -95,7 +95,7 @@ class RunResult:
     seconds: float
     bound_at: dict[str, float] = field(repr=False, default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
-    """CPU seconds each component of the stack spent during the run (cli/cpu_accounting), when measured."""
+    """CPU seconds each component of the stack spent during the run (harness/cpu_accounting), when measured."""
     burst_cpu_s: dict[str, float] = field(default_factory=dict)
     """The same over the burst alone: from the first submit until every pod was bound (or waits for a reason)."""
 
@@ -122,7 +122,8 @@ async def _supervise(processes: list[ServiceProcess], stop: asyncio.Event) -> No
         await asyncio.gather(*(asyncio.to_thread(process.stop) for process in processes))
 
 
-def _node_manifest(node: Node, run_id: str) -> dict[str, Any]:
+def kwok_node_manifest(node: Node, run_id: str) -> dict[str, Any]:
+    """A KWOK node for `node`, labelled with the run's fleet and its GPUs as the device plugin would label them."""
     gpus = len(node.gpus)
     capacity = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "256",
                 "nvidia.com/gpu": str(gpus)}
@@ -139,7 +140,8 @@ def _node_manifest(node: Node, run_id: str) -> dict[str, Any]:
     }
 
 
-def _pod_manifest(pod: Pod, namespace: str, scheduler: str, service_ms: float | None = None) -> dict[str, Any]:
+def pod_manifest(pod: Pod, namespace: str, scheduler: str, service_ms: float | None = None) -> dict[str, Any]:
+    """A perception pod asking for `pod`'s GPU memory, deadline and frame rate through gpuplace's annotations."""
     name = pod.name.rsplit("/", 1)[-1]
     return {
         "apiVersion": "v1", "kind": "Pod",
@@ -200,7 +202,7 @@ class PipelineRun:
         stop = asyncio.Event()
         started = time.monotonic()
         tasks: list[asyncio.Task[None]] = []
-        async with _apis(self.config.kubeconfigs) as apis, \
+        async with ClusterApis(self.config.kubeconfigs) as apis, \
                 http_server.serving(self.telemetry, 0, host="127.0.0.1") as (host, port):
             self.http_url = f"http://{host}:{port}"
             fleets = self._fleets()
@@ -234,7 +236,7 @@ class PipelineRun:
 
     def _pod_body(self, pod: Pod, service_ms: float) -> dict[str, Any]:
         """The manifest a submitted pod gets; the kube-scheduler run asks for the same pod differently."""
-        return _pod_manifest(pod, self.namespace, self.settings.scheduler_name, service_ms)
+        return pod_manifest(pod, self.namespace, self.settings.scheduler_name, service_ms)
 
     def _fleets(self) -> dict[str, list[Node]]:
         names = list(self.clusters)
@@ -248,10 +250,10 @@ class PipelineRun:
         done = 0
         for cluster, nodes in fleets.items():
             api = apis[self.clusters[cluster]]
-            await _ensure_priority_classes(api)
+            await ensure_priority_classes(api)
             await api.core.create_namespace({"metadata": {"name": self.namespace}})  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
-            for chunk in _chunks(nodes, 32):
-                await asyncio.gather(*(_create_node(api, _node_manifest(n, self.config.run_id)) for n in chunk))
+            for chunk in chunks(nodes, 32):
+                await asyncio.gather(*(create_node(api, kwok_node_manifest(n, self.config.run_id)) for n in chunk))
                 done += len(chunk)
                 self.progress("nodes", done, total)
 
@@ -300,7 +302,7 @@ class PipelineRun:
 
         def process(label: str, service: str, **env: str) -> ServiceProcess:
             instance = {"GPUPLACE_INSTANCE_ID": f"{label.replace(':', '-')}-{self.config.run_id}"}
-            # each service as its own Kafka user where the stack has one (cli/kafka_users)
+            # each service as its own Kafka user where the stack has one (harness/kafka_users)
             kafka = kafka_env(self.settings.kafka, service)
             return ServiceProcess(label, service, service_env({**common, **kafka, **instance, **env}),
                                   run_dir / f"{label.replace(':', '-')}.log")
@@ -407,7 +409,7 @@ class PipelineRun:
         assigned: dict[tuple[str, str, int], int] = {}
         bound = 0
         for cluster, name in self.clusters.items():
-            body = await _list_json(apis[name], self.namespace)
+            body = await list_pods_json(apis[name], self.namespace)
             for pod in body:
                 node = (pod.get("spec") or {}).get("nodeName")
                 if not node:
@@ -450,19 +452,19 @@ class PipelineRun:
         the node, and pods left on deleted nodes wait for the pod garbage collector, which force-deletes about
         ten a second; the next run (or test) would share the apiserver with that backlog."""
         if apis is None:
-            async with _apis(self.config.kubeconfigs) as opened:
+            async with ClusterApis(self.config.kubeconfigs) as opened:
                 return await self.cleanup(opened, fleets)
         if not self.config.keep_log:
             await self._release()
         for cluster, nodes in (fleets or self._fleets()).items():
             api = apis[self.clusters[cluster]]
-            await _ignore_404(_delete_pods_now(api, self.namespace))
-            await _ignore_404(api.core.delete_namespace(self.namespace))
-            for chunk in _chunks(nodes, 32):
-                await asyncio.gather(*(_ignore_404(api.core.delete_node(n.name)) for n in chunk))
+            await ignore_404(_delete_pods_now(api, self.namespace))
+            await ignore_404(api.core.delete_namespace(self.namespace))
+            for chunk in chunks(nodes, 32):
+                await asyncio.gather(*(ignore_404(api.core.delete_node(n.name)) for n in chunk))
 
 
-class _apis:
+class ClusterApis:
     """Async context manager: one KubeClusterApi per apiserver name."""
 
     def __init__(self, kubeconfigs: dict[str, str]) -> None:
@@ -482,7 +484,8 @@ class _apis:
             await ctx.__aexit__(None, None, None)
 
 
-async def _ensure_priority_classes(api: KubeClusterApi) -> None:
+async def ensure_priority_classes(api: KubeClusterApi) -> None:
+    """Create the PRIORITY_CLASSES the pods name (those there already are kept)."""
     scheduling = client.SchedulingV1Api(api.api_client)
     for value, name in PRIORITY_CLASSES.items():
         try:
@@ -494,16 +497,19 @@ async def _ensure_priority_classes(api: KubeClusterApi) -> None:
                 raise
 
 
-async def _create_node(api: KubeClusterApi, manifest: dict[str, Any]) -> None:
+async def create_node(api: KubeClusterApi, manifest: dict[str, Any]) -> None:
+    """Create a node from its manifest dict, not parsing the answer into models (thousands of nodes)."""
     await raw_json(await api.core.create_node(manifest, _preload_content=False))  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
 
 
-async def _list_json(api: KubeClusterApi, namespace: str) -> list[dict[str, Any]]:
+async def list_pods_json(api: KubeClusterApi, namespace: str) -> list[dict[str, Any]]:
+    """The namespace's pods as JSON dicts, not parsed into models (thousands of pods)."""
     body = await raw_json(await api.core.list_namespaced_pod(namespace, _preload_content=False))
     return body.get("items") or []
 
 
-async def _ignore_404(call: Any) -> None:
+async def ignore_404(call: Any) -> None:
+    """Await a delete, taking "not found" for done."""
     try:
         await call
     except ApiException as exc:
@@ -516,8 +522,11 @@ async def _delete_pods_now(api: KubeClusterApi, namespace: str) -> None:
                                                                    _preload_content=False))
 
 
-def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+def chunks(items: list[Any], size: int) -> list[list[Any]]:
+    """`items` in runs of `size`: creates and deletes go to the apiserver that many at a time."""
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-__all__ = ["SIMULATED", "RunConfig", "RunResult", "PipelineRun"]
+__all__ = ["FLEET_LABEL", "PRIORITY_CLASSES", "SIMULATED", "ClusterApis", "PipelineRun", "Progress", "RunConfig",
+           "RunResult", "chunks", "create_node", "ensure_priority_classes", "ignore_404", "kwok_node_manifest",
+           "list_pods_json", "pod_manifest", "policy_env"]

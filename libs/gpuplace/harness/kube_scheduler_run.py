@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
-from gpuplace.cli.kube_scheduler_process import ClientLimits, KubeSchedulerProcess
-from gpuplace.cli.pipeline_run import FLEET_LABEL, PipelineRun, Progress, RunConfig, RunResult
 from gpuplace.core.model import Node, Pod
+from gpuplace.harness.kube_scheduler_process import ClientLimits, KubeSchedulerProcess
+from gpuplace.harness.pipeline_run import FLEET_LABEL, PipelineRun, Progress, RunConfig, RunResult
 from gpuplace.settings import Settings
 
 WHOLE_GPU = "nvidia.com/gpu"

@@ -26,11 +26,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli import cpu_accounting
-from gpuplace.cli.kube_scheduler_process import ClientLimits
-from gpuplace.cli.kube_scheduler_run import KubeSchedulerRun
-from gpuplace.cli.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
-from gpuplace.cli.pipeline_run import PipelineRun, Progress, RunConfig, RunResult
+from gpuplace.harness import cpu_accounting
+from gpuplace.harness.kube_scheduler_process import ClientLimits
+from gpuplace.harness.kube_scheduler_run import KubeSchedulerRun
+from gpuplace.harness.pipeline_comparison_report import GPUPLACE, KUBE_SCHEDULER, SIDES
+from gpuplace.harness.pipeline_run import PipelineRun, Progress, RunConfig, RunResult
 from gpuplace.settings import Settings
 
 DEFAULT_GPUS_PER_NODE = 8
@@ -148,5 +148,5 @@ async def _gone(api: KubeClusterApi, namespace: str) -> bool:
     return False
 
 
-__all__ = ["Comparison", "compare", "namespace_gone", "run_one", "run_then_clean",
+__all__ = ["DEFAULT_GPUS_PER_NODE", "Comparison", "compare", "namespace_gone", "run_one", "run_then_clean",
            "whole_gpus_per_node"]

@@ -1,6 +1,6 @@
 """The chaos bench leaves the broker's own downtime out of a partition's stall."""
 
-from gpuplace.cli.chaos_probes import LagMonitor, overlap
+from gpuplace.harness.chaos_probes import LagMonitor, overlap
 
 
 def test_overlap_counts_only_the_part_of_a_wait_inside_the_windows():

@@ -35,7 +35,7 @@ from types import TracebackType
 
 import aiohttp
 
-from gpuplace.cli import stack_env
+from gpuplace.harness import stack_env
 
 BINARY_VARIABLE = "GPUPLACE_STACK_KUBE_SCHEDULER"
 DEFAULT_QPS = 5000.0
@@ -209,5 +209,5 @@ class KubeSchedulerProcess:
             raise error
 
 
-__all__ = ["BINARY_VARIABLE", "ClientLimits", "KubeSchedulerProcess", "binary_version", "config_text",
-           "find_binary"]
+__all__ = ["BINARY_VARIABLE", "DEFAULT_BURST", "DEFAULT_QPS", "ClientLimits", "KubeSchedulerProcess", "binary_version",
+           "config_text", "find_binary"]

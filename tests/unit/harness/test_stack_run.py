@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuplace.cli.stack_run import settings_from_stack
+from gpuplace.harness.stack_run import settings_from_stack
 
 
 @pytest.fixture

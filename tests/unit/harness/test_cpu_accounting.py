@@ -7,8 +7,8 @@ import subprocess
 import sys
 import time
 
-from gpuplace.cli import cpu_accounting
-from gpuplace.cli.cpu_accounting import BENCH, COMPONENTS, SCHEDULER
+from gpuplace.harness import cpu_accounting
+from gpuplace.harness.cpu_accounting import BENCH, COMPONENTS, SCHEDULER
 
 
 def test_a_child_that_burns_cpu_and_is_reaped_counts_as_the_scheduler_under_test() -> None:

@@ -33,9 +33,10 @@ from pydantic import SecretStr
 from gpuplace.adapters.kafka import delete_topics
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.bootstrap import cluster_api
-from gpuplace.cli.parity_specs import Case, pinned, port_holder, unevaluated
-from gpuplace.cli.pipeline_run import FLEET_LABEL
-from gpuplace.cli.shared_cluster import (
+from gpuplace.contracts import topics
+from gpuplace.harness.parity_specs import Case, pinned, port_holder, unevaluated
+from gpuplace.harness.pipeline_run import FLEET_LABEL
+from gpuplace.harness.shared_cluster import (
     Outcome,
     create_all,
     delete_quietly,
@@ -44,7 +45,6 @@ from gpuplace.cli.shared_cluster import (
     node_manifest,
     settle,
 )
-from gpuplace.contracts import topics
 from gpuplace.settings import KafkaAccess, Settings
 
 VERDICTS = ("agree", "violation", "kube-error", "unevaluated", "refused-more", "rejected")

@@ -12,7 +12,7 @@ from typing import Any
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import database
-from gpuplace.cli.pipeline_run import FLEET_LABEL, SIMULATED
+from gpuplace.harness.pipeline_run import FLEET_LABEL, SIMULATED
 from gpuplace.settings import Settings
 from services.cluster_watcher import app as cluster_watcher
 from services.placement import app as placement

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO
 
 import gpuplace
-from gpuplace.cli import stack_env
+from gpuplace.harness import stack_env
 
 
 @dataclass

@@ -39,21 +39,21 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, raw_json
-from gpuplace.cli import dra_objects
-from gpuplace.cli.kube_scheduler_run import KubeSchedulerRun, is_unschedulable, wait_settled
-from gpuplace.cli.pipeline_run import (
+from gpuplace.core.model import Node, Pod
+from gpuplace.harness import dra_objects
+from gpuplace.harness.kube_scheduler_run import KubeSchedulerRun, is_unschedulable, wait_settled
+from gpuplace.harness.pipeline_run import (
     FLEET_LABEL,
+    ClusterApis,
     PipelineRun,
     Progress,
     RunConfig,
     RunResult,
-    _apis,
-    _chunks,
-    _create_node,
-    _ignore_404,
-    _node_manifest,
+    chunks,
+    create_node,
+    ignore_404,
+    kwok_node_manifest,
 )
-from gpuplace.core.model import Node, Pod
 from gpuplace.settings import Settings
 from gpuplace.sim import dra_stream
 from gpuplace.sim.stranded import Ask, DeviceUse, Stranded, combined, stranded
@@ -162,8 +162,8 @@ class DraRun(PipelineRun):
                 if exc.status != 409:
                     raise
             await api.core.create_namespace({"metadata": {"name": self.namespace}})  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
-            for chunk in _chunks(nodes, 32):
-                await asyncio.gather(*(_create_node(api, dra_node_manifest(n, self.config.run_id)) for n in chunk))
+            for chunk in chunks(nodes, 32):
+                await asyncio.gather(*(create_node(api, dra_node_manifest(n, self.config.run_id)) for n in chunk))
                 uids = await _node_uids(api, self.config.run_id)
                 await asyncio.gather(*(_json(resource.create_resource_slice(
                     dra_objects.resource_slice(n, labels, uids.get(n.name)),  # type: ignore[arg-type]  # a manifest dict: kubernetes_asyncio takes it like a model
@@ -232,51 +232,16 @@ class DraRun(PipelineRun):
         capacity: dict[DeviceKey, int] = {(c, n.name, dra_objects.device_name(g.index)): g.memory_mib
                                           for c, fleet in fleets.items() for n in fleet for g in n.gpus}
         by_name = {p.name: p for p in self.stream}
-        index = {p.name: i for i, p in enumerate(self.stream)}
         node_of, allocations = await self._bindings_and_allocations(apis)
-
-        def consumed_by(keys: list[str]) -> dict[DeviceKey, int]:
-            used: dict[DeviceKey, int] = {}
-            for key in keys:
-                cluster = key.split("/", 1)[0]
-                for pool, device, mib in allocations.get(key, []):
-                    device_key = (cluster, pool, device)
-                    used[device_key] = used.get(device_key, 0) + (capacity.get(device_key, 0) if mib is None else mib)
-            return used
-
         pod_of = {k: by_name[k.split("/", 1)[1]] for k in self.submitted_at}
-
-        def stranded_for(used: dict[DeviceKey, int], waiting: list[str]) -> dict[str, Any]:
-            """Per cluster (a claim can use only its own cluster's devices), summed."""
-            return stranded_figures(combined(
-                stranded(device_use({k: v for k, v in capacity.items() if k[0] == cluster}, used),
-                         [ask_of(pod_of[k]) for k in waiting if k.split("/", 1)[0] == cluster])
-                for cluster in self.clusters))
-
+        devices = _Devices(capacity, allocations, pod_of, self.clusters)
         bound = [k for k in self.submitted_at if k in node_of]
         pending = [k for k in self.submitted_at if k not in node_of]
         misplaced = sum(1 for k in bound if not allocations.get(k)
                         or any(pool != node_of[k] for pool, _, _ in allocations[k]))
-        used_end = consumed_by(bound)
+        used_end = devices.consumed_by(bound)
         over = sum(1 for key, used in used_end.items() if key not in capacity or used > capacity[key])
-
-        first = first_failure_time(self.first_unschedulable_at, self.bound_at)
-        first_failure = None
-        start = min(self.submitted_at.values()) if self.submitted_at else 0.0
-        if first is not None:
-            key, at = first
-            at = max(at, self.wave_settled_at.get(key, at))  # in waves: once its wave settled (_submit)
-            order = {k: index[k.split("/", 1)[1]] for k in self.submitted_at}
-            placed_then = placed_by_failure(key, at, bound, self.bound_at, order)
-            used_then = consumed_by(sorted(placed_then))
-            turned_away = [k for k, seen in self.first_unschedulable_at.items()
-                           if seen <= at and k not in placed_then]
-            failed = pod_of[key]
-            first_failure = {"pod": key, "at_s": round(at - start, 2), "placed_before": len(placed_then),
-                             "submitted_before": sum(1 for s in self.submitted_at.values() if s <= at),
-                             "claim": {"devices": failed.gpu.count, "memory_mib": failed.gpu.memory_mib},
-                             **stranded_for(used_then, pending_at(at, self.submitted_at, placed_then)),
-                             "turned_away": stranded_for(used_then, turned_away)}
+        first_failure = self._first_failure(devices, bound)
         pct, binds_per_s = self._timing(len(bound))
         total = sum(capacity.values())
         allocated = sum(min(u, capacity.get(k, u)) for k, u in used_end.items())
@@ -295,9 +260,31 @@ class DraRun(PipelineRun):
             pending_whole=sum(1 for k in pending if dra_stream.is_whole(pod_of[k])),
             devices_overcommitted=over, bound_without_allocation=misplaced,
             allocated_not_bound=sum(1 for k in allocations if k not in node_of),
-            first_failure=first_failure, at_end=stranded_for(used_end, pending), memory_total_mib=total,
+            first_failure=first_failure, at_end=devices.stranded_for(used_end, pending), memory_total_mib=total,
             memory_allocated_mib=allocated, over_ask=round(dra_stream.over_ask(self.stream, fleet).ratio, 3),
         )
+
+    def _first_failure(self, devices: _Devices, bound: list[str]) -> dict[str, Any] | None:
+        """The first claim turned away while others were still to come: when, what was placed and waiting then,
+        and the memory stranded for them; None when no claim was turned away."""
+        first = first_failure_time(self.first_unschedulable_at, self.bound_at)
+        if first is None:
+            return None
+        start = min(self.submitted_at.values()) if self.submitted_at else 0.0
+        index = {p.name: i for i, p in enumerate(self.stream)}
+        key, at = first
+        at = max(at, self.wave_settled_at.get(key, at))  # in waves: once its wave settled (_submit)
+        order = {k: index[k.split("/", 1)[1]] for k in self.submitted_at}
+        placed_then = placed_by_failure(key, at, bound, self.bound_at, order)
+        used_then = devices.consumed_by(sorted(placed_then))
+        turned_away = [k for k, seen in self.first_unschedulable_at.items()
+                       if seen <= at and k not in placed_then]
+        failed = devices.pod_of[key]
+        return {"pod": key, "at_s": round(at - start, 2), "placed_before": len(placed_then),
+                "submitted_before": sum(1 for s in self.submitted_at.values() if s <= at),
+                "claim": {"devices": failed.gpu.count, "memory_mib": failed.gpu.memory_mib},
+                **devices.stranded_for(used_then, pending_at(at, self.submitted_at, placed_then)),
+                "turned_away": devices.stranded_for(used_then, turned_away)}
 
     async def _bindings_and_allocations(self, apis: dict[str, KubeClusterApi], *, tries: int = 10
                                         ) -> tuple[dict[str, str], dict[str, list[tuple[str, str, int | None]]]]:
@@ -342,12 +329,12 @@ class DraRun(PipelineRun):
         manager's to drop once their pods are gone, at its client's 20 QPS: thousands of claims would keep the
         namespace for minutes, so the bench drops it itself (nothing runs on KWOK's devices)."""
         if apis is None:
-            async with _apis(self.config.kubeconfigs) as opened:
+            async with ClusterApis(self.config.kubeconfigs) as opened:
                 return await self.cleanup(opened, fleets)
         await super().cleanup(apis, fleets)
         for name in self.clusters.values():
             await _release_claims(apis[name], self.namespace)
-            await _ignore_404(_json(client.ResourceV1Api(apis[name].api_client).delete_collection_resource_slice(
+            await ignore_404(_json(client.ResourceV1Api(apis[name].api_client).delete_collection_resource_slice(
                 label_selector=f"{FLEET_LABEL}={self.config.run_id}", _preload_content=False)))
 
 
@@ -361,7 +348,7 @@ class DraKubeSchedulerRun(DraRun, KubeSchedulerRun):
 
 def dra_node_manifest(node: Node, run_id: str) -> dict[str, Any]:
     """PipelineRun's KWOK node without the device plugin's `nvidia.com/gpu` and GPU Feature Discovery's labels."""
-    manifest = _node_manifest(node, run_id)
+    manifest = kwok_node_manifest(node, run_id)
     labels = manifest["metadata"]["labels"]
     manifest["metadata"]["labels"] = {k: v for k, v in labels.items() if not k.startswith("nvidia.com/")}
     for key in ("capacity", "allocatable"):
@@ -391,12 +378,41 @@ async def _release_claims(api: KubeClusterApi, namespace: str) -> None:
 
     async def release(name: str) -> None:
         async with slots:
-            await _ignore_404(_json(resource.patch_namespaced_resource_claim(  # type: ignore[call-arg]  # the client takes _content_type; its stub does not say so
+            await ignore_404(_json(resource.patch_namespaced_resource_claim(  # type: ignore[call-arg]  # the client takes _content_type; its stub does not say so
                 name, namespace, {"metadata": {"finalizers": None}},
                 _content_type="application/merge-patch+json", _preload_content=False)))
 
     await asyncio.gather(*(release(c["metadata"]["name"]) for c in body.get("items") or []
                            if c["metadata"].get("finalizers")))
+
+
+@dataclass(frozen=True)
+class _Devices:
+    """The fleet's devices (capacity in MiB), the claims' allocations and the submitted pods, for the result's
+    memory figures."""
+
+    capacity: dict[DeviceKey, int]
+    allocations: dict[str, list[tuple[str, str, int | None]]]
+    pod_of: dict[str, Pod]
+    clusters: dict[str, str]  # cluster id -> apiserver name: the clusters are its keys
+
+    def consumed_by(self, keys: list[str]) -> dict[DeviceKey, int]:
+        """MiB of each device the pods `keys` hold (a whole device's capacity where the allocation names none)."""
+        used: dict[DeviceKey, int] = {}
+        for key in keys:
+            cluster = key.split("/", 1)[0]
+            for pool, device, mib in self.allocations.get(key, []):
+                device_key = (cluster, pool, device)
+                used[device_key] = used.get(device_key, 0) + (self.capacity.get(device_key, 0) if mib is None
+                                                              else mib)
+        return used
+
+    def stranded_for(self, used: dict[DeviceKey, int], waiting: list[str]) -> dict[str, Any]:
+        """Per cluster (a claim can use only its own cluster's devices), summed."""
+        return stranded_figures(combined(
+            stranded(device_use({k: v for k, v in self.capacity.items() if k[0] == cluster}, used),
+                     [ask_of(self.pod_of[k]) for k in waiting if k.split("/", 1)[0] == cluster])
+            for cluster in self.clusters))
 
 
 __all__ = ["DEFAULT_WAVE", "DraKubeSchedulerRun", "DraResult", "DraRun", "WAVE_TIMEOUT_S", "dra_node_manifest",

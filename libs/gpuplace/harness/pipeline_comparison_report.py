@@ -12,7 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuplace.cli.cpu_accounting import SCHEDULER, WALL
+from gpuplace.harness.cpu_accounting import SCHEDULER, WALL
 
 KUBE_SCHEDULER = "kube-scheduler"
 GPUPLACE = "gpuplace"
@@ -152,8 +152,9 @@ def cpu_medians(runs: list[dict[str, Any]], key: str = "cpu_s") -> dict[str, dic
 
 
 _WHOLE_RUN = ("CPU seconds spent during a run, from the fleet's creation to the burst drained and the scheduler "
-              "stopped (start-up included; medians over the repeats; read from /proc by `gpuplace.cli.cpu_accounting`"
-              "). `other` is anything else on the machine. \"cores busy\" is all of it over that window's wall time.")
+              "stopped (start-up included; medians over the repeats; read from /proc by "
+              "`gpuplace.harness.cpu_accounting`). `other` is anything else on the machine. \"cores busy\" is all of "
+              "it over that window's wall time.")
 _BURST = ("The same over the burst alone, from the first submit until every pod was bound: what each side's "
           "scheduling costs the machine while the apiservers take the pods. The last row is the scheduler's own "
           "CPU per pod bound, with what it needs to run (gpuplace's Kafka and PostgreSQL).")

@@ -1,12 +1,12 @@
 """A service a harness starts logs in to Kafka as its own user where the local stack gave it one, so the stack's
-ACLs are tried by the services themselves (cli/kafka_users); otherwise it gets the harness's own settings."""
+ACLs are tried by the services themselves (harness/kafka_users); otherwise it gets the harness's own settings."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import SecretStr
 
-from gpuplace.cli.kafka_users import kafka_env, password_variable
+from gpuplace.harness.kafka_users import kafka_env, password_variable
 from gpuplace.settings import KafkaAccess
 
 ADMIN = KafkaAccess("127.0.0.1:29092", "SASL_SSL", "PLAIN", "admin", SecretStr("admin-pw"), "/stack/ca.crt")

@@ -30,7 +30,7 @@ def _first_broker(bootstrap: str) -> tuple[str, int]:
 async def refusal(access: KafkaAccess, options: dict[str, Any], timeout_s: float = 10.0) -> str | None:
     """Why the first bootstrap broker refused `access`'s SASL login, or None: no SASL, the login passes, or the
     broker does not answer (an outage, which the caller reports as one). `options` are the client's own
-    (adapters/kafka.client_options); the password in them is never part of what this returns."""
+    (adapters/kafka/connection.client_options); the password in them is never part of what this returns."""
     if not access.security_protocol.startswith("SASL_"):
         return None
     host, port = _first_broker(access.bootstrap)

@@ -39,13 +39,13 @@ from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import allocations, gpus, pods
 from gpuplace.bootstrap import database
-from gpuplace.cli import chaos_fuzz
-from gpuplace.cli.chaos_faults import ServiceProcess, Supervisor, restart_component
-from gpuplace.cli.chaos_probes import DeadLetterTap, LagMonitor, overlap
-from gpuplace.cli.pipeline_run import PipelineRun, RunConfig, _apis, _list_json, _pod_manifest
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import PodEvent
 from gpuplace.core.model import Node
+from gpuplace.harness import chaos_fuzz
+from gpuplace.harness.chaos_faults import ServiceProcess, Supervisor, restart_component
+from gpuplace.harness.chaos_probes import DeadLetterTap, LagMonitor, overlap
+from gpuplace.harness.pipeline_run import ClusterApis, PipelineRun, RunConfig, list_pods_json, pod_manifest
 from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
 
@@ -163,7 +163,7 @@ class ChaosRun:
         started = time.monotonic()
         stop = asyncio.Event()
         background: list[asyncio.Task[None]] = []
-        async with _apis(self.config.kubeconfigs) as apis, database(self.settings) as uow_factory:
+        async with ClusterApis(self.config.kubeconfigs) as apis, database(self.settings) as uow_factory:
             fleets = self.layout._fleets()
             try:
                 await self.layout._create_fleet(apis, fleets)
@@ -223,7 +223,7 @@ class ChaosRun:
         for i, (pod, service_ms) in enumerate(robotics_fleet.pods(self.config.pods, seed=self.config.seed)):
             await self._at(started, i * step)
             cluster = names[i % len(names)]
-            manifest = _pod_manifest(pod, self.layout.namespace, self.settings.scheduler_name, service_ms)
+            manifest = pod_manifest(pod, self.layout.namespace, self.settings.scheduler_name, service_ms)
             api = apis[self.clusters[cluster]]
             await _retry(functools.partial(_create_pod, api, self.layout.namespace, manifest))
             key = f"{cluster}/{manifest['metadata']['name']}"
@@ -342,14 +342,14 @@ class ChaosRun:
         api_pods = await self._api_pods(apis)
         db = await self._db_pods(uow_factory)
         live = {(c, p["metadata"]["uid"]) for c, items in api_pods.items() for p in items}
-        undone = len(_lost(api_pods, db)) + (await self._accounting(uow_factory, live))["allocations_of_gone_pods"]
+        undone = len(lost_pods(api_pods, db)) + (await self._accounting(uow_factory, live))["allocations_of_gone_pods"]
         canaries = len(await self._canary_rows(uow_factory))
         letters = sum(1 for sha in self.fuzz_sent if sha in self.tap.copies)
         return undone, canaries, letters
 
     # -- reading the truth ---------------------------------------------------------------------------------------
     async def _api_pods(self, apis: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-        return {c: await _list_json(apis[name], self.layout.namespace) for c, name in self.clusters.items()}
+        return {c: await list_pods_json(apis[name], self.layout.namespace) for c, name in self.clusters.items()}
 
     async def _db_pods(self, uow_factory: Any) -> dict[tuple[str, str], Any]:
         """(cluster, uid) -> the pods row of the run's namespace."""
@@ -398,7 +398,7 @@ class ChaosRun:
                       seconds: float) -> ChaosResult:
         api_pods = await _retry(lambda: self._api_pods(apis))
         db = await _retry(lambda: self._db_pods(uow_factory))
-        lost = _lost(api_pods, db)
+        lost = lost_pods(api_pods, db)
         live = {(c, p["metadata"]["uid"]) for c, items in api_pods.items() for p in items}
         async with uow_factory() as uow:
             twice = sum([await uow.state.count_bound_twice(c) for c in self.clusters])
@@ -410,9 +410,9 @@ class ChaosRun:
             pods={"submitted": len(self.submitted), "deleted_by_churn": len(self.deleted),
                   "live": sum(len(v) for v in api_pods.values()), "bound": bound, "waiting": waiting,
                   "lost": len(lost)},
-            lost=lost[:20], bound_twice=twice, node_mismatch=_node_mismatch(api_pods, db)[:20],
+            lost=lost[:20], bound_twice=twice, node_mismatch=node_mismatches(api_pods, db)[:20],
             gpus_overcommitted={"postgres": await self._db_overcommitted(uow_factory),
-                                "apiservers": _api_overcommitted(api_pods, fleets)},
+                                "apiservers": api_overcommitted(api_pods, fleets)},
             faults=self._faults(), fuzz=self._fuzz_summary(), other_dead_letters=self._other_letters(),
             canaries=await self._canary_summary(uow_factory), stalls=self.lag.longest(),
             info={**await self._accounting(uow_factory, live), "lag_samples": self.lag.samples,
@@ -458,7 +458,7 @@ class ChaosRun:
 
 
 # -- pure helpers -------------------------------------------------------------------------------------------------
-def _lost(api_pods: dict[str, list[dict[str, Any]]], db: dict[tuple[str, str], Any]) -> list[str]:
+def lost_pods(api_pods: dict[str, list[dict[str, Any]]], db: dict[tuple[str, str], Any]) -> list[str]:
     """Live pods (not being deleted) the apiserver shows unbound and PostgreSQL does not record as waiting."""
     lost = []
     for cluster, items in api_pods.items():
@@ -472,7 +472,7 @@ def _lost(api_pods: dict[str, list[dict[str, Any]]], db: dict[tuple[str, str], A
     return sorted(lost)
 
 
-def _node_mismatch(api_pods: dict[str, list[dict[str, Any]]], db: dict[tuple[str, str], Any]) -> list[str]:
+def node_mismatches(api_pods: dict[str, list[dict[str, Any]]], db: dict[tuple[str, str], Any]) -> list[str]:
     """Pods bound in the apiserver to one node while PostgreSQL holds them on another."""
     found = []
     for cluster, items in api_pods.items():
@@ -483,7 +483,7 @@ def _node_mismatch(api_pods: dict[str, list[dict[str, Any]]], db: dict[tuple[str
     return sorted(found)
 
 
-def _api_overcommitted(api_pods: dict[str, list[dict[str, Any]]], fleets: dict[str, list[Node]]) -> int:
+def api_overcommitted(api_pods: dict[str, list[dict[str, Any]]], fleets: dict[str, list[Node]]) -> int:
     """GPUs whose pods' assignment annotations add up to more memory than the GPU has (as pipeline_run counts)."""
     assigned: Counter[tuple[str, str, int]] = Counter()
     for cluster, items in api_pods.items():
@@ -535,4 +535,5 @@ async def _retry(call: Callable[[], Awaitable[Any]], timeout_s: float = 180.0) -
         await asyncio.sleep(1.0)
 
 
-__all__ = ["ChaosConfig", "ChaosResult", "ChaosRun", "CANARY_NAMESPACE"]
+__all__ = ["CANARY_NAMESPACE", "ChaosConfig", "ChaosResult", "ChaosRun", "api_overcommitted", "lost_pods",
+           "node_mismatches"]

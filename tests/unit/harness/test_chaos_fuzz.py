@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 from pydantic import ValidationError
 
-from gpuplace.cli.chaos_fuzz import FUZZ_TOPICS, KINDS, corpus
 from gpuplace.contracts.events import TOPIC_MODELS
+from gpuplace.harness.chaos_fuzz import FUZZ_TOPICS, KINDS, corpus
 
 CLUSTERS = ("east-ab12", "west-ab12")
 
