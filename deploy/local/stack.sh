@@ -7,7 +7,8 @@
 #                               until healthy, write $GPUPLACE_STACK_DIR/env; a second `up` only checks health
 #   stack.sh down               stop every process `up` started (by process group) and delete the runtime dir
 #   stack.sh status             each component up/down (exit status 3 when something is down)
-#   stack.sh restart NAME       stop and start kafka or postgres (fault tests, a changed Kafka configuration)
+#   stack.sh restart NAME       stop and start kafka or postgres (fault tests, a changed Kafka configuration,
+#                               a rotated Kafka password: then `up` again to rewrite the env file)
 #   stack.sh apiserver NAME PORT [FLAG...]
 #                               one more kube-apiserver on the stack's etcd (prefix /registry-NAME) and
 #                               certificates, in the foreground, FLAGs added (tests: an API group turned off)
@@ -37,17 +38,23 @@ source "$LIB/kafka.sh"
 source "$LIB/kube.sh"
 
 write_env() {
-  local file=$STACK_DIR/env c
+  local file=$STACK_DIR/env c user
   umask 077 # it holds the database and Kafka passwords of the local stack
   {
     echo "# Written by deploy/local/stack.sh up. Source it: . $STACK_DIR/env"
     printf 'export GPUPLACE_STACK_DIR=%q\n' "$STACK_DIR"
     printf 'export GPUPLACE_STACK_CLUSTERS=%q\n' "${CLUSTER_LIST[*]}"
+    # Kafka as its admin (tests, tools, `gpuplace topics`); each service's own password for the harnesses
+    # that start services as their own users (harness/kafka_users.kafka_env)
     printf 'export GPUPLACE_KAFKA_BOOTSTRAP=%q\n' "127.0.0.1:$KAFKA_PORT"
-    printf 'export GPUPLACE_STACK_KAFKA_SASL_BOOTSTRAP=%q\n' "127.0.0.1:$KAFKA_SASL_PORT"
-    printf 'export GPUPLACE_STACK_KAFKA_SASL_USERNAME=%q\n' "$KAFKA_SASL_USER"
-    printf 'export GPUPLACE_STACK_KAFKA_SASL_PASSWORD=%q\n' "$(kafka_sasl_password)"
-    printf 'export GPUPLACE_STACK_KAFKA_CA_FILE=%q\n' "$PKI_DIR/ca.crt"
+    printf 'export GPUPLACE_KAFKA_SECURITY_PROTOCOL=SASL_SSL\n'
+    printf 'export GPUPLACE_KAFKA_SASL_MECHANISM=PLAIN\n'
+    printf 'export GPUPLACE_KAFKA_USERNAME=%q\n' "$KAFKA_ADMIN_USER"
+    printf 'export GPUPLACE_KAFKA_PASSWORD=%q\n' "$(kafka_password "$KAFKA_ADMIN_USER")"
+    printf 'export GPUPLACE_KAFKA_CA_FILE=%q\n' "$PKI_DIR/ca.crt"
+    for user in "${KAFKA_SERVICE_USERS[@]}"; do
+      printf 'export GPUPLACE_STACK_KAFKA_PASSWORD_%s=%q\n' "$(tr a-z- A-Z_ <<<"$user")" "$(kafka_password "$user")"
+    done
     printf 'export GPUPLACE_DATABASE_URL=%q\n' "$(postgres_url)"
     printf 'export GPUPLACE_STACK_HELM=%q\n' "$HELM_BIN"
     printf 'export GPUPLACE_STACK_KUBE_SCHEDULER=%q\n' "$KUBE_BIN/kube-scheduler" # bench pipeline --against

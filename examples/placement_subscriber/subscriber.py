@@ -29,7 +29,8 @@ import asyncio
 import inspect
 import logging
 import os
-from collections.abc import Awaitable, Callable
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +40,7 @@ from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from faststream.message import StreamMessage
+from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLScram512
 from pydantic import ValidationError
 
 from gpuplace.contracts import PlacementEvent, read_event, topics
@@ -100,10 +102,24 @@ async def _raw(msg: StreamMessage[Any]) -> bytes:
     return bytes(msg.body)
 
 
+def kafka_security(env: Mapping[str, str] = os.environ) -> BaseSecurity | None:
+    """TLS and SASL as gpuplace's services read them (GPUPLACE_KAFKA_SECURITY_PROTOCOL, _SASL_MECHANISM, _USERNAME,
+    _PASSWORD, _CA_FILE): a subscriber logs in as a user of its own, one that may only read (the local stack's
+    `subscriber`; README, "Security"). None for PLAINTEXT."""
+    protocol = env.get("GPUPLACE_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")
+    tls = ssl.create_default_context(cafile=env.get("GPUPLACE_KAFKA_CA_FILE")) if protocol.endswith("SSL") else None
+    if not protocol.startswith("SASL_"):
+        return BaseSecurity(ssl_context=tls, use_ssl=True) if tls else None
+    sasl = {"PLAIN": SASLPlaintext, "SCRAM-SHA-256": SASLScram256, "SCRAM-SHA-512": SASLScram512}
+    return sasl[env.get("GPUPLACE_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")](
+        env.get("GPUPLACE_KAFKA_USERNAME", ""), env.get("GPUPLACE_KAFKA_PASSWORD", ""), ssl_context=tls,
+        use_ssl=tls is not None)
+
+
 def build(options: Options, handle: Handler = print_placement) -> FastStream:
     """The FastStream application: `await app.run()` from a program, or `broker = app.broker; await
     broker.start()` to embed it (as the test does)."""
-    broker = KafkaBroker(options.bootstrap, client_id=f"placements-{options.namespace}")
+    broker = KafkaBroker(options.bootstrap, client_id=f"placements-{options.namespace}", security=kafka_security())
     start_at = StartAt(options)
     subscriber = broker.subscriber(
         options.topic, group_id=options.group, ack_policy=AckPolicy.ACK, decoder=_raw,

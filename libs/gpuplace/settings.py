@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -20,7 +20,7 @@ SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 @dataclass(frozen=True)
 class KafkaAccess:
     """Where Kafka is and how to authenticate to it: what every Kafka client gpuplace opens is built from
-    (adapters/kafka.client_options). The password stays a SecretStr until the client is created."""
+    (adapters/kafka/connection.client_options). The password stays a SecretStr until the client is created."""
 
     bootstrap: str
     security_protocol: KafkaProtocol = "PLAINTEXT"
@@ -31,13 +31,23 @@ class KafkaAccess:
     cert_file: str | None = None  # mutual TLS: this client's certificate and key
     key_file: str | None = None
 
+    def as_settings(self) -> dict[str, Any]:
+        """These settings as Settings' arguments, for a Settings of its own made with them (a bench's run)."""
+        return {"kafka_bootstrap": self.bootstrap, "kafka_security_protocol": self.security_protocol,
+                "kafka_sasl_mechanism": self.sasl_mechanism, "kafka_username": self.username,
+                "kafka_password": self.password, "kafka_ca_file": self.ca_file, "kafka_cert_file": self.cert_file,
+                "kafka_key_file": self.key_file}
 
-class Settings(BaseSettings):
+
+class KafkaSettings(BaseSettings):
+    """The GPUPLACE_KAFKA_* variables alone: what Settings reads about Kafka, and what a client given only a
+    bootstrap list (a test, a bench's probe) authenticates with (adapters/kafka/connection: a bare bootstrap string)."""
+
     model_config = SettingsConfigDict(env_prefix="GPUPLACE_", extra="ignore")
 
     kafka_bootstrap: str = "127.0.0.1:29092"
-    # Kafka TLS and SASL (KafkaAccess): SASL_SSL in production; the password only from the environment or a
-    # mounted Secret, like the database's
+    # Kafka TLS and SASL (KafkaAccess): SASL_SSL in production (`gpuplace up`, `gpuplace service` and the chart
+    # default to it: cli/services.service_settings); the password only from the environment or a mounted Secret
     kafka_security_protocol: KafkaProtocol = "PLAINTEXT"
     kafka_sasl_mechanism: SaslMechanism = "SCRAM-SHA-512"
     kafka_username: str | None = None
@@ -45,6 +55,29 @@ class Settings(BaseSettings):
     kafka_ca_file: str | None = None
     kafka_cert_file: str | None = None
     kafka_key_file: str | None = None
+
+    @model_validator(mode="after")
+    def _kafka_security_complete(self) -> Self:
+        protocol = self.kafka_security_protocol
+        if protocol.startswith("SASL_") and not (self.kafka_username and self.kafka_password):
+            raise ValueError(f"GPUPLACE_KAFKA_SECURITY_PROTOCOL={protocol} needs GPUPLACE_KAFKA_USERNAME and "
+                             "GPUPLACE_KAFKA_PASSWORD")
+        if bool(self.kafka_cert_file) != bool(self.kafka_key_file):
+            raise ValueError("GPUPLACE_KAFKA_CERT_FILE and GPUPLACE_KAFKA_KEY_FILE go together (mutual TLS)")
+        tls = self.kafka_ca_file or self.kafka_cert_file
+        if tls and not protocol.endswith("SSL"):
+            raise ValueError(f"Kafka TLS files are set but GPUPLACE_KAFKA_SECURITY_PROTOCOL={protocol} does not "
+                             "use TLS (SSL or SASL_SSL)")
+        return self
+
+    @property
+    def kafka(self) -> KafkaAccess:
+        return KafkaAccess(self.kafka_bootstrap, self.kafka_security_protocol, self.kafka_sasl_mechanism,
+                           self.kafka_username, self.kafka_password, self.kafka_ca_file, self.kafka_cert_file,
+                           self.kafka_key_file)
+
+
+class Settings(KafkaSettings):
     database_url: SecretStr = SecretStr("postgresql+asyncpg://gpuplace:gpuplace@127.0.0.1:25432/gpuplace")
     kubeconfig: str | None = Field(default=None, validation_alias=AliasChoices("GPUPLACE_KUBECONFIG", "KUBECONFIG"))
     # cluster name -> kubeconfig path, for a placement worker serving several clusters
@@ -166,20 +199,6 @@ class Settings(BaseSettings):
         return value.upper() if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _kafka_security_complete(self) -> Settings:
-        protocol = self.kafka_security_protocol
-        if protocol.startswith("SASL_") and not (self.kafka_username and self.kafka_password):
-            raise ValueError(f"GPUPLACE_KAFKA_SECURITY_PROTOCOL={protocol} needs GPUPLACE_KAFKA_USERNAME and "
-                             "GPUPLACE_KAFKA_PASSWORD")
-        if bool(self.kafka_cert_file) != bool(self.kafka_key_file):
-            raise ValueError("GPUPLACE_KAFKA_CERT_FILE and GPUPLACE_KAFKA_KEY_FILE go together (mutual TLS)")
-        tls = self.kafka_ca_file or self.kafka_cert_file
-        if tls and not protocol.endswith("SSL"):
-            raise ValueError(f"Kafka TLS files are set but GPUPLACE_KAFKA_SECURITY_PROTOCOL={protocol} does not "
-                             "use TLS (SSL or SASL_SSL)")
-        return self
-
-    @model_validator(mode="after")
     def _election_timing_consistent(self) -> Settings:
         """client-go's rules: lease duration > renew deadline > 1.2 x retry period (its JitterFactor)."""
         lease, renew = self.leader_election_lease_duration_s, self.leader_election_renew_deadline_s
@@ -189,12 +208,6 @@ class Settings(BaseSettings):
                              f"GPUPLACE_LEADER_ELECTION_RENEW_DEADLINE_S ({renew}), which must exceed 1.2 x "
                              f"GPUPLACE_LEADER_ELECTION_RETRY_PERIOD_S ({retry})")
         return self
-
-    @property
-    def kafka(self) -> KafkaAccess:
-        return KafkaAccess(self.kafka_bootstrap, self.kafka_security_protocol, self.kafka_sasl_mechanism,
-                           self.kafka_username, self.kafka_password, self.kafka_ca_file, self.kafka_cert_file,
-                           self.kafka_key_file)
 
     def cluster_kubeconfigs(self) -> dict[str, str]:
         if self.kubeconfigs:
@@ -245,4 +258,4 @@ def load() -> Settings:
     return Settings()
 
 
-__all__ = ["ConfigurationError", "KafkaAccess", "Settings", "asyncpg_url", "load"]
+__all__ = ["ConfigurationError", "KafkaAccess", "KafkaSettings", "Settings", "asyncpg_url", "load"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
@@ -34,11 +35,28 @@ from sqlalchemy import make_url
 from gpuplace.adapters.kafka import delete_topics, list_topics
 from gpuplace.contracts import topics
 from gpuplace.harness.pipeline_run import SIMULATED
-from gpuplace.harness.stack_env import cluster_kubeconfigs, resolve, stack_dir
+from gpuplace.harness.stack_env import cluster_kubeconfigs, resolve, stack_dir, stack_env
 
 T = TypeVar("T")
 
 START_STACK = "start it with `bash deploy/local/stack.sh up` (or `make stack-up`)"
+
+
+def _kafka_from_stack() -> None:
+    """The stack's Kafka settings (its SASL_SSL listener, its admin user, each service's password) into this
+    process's environment, as sourcing its env file does, unless the environment names a Kafka already.
+
+    The stack's broker has no unauthenticated listener (issue 40). Every Kafka client of the tests, whether a
+    Settings(), a bare bootstrap string (adapters/kafka) or a `gpuplace` child process, then logs in as a
+    service would; a test that means another user says so (test_kafka_security)."""
+    if os.environ.get("GPUPLACE_KAFKA_BOOTSTRAP"):
+        return
+    for name, value in stack_env().items():
+        if name.startswith(("GPUPLACE_KAFKA_", "GPUPLACE_STACK_KAFKA_")):
+            os.environ.setdefault(name, value)
+
+
+_kafka_from_stack()
 
 
 _ISSUED: set[str] = set()  # every unique_name of this session: its topics are the ones it may delete

@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer
 from kubernetes_asyncio import client
 from sqlalchemy import select
 
+from gpuplace.adapters.kafka import client_options
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import gpus, pods
@@ -181,7 +182,7 @@ async def _states(settings: Settings, cluster: str, name: str | None, *, state: 
 
 
 async def _placement_event(bootstrap: str, topic: str, kind: str) -> dict:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None)
+    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap), auto_offset_reset="earliest", group_id=None)
     await consumer.start()
     try:
         async def probe() -> dict | None:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from gpuplace.adapters.kafka import ensure_topics, make_broker
+from gpuplace.adapters.kafka import client_options, ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api, database
 from gpuplace.contracts import topics
@@ -90,7 +90,7 @@ async def test_cluster_watcher_waits_for_kafka_and_publishes_once_it_is_reachabl
             tries = _retries(caplog)
             assert 2 <= len(tries) <= 8, tries  # 0.5, 1, 2, 2 s pauses: a handful of lines, not a flood
             async with relay(port, kafka_bootstrap):
-                nodes = AIOKafkaConsumer(settings.topic(topics.NODES), bootstrap_servers=kafka_bootstrap,
+                nodes = AIOKafkaConsumer(settings.topic(topics.NODES), **client_options(kafka_bootstrap),
                                          auto_offset_reset="earliest", group_id=None)
                 await nodes.start()
                 try:

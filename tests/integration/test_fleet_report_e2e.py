@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaProducer
 from typer.testing import CliRunner
 
 from gpuplace.adapters.event_log import merge, write_lines
-from gpuplace.adapters.kafka import cluster_partitioner
+from gpuplace.adapters.kafka import client_options, cluster_partitioner
 from gpuplace.adapters.kafka.event_log import read_cluster_log
 from gpuplace.bootstrap import database
 from gpuplace.cli import app as cli
@@ -41,7 +41,7 @@ async def _report(database_url: str, *args: str) -> str:
 
 async def _send_windows(run: PipelineRun, bootstrap: str) -> None:
     """Before the pods: three windows per cluster, through the run's latency topic, stored by latency-ingest."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, partitioner=cluster_partitioner)  # as gpu-agent's
+    producer = AIOKafkaProducer(**client_options(bootstrap), partitioner=cluster_partitioner)  # as gpu-agent's
     await producer.start()
     try:
         for cluster in run.clusters:

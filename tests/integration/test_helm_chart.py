@@ -434,6 +434,42 @@ def test_helm_lints_the_chart_and_refuses_a_misspelt_value_by_its_schema(helm: s
         assert result.returncode != 0 and "schema" in result.stderr and said in result.stderr, result.stderr
 
 
+def test_kafka_is_sasl_ssl_by_default_with_the_password_from_a_secret(helm: str) -> None:
+    """Issue 40: the chart defaulted to PLAINTEXT, which lets anyone who reaches the broker write any topic. By
+    default every pod that talks to Kafka logs in over TLS, its password from the Secret gpuplace-kafka; a SASL
+    protocol without a user or a Secret is refused when rendering, naming the value to set."""
+    objects = render(helm, "gpuplace", {})
+    data = named(objects, "ConfigMap", "-settings")["data"]
+    assert (data["GPUPLACE_KAFKA_SECURITY_PROTOCOL"], data["GPUPLACE_KAFKA_USERNAME"]) == ("SASL_SSL", "gpuplace")
+    workloads = by_kind(objects, "Deployment") + by_kind(objects, "DaemonSet") + by_kind(objects, "Job")
+    for workload in workloads:
+        containers = workload["spec"]["template"]["spec"]["containers"]
+        passwords = [e["valueFrom"]["secretKeyRef"] for c in containers for e in c.get("env", [])
+                     if e["name"] == "GPUPLACE_KAFKA_PASSWORD"]
+        assert passwords == [{"name": "gpuplace-kafka", "key": "password"}], workload["metadata"]["name"]
+    for unset, named_value in (("kafka.sasl.existingSecret=", "kafka.sasl.existingSecret"),
+                               ("kafka.sasl.username=", "kafka.sasl.username")):
+        result = subprocess.run([helm, "template", "gp", str(CHART), "--set", unset], capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode != 0 and named_value in result.stderr, result.stderr
+
+
+def test_with_users_per_service_each_service_logs_in_as_itself(helm: str) -> None:
+    """The broker's ACLs can hold a service to its own topics only if each logs in as its own user: with
+    kafka.sasl.usersPerService every workload is its service's user, password under that key of the Secret; the
+    hook Job (it creates every topic) stays kafka.sasl.username."""
+    objects = render(helm, "gpuplace", {"kafka": {"sasl": {"usersPerService": True}}, "gpuAgent": {"enabled": True}})
+    found = {}
+    for workload in by_kind(objects, "Deployment") + by_kind(objects, "DaemonSet") + by_kind(objects, "Job"):
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e for e in container.get("env", [])}
+        user = env["GPUPLACE_KAFKA_USERNAME"]["value"] if "GPUPLACE_KAFKA_USERNAME" in env else None
+        found[container["name"]] = (user, env["GPUPLACE_KAFKA_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"])
+    services = ("cluster-watcher", "placement", "telemetry-ingest", "latency-ingest", "gpu-agent")
+    assert {name: found[name] for name in services} == {name: (name, name) for name in services}
+    assert [v for k, v in found.items() if k not in services] == [("gpuplace", "password")]  # the hook: `username`
+
+
 def test_the_grafana_dashboard_charts_every_metric(helm: str) -> None:
     dashboard = named(render(helm, "gpuplace"), "ConfigMap", "-dashboard")
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"

@@ -17,6 +17,7 @@ import pytest
 from gpuplace.harness.parity_run import run_parity, tally
 from gpuplace.harness.parity_specs import cases, unevaluated
 from gpuplace.harness.stack_env import cluster_kubeconfigs
+from gpuplace.settings import KafkaSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -26,8 +27,8 @@ SEED = 20261204
 
 async def test_gpuplace_and_kube_scheduler_agree_on_every_pinned_pod(kafka_bootstrap: str, database_url: str) -> None:
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
-    results = await run_parity(cases(SEED, SPECS), kafka_bootstrap=kafka_bootstrap, database_url=database_url,
-                               kubeconfig=kubeconfig)
+    kafka = KafkaSettings(kafka_bootstrap=kafka_bootstrap).kafka
+    results = await run_parity(cases(SEED, SPECS), kafka=kafka, database_url=database_url, kubeconfig=kubeconfig)
     counts = tally(results)
     broken = [r.as_json() for r in results if r.verdict in ("violation", "refused-more")]
     assert not broken, f"{counts}; {len(broken)} disagreement(s), first: {broken[0]}"

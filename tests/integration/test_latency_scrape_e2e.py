@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer
 
+from gpuplace.adapters.kafka import client_options
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.pod_metrics.targets import LATENCY_PORT
@@ -152,7 +153,7 @@ async def test_pod_histograms_refit_the_model_and_the_next_pod_avoids_the_gpu(ka
 
 
 async def _first_window(bootstrap: str, topic: str, pod: str) -> dict:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None)
+    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap), auto_offset_reset="earliest", group_id=None)
     await consumer.start()
     try:
         async def probe():
@@ -166,7 +167,7 @@ async def _first_window(bootstrap: str, topic: str, pod: str) -> dict:
 
 
 async def _violations(bootstrap: str, topic: str) -> list[dict]:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None)
+    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap), auto_offset_reset="earliest", group_id=None)
     await consumer.start()
     try:
         batch = await consumer.getmany(timeout_ms=2000)

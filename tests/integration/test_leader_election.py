@@ -27,7 +27,7 @@ from aiokafka import AIOKafkaConsumer
 from kubernetes_asyncio import client
 
 from gpuplace.adapters.dependencies import Misconfigured
-from gpuplace.adapters.kafka import ensure_topics
+from gpuplace.adapters.kafka import client_options, ensure_topics
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi, connect, raw_json
 from gpuplace.adapters.kube.leader_election import (
     ElectionTiming,
@@ -129,7 +129,7 @@ class Scene:
 
 
 async def _tap(bootstrap: str, names: list[str], tap: Tap, ready: asyncio.Event) -> None:
-    consumer = AIOKafkaConsumer(*names, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None)
+    consumer = AIOKafkaConsumer(*names, **client_options(bootstrap), auto_offset_reset="earliest", group_id=None)
     await consumer.start()
     loop = asyncio.get_running_loop()
     try:

@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
-from gpuplace.adapters.kafka import list_topics, partition_of
+from gpuplace.adapters.kafka import client_options, list_topics, partition_of
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres.tables import allocations, decisions, gpus, nodes, pods
 from gpuplace.bootstrap import database
@@ -59,7 +59,7 @@ async def _state_fingerprint(settings: Settings, clusters: list[str]) -> dict[st
 
 
 async def _read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 60.0) -> list[dict[str, Any]]:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap), auto_offset_reset="earliest",
                                 enable_auto_commit=False, group_id=None)
     await consumer.start()
     records: list[dict[str, Any]] = []
@@ -90,7 +90,7 @@ async def test_pipeline_places_every_pod_once_across_two_clusters(kafka_bootstra
 
     async def inject_bad_messages(_: PipelineRun) -> None:
         before = await _state_fingerprint(settings, clusters)
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        producer = AIOKafkaProducer(**client_options(kafka_bootstrap))
         await producer.start()
         try:
             for topic, value in BAD_MESSAGES.items():

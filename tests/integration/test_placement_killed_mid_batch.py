@@ -40,8 +40,19 @@ from gpuplace.bootstrap import database
 from gpuplace.contracts import topics
 from gpuplace.core.model import Node
 from gpuplace.harness.chaos_faults import ServiceProcess, service_env
-from gpuplace.harness.chaos_run import api_overcommitted, lost_pods, node_mismatches
-from gpuplace.harness.pipeline_run import FLEET_LABEL, ClusterApis, PipelineRun, RunConfig, list_pods_json
+from gpuplace.harness.chaos_run import (
+    api_overcommitted,
+    lost_pods,
+    node_mismatches,
+)
+from gpuplace.harness.kafka_users import kafka_env
+from gpuplace.harness.pipeline_run import (
+    FLEET_LABEL,
+    ClusterApis,
+    PipelineRun,
+    RunConfig,
+    list_pods_json,
+)
 from gpuplace.harness.stack_env import cluster_kubeconfigs
 from gpuplace.settings import Settings
 from tests.integration.conftest import asyncpg_dsn, run_id
@@ -170,7 +181,7 @@ def _services(layout: PipelineRun, settings: Settings, kubeconfig: str, logs: Pa
     """placement and the cluster's watcher, each its own process, configured as `gpuplace bench chaos` does."""
     cluster = next(iter(layout.clusters))
     common = {
-        "GPUPLACE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        **kafka_env(settings.kafka),  # the test's own Kafka user: the consumer groups are not the services' own
         "GPUPLACE_DATABASE_URL": settings.database_url.get_secret_value(),
         "GPUPLACE_TOPIC_SUFFIX": layout.suffix, "GPUPLACE_NAMESPACE": layout.namespace,
         "GPUPLACE_LEADER_ELECTION_NAMESPACE": layout.namespace,

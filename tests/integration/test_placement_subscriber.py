@@ -5,6 +5,7 @@ skips a record that is not a placement without stopping, and `--from-time` start
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -13,6 +14,8 @@ from examples.placement_subscriber.subscriber import Options, _options, build
 from gpuplace.adapters.kafka import delete_topics, ensure_topics, make_broker, publish_event, publish_json
 from gpuplace.contracts import PlacementEvent, topics
 from gpuplace.contracts.events import GpuAssignment
+from gpuplace.harness.kafka_users import password_variable
+from gpuplace.settings import KafkaSettings
 
 from .conftest import eventually, unique_name
 
@@ -30,16 +33,27 @@ def _placement(namespace: str, pod: str, cluster: str) -> PlacementEvent:
                           gpus=(GpuAssignment(index=0, memory_mib=9420, share_milli=500),))
 
 
-async def test_the_example_subscriber_receives_exactly_its_namespaces_placements(kafka_bootstrap: str) -> None:
+def as_the_stacks_subscriber(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example reads GPUPLACE_KAFKA_* (examples/placement_subscriber.kafka_security): on the local stack it
+    logs in as `subscriber`, whose ACLs let it read placements in a group of its own and write nothing."""
+    password = os.environ.get(password_variable("subscriber"))
+    if password and os.environ.get("GPUPLACE_KAFKA_SECURITY_PROTOCOL", "").startswith("SASL_"):
+        monkeypatch.setenv("GPUPLACE_KAFKA_USERNAME", "subscriber")
+        monkeypatch.setenv("GPUPLACE_KAFKA_PASSWORD", password)
+
+
+async def test_the_example_subscriber_receives_exactly_its_namespaces_placements(
+        kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
     suffix, mine, theirs = "." + unique_name("subscriber"), unique_name("team-a"), unique_name("team-b")
     topic = topics.PLACEMENTS + suffix
     clusters = [unique_name("c") for _ in range(4)]  # several clusters: several partitions to read
     now = int(time.time() * 1000)
-    producer = make_broker(kafka_bootstrap)
+    kafka = KafkaSettings(kafka_bootstrap=kafka_bootstrap).kafka  # the tests' user, before the subscriber's
+    producer = make_broker(kafka)
     received: dict[str, list[PlacementEvent]] = {"earliest": [], "from_time": []}
     apps = []
     try:
-        await ensure_topics(kafka_bootstrap, [topic], partitions=3)
+        await ensure_topics(kafka, [topic], partitions=3)
         await producer.start()
         earlier = [_placement(ns, f"p{i}", clusters[i % 4]) for i in range(8) for ns in (mine, theirs)]
         for event in earlier:
@@ -55,6 +69,7 @@ async def test_the_example_subscriber_receives_exactly_its_namespaces_placements
         half_a_minute_ago = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((now - 30_000) / 1000))
         since = _options(["--namespace", mine, "--group", unique_name("since"), "--from-time", half_a_minute_ago,
                           "--bootstrap", kafka_bootstrap, "--topic-suffix", suffix])
+        as_the_stacks_subscriber(monkeypatch)
         for name, opts in (("earliest", options), ("from_time", since)):
             app = build(opts, handle=received[name].append)
             apps.append(app)
@@ -84,4 +99,4 @@ async def test_the_example_subscriber_receives_exactly_its_namespaces_placements
         for app in apps:
             await app.broker.stop()
         await producer.stop()
-        await delete_topics(kafka_bootstrap, [topic])
+        await delete_topics(kafka, [topic])

@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from sqlalchemy import select
 
-from gpuplace.adapters.kafka import cluster_partitioner, ensure_topics, partition_of
+from gpuplace.adapters.kafka import client_options, cluster_partitioner, ensure_topics, partition_of
 from gpuplace.adapters.kube.translate import pod_event as translate_pod
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import pods
@@ -84,9 +84,9 @@ async def bus(kafka_bootstrap: str, database_url: str) -> AsyncIterator[Bus]:
     await ensure_topics(kafka_bootstrap, [settings.topic(t) for t in topics.ALL_TOPICS], partitions=PARTITIONS)
     stop = asyncio.Event()
     service = asyncio.create_task(placement.run(settings, stop))
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, max_request_size=2**21,
+    producer = AIOKafkaProducer(**client_options(kafka_bootstrap), max_request_size=2**21,
                                 partitioner=cluster_partitioner)
-    dead_letters = AIOKafkaConsumer(settings.topic(topics.DEADLETTER), bootstrap_servers=kafka_bootstrap,
+    dead_letters = AIOKafkaConsumer(settings.topic(topics.DEADLETTER), **client_options(kafka_bootstrap),
                                     auto_offset_reset="earliest", group_id=None)
     await producer.start()
     await dead_letters.start()

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from gpuplace.adapters.kafka import ensure_topics
+from gpuplace.adapters.kafka import client_options, ensure_topics
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.postgres import migrate
 from gpuplace.bootstrap import cluster_api
@@ -72,7 +72,7 @@ async def test_a_pod_too_big_for_the_fleet_yields_a_capacity_hint_naming_a_node_
 
 
 async def _first_hint(bootstrap: str, topic: str, cluster: str) -> dict:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None)
+    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap), auto_offset_reset="earliest", group_id=None)
     await consumer.start()
     try:
         async def probe():

@@ -9,6 +9,7 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from gpuplace.adapters.kafka import client_options
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
@@ -63,7 +64,7 @@ async def test_a_pod_past_its_deadline_closes_its_gpu(kafka_bootstrap: str, data
             first_gpu = await eventually(lambda: _gpu_of(api, namespace, "first"), timeout_s=60, what="first bound")
             first_gpu = int(first_gpu) if first_gpu is not False else 0
 
-            producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+            producer = AIOKafkaProducer(**client_options(kafka_bootstrap))
             await producer.start()
             try:
                 over = LatencyWindow(cluster=cluster, namespace=namespace, pod="first", workload="detection-yolo",
@@ -91,7 +92,7 @@ async def test_a_pod_past_its_deadline_closes_its_gpu(kafka_bootstrap: str, data
 
 
 async def _first_violation(bootstrap: str, topic: str) -> dict:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None)
+    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap), auto_offset_reset="earliest", group_id=None)
     await consumer.start()
     try:
         async def probe():

@@ -8,13 +8,15 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from gpuplace.adapters.kafka import client_options
+
 from .conftest import unique_name
 
 pytestmark = pytest.mark.integration
 
 
 async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(**client_options(bootstrap), acks="all", enable_idempotence=True)
     await producer.start()
     try:
         for value in values:
@@ -28,7 +30,7 @@ async def _consume(bootstrap: str, topic: str, group: str, expected: int) -> tup
     """Read `expected` records as a member of `group`, commit, and return them with the committed total."""
     consumer = AIOKafkaConsumer(
         topic,
-        bootstrap_servers=bootstrap,
+        **client_options(bootstrap),
         group_id=group,
         enable_auto_commit=False,
         auto_offset_reset="earliest",

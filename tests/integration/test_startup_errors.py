@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
+from gpuplace.harness.kafka_users import kafka_env
 from gpuplace.harness.stack_env import cluster_kubeconfigs
+from gpuplace.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
 GPUPLACE = [sys.executable, "-m", "gpuplace.cli.app"]
@@ -34,6 +36,12 @@ def gpuplace(*args: str, timeout_s: float = 120, **env: str) -> subprocess.Compl
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLACE_")}
     return subprocess.run([*GPUPLACE, *args], env={**clean, **env}, capture_output=True, text=True,
                           timeout=timeout_s, cwd=Path(__file__).parents[2])
+
+
+def stack_kafka(**changes: str) -> dict[str, str]:
+    """The stack's Kafka settings as the environment has them (tests/integration/conftest), for a child whose
+    GPUPLACE_* variables are otherwise only its own: services default to SASL_SSL and need a user."""
+    return {**kafka_env(KafkaSettings().kafka), **changes}
 
 
 def error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -65,7 +73,8 @@ def test_a_wrong_password_or_database_is_named_and_the_password_is_not(database_
 
 def test_up_with_kafka_away_names_the_bootstrap_setting(database_url: str) -> None:
     port = closed_port()
-    result = gpuplace("up", GPUPLACE_DATABASE_URL=database_url, GPUPLACE_KAFKA_BOOTSTRAP=f"127.0.0.1:{port}")
+    kafka = stack_kafka(GPUPLACE_KAFKA_BOOTSTRAP=f"127.0.0.1:{port}")
+    result = gpuplace("up", GPUPLACE_DATABASE_URL=database_url, **kafka)
     assert error_line(result) == (f"gpuplace: error: cannot reach Kafka at 127.0.0.1:{port} "
                                   "(GPUPLACE_KAFKA_BOOTSTRAP): no broker of the bootstrap list could be "
                                   "connected to (down, or refusing these TLS/SASL settings)")
@@ -74,7 +83,7 @@ def test_up_with_kafka_away_names_the_bootstrap_setting(database_url: str) -> No
 def test_cluster_watcher_without_its_kubeconfig_file(database_url: str, kafka_bootstrap: str, tmp_path: Path) -> None:
     missing = tmp_path / "east.kubeconfig"
     result = gpuplace("service", "cluster-watcher", GPUPLACE_KUBECONFIG=str(missing),
-                      GPUPLACE_KAFKA_BOOTSTRAP=kafka_bootstrap, GPUPLACE_DATABASE_URL=database_url)
+                      GPUPLACE_DATABASE_URL=database_url, **stack_kafka(GPUPLACE_KAFKA_BOOTSTRAP=kafka_bootstrap))
     assert error_line(result) == (f"gpuplace: error: kubeconfig at {missing}: no such file: {missing} "
                                   "(KUBECONFIG, GPUPLACE_KUBECONFIG or GPUPLACE_KUBECONFIGS)")
 
@@ -83,7 +92,8 @@ def test_cluster_watcher_whose_lease_namespace_does_not_exist(kafka_bootstrap: s
     run = uuid.uuid4().hex[:6]
     kubeconfig = next(iter(cluster_kubeconfigs().values()))
     result = gpuplace("service", "cluster-watcher", GPUPLACE_KUBECONFIG=kubeconfig, GPUPLACE_CLUSTER=f"east-{run}",
-                      GPUPLACE_KAFKA_BOOTSTRAP=kafka_bootstrap, GPUPLACE_LEADER_ELECTION_NAMESPACE=f"absent-{run}",
+                      **stack_kafka(GPUPLACE_KAFKA_BOOTSTRAP=kafka_bootstrap),
+                      GPUPLACE_LEADER_ELECTION_NAMESPACE=f"absent-{run}",
                       GPUPLACE_TOPIC_SUFFIX=f".startup-{run}", GPUPLACE_NODE_LABEL_SELECTOR=f"gpuplace.io/fleet={run}")
     assert error_line(result) == (
         f"gpuplace: error: leader election at cluster east-{run}: cannot create Lease absent-{run}/gpuplace-cluster-"
@@ -137,6 +147,28 @@ def test_a_service_waiting_for_its_database_says_which_in_json_lines() -> None:
 
 def test_a_service_without_its_kubeconfig_says_which_settings(database_url: str) -> None:
     # KUBECONFIG emptied, not just left unset: the developer's shell may have the stack's env file sourced
-    result = gpuplace("service", "placement", GPUPLACE_DATABASE_URL=database_url, KUBECONFIG="")
+    result = gpuplace("service", "placement", GPUPLACE_DATABASE_URL=database_url, KUBECONFIG="", **stack_kafka())
     assert error_line(result) == ("gpuplace: error: placement needs KUBECONFIG or GPUPLACE_KUBECONFIGS for the "
                                   "clusters it binds in")
+
+
+def test_a_service_given_a_wrong_kafka_password_says_the_login_was_refused(kafka_bootstrap: str,
+                                                                            database_url: str) -> None:
+    """Not "cannot reach Kafka": the broker answered and refused the user (issue 40), so the service stops at
+    once and names the user, never the password."""
+    kubeconfig = next(iter(cluster_kubeconfigs().values()))
+    kafka = stack_kafka(GPUPLACE_KAFKA_USERNAME="placement", GPUPLACE_KAFKA_PASSWORD="n0t-the-password")
+    result = gpuplace("service", "placement", GPUPLACE_DATABASE_URL=database_url, GPUPLACE_KUBECONFIG=kubeconfig,
+                      GPUPLACE_TOPIC_SUFFIX=f".login-{uuid.uuid4().hex[:6]}", **kafka)
+    assert error_line(result) == (f"gpuplace: error: Kafka at {kafka_bootstrap}: refused the login for user "
+                                  "placement (SASL authentication failed) (GPUPLACE_KAFKA_USERNAME, "
+                                  "GPUPLACE_KAFKA_PASSWORD)")
+    assert "n0t-the-password" not in result.stderr
+
+
+def test_a_service_given_no_kafka_protocol_asks_for_a_user_rather_than_going_plaintext(database_url: str) -> None:
+    """`gpuplace service` and `gpuplace up` default to SASL_SSL: with no Kafka settings at all they stop and
+    name the variables, instead of connecting without authentication (issue 40)."""
+    result = gpuplace("up", GPUPLACE_DATABASE_URL=database_url)
+    line = error_line(result)
+    assert "GPUPLACE_KAFKA_SECURITY_PROTOCOL=SASL_SSL needs GPUPLACE_KAFKA_USERNAME and GPUPLACE_KAFKA_PASSWORD" in line

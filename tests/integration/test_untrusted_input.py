@@ -24,7 +24,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from sqlalchemy import select
 
-from gpuplace.adapters.kafka import cluster_partitioner, ensure_topics
+from gpuplace.adapters.kafka import client_options, cluster_partitioner, ensure_topics
 from gpuplace.adapters.kube.cluster_api import KubeClusterApi
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import gpus, nodes, pods
@@ -175,9 +175,9 @@ async def test_a_pod_deleted_while_only_placement_runs_is_released_by_the_period
 @contextlib.asynccontextmanager
 async def forging(settings: Settings) -> AsyncIterator[Callable[[PodEvent | NodeEvent], Awaitable[str]]]:
     """A producer anyone on the broker could run: `forge(event)` sends it and returns the dead letter's reason."""
-    letters = AIOKafkaConsumer(settings.topic(topics.DEADLETTER), bootstrap_servers=settings.kafka_bootstrap,
+    letters = AIOKafkaConsumer(settings.topic(topics.DEADLETTER), **client_options(settings.kafka_bootstrap),
                                auto_offset_reset="earliest", group_id=None)
-    forger = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, partitioner=cluster_partitioner)
+    forger = AIOKafkaProducer(**client_options(settings.kafka_bootstrap), partitioner=cluster_partitioner)
     await letters.start()
     await forger.start()
 

@@ -34,6 +34,33 @@ def test_the_kafka_password_is_never_in_the_settings_repr_and_reaches_only_the_c
                        "sasl_plain_password": "s3cret-Kafka"}
 
 
+def test_a_bare_bootstrap_list_is_reached_with_the_environments_kafka_security(monkeypatch, tmp_path):
+    """Tests and a bench's probes pass a bootstrap string; the stack's broker wants a login, so the string gets
+    the GPUPLACE_KAFKA_* settings a service would have (adapters/kafka), never a silent PLAINTEXT."""
+    assert client_options("kafka:9092") == {"bootstrap_servers": "kafka:9092", "security_protocol": "PLAINTEXT"}
+    monkeypatch.setenv("GPUPLACE_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("GPUPLACE_KAFKA_SASL_MECHANISM", "PLAIN")
+    monkeypatch.setenv("GPUPLACE_KAFKA_USERNAME", "admin")
+    monkeypatch.setenv("GPUPLACE_KAFKA_PASSWORD", "env-pw")
+    assert client_options("kafka:9092") == {"bootstrap_servers": "kafka:9092", "security_protocol": "SASL_PLAINTEXT",
+                                            "sasl_mechanism": "PLAIN", "sasl_plain_username": "admin",
+                                            "sasl_plain_password": "env-pw"}
+
+
+def test_services_default_to_sasl_ssl_unless_a_protocol_is_named(monkeypatch):
+    """`gpuplace service` and `gpuplace up` (cli/services.service_settings): no protocol given is SASL_SSL, which
+    without a user stops at start-up naming the variables; a protocol given by name is kept."""
+    from gpuplace.cli.services import service_settings
+
+    with pytest.raises(ValidationError, match="SASL_SSL needs GPUPLACE_KAFKA_USERNAME and GPUPLACE_KAFKA_PASSWORD"):
+        service_settings()
+    monkeypatch.setenv("GPUPLACE_KAFKA_USERNAME", "placement")
+    monkeypatch.setenv("GPUPLACE_KAFKA_PASSWORD", "pw")
+    assert service_settings().kafka_security_protocol == "SASL_SSL"
+    monkeypatch.setenv("GPUPLACE_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")
+    assert service_settings().kafka_security_protocol == "PLAINTEXT"
+
+
 def test_a_missing_ca_file_is_named():
     settings = Settings(kafka_security_protocol="SSL", kafka_ca_file="/nonexistent/ca.crt")
     with pytest.raises(ValueError, match="/nonexistent/ca.crt does not exist"):

@@ -67,6 +67,11 @@ def kafka(access: KafkaAccess | str) -> Dependency:
     return Dependency("Kafka", bootstrap, "GPUPLACE_KAFKA_BOOTSTRAP")
 
 
+def kafka_login(access: KafkaAccess) -> Dependency:
+    """Kafka when it refused the login: the settings to fix are the user and password, not the address."""
+    return Dependency("Kafka", access.bootstrap, "GPUPLACE_KAFKA_USERNAME, GPUPLACE_KAFKA_PASSWORD")
+
+
 def kubernetes(kubeconfig: str) -> Dependency:
     """Only reading the kubeconfig is wrapped: the apiserver itself is first called by the informers, which retry."""
     return Dependency("kubeconfig", kubeconfig, "KUBECONFIG, GPUPLACE_KUBECONFIG or GPUPLACE_KUBECONFIGS")
@@ -135,4 +140,5 @@ def reaching(dependency: Dependency) -> Iterator[None]:
         raise translated from exc
 
 
-__all__ = ["Dependency", "Misconfigured", "Unreachable", "classify", "kafka", "kubernetes", "postgres", "reaching"]
+__all__ = ["Dependency", "Misconfigured", "Unreachable", "classify", "kafka", "kafka_login", "kubernetes", "postgres",
+           "reaching"]

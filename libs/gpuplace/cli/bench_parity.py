@@ -25,6 +25,8 @@ from gpuplace.harness.parity_run import BATCH, VERDICTS, CaseResult, run_parity,
 from gpuplace.harness.parity_specs import cases
 from gpuplace.harness.shared_cluster import Outcome
 from gpuplace.harness.stack_env import cluster_kubeconfigs, resolve
+from gpuplace.harness.stack_run import stack_fallbacks
+from gpuplace.settings import KafkaSettings
 
 DEFAULT_OUT = Path("bench/results/parity.md")
 DEFAULT_SEED = 20261204
@@ -48,12 +50,13 @@ def bench_parity(
     console = new_console()
     kafka, database, kubeconfigs = resolve("GPUPLACE_KAFKA_BOOTSTRAP"), resolve("GPUPLACE_DATABASE_URL"), \
         cluster_kubeconfigs()
+    access = KafkaSettings(**stack_fallbacks()).kafka  # the stack's Kafka with its admin user, or the environment's
     if not (kafka and database and kubeconfigs):
         raise typer.BadParameter("needs the local stack (make stack-up) or GPUPLACE_KAFKA_BOOTSTRAP, "
                                  "GPUPLACE_DATABASE_URL and a kubeconfig", param_hint="environment")
     started = time.perf_counter()
     results = asyncio.run(run_parity(
-        cases(seed, specs), kafka_bootstrap=kafka, database_url=database, kubeconfig=next(iter(kubeconfigs.values())),
+        cases(seed, specs), kafka=access, database_url=database, kubeconfig=next(iter(kubeconfigs.values())),
         batch=batch, progress=lambda done: console.print(f"{done} of {specs} specs decided by both schedulers")))
     seconds = time.perf_counter() - started
     counts = tally(results)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -16,7 +17,7 @@ from gpuplace.adapters.kafka import broker_count, ensure_topics, make_broker
 from gpuplace.adapters.postgres import migrate as migrations
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import TOPIC_MODELS
-from gpuplace.settings import Settings
+from gpuplace.settings import KafkaAccess, Settings
 from services import runtime
 from services.cluster_watcher import app as cluster_watcher
 from services.gpu_agent import app as gpu_agent
@@ -35,18 +36,29 @@ SERVICES: dict[str, runtime.Service] = {
 UP = ("cluster-watcher", "placement", "telemetry-ingest", "latency-ingest")
 
 
+def service_settings() -> Settings:
+    """A service's settings: Kafka over SASL_SSL unless GPUPLACE_KAFKA_SECURITY_PROTOCOL says otherwise.
+
+    The library's own default stays PLAINTEXT (a Settings() in a test or a tool), but a service that was given
+    no protocol must not fall back to the one that lets anyone write any topic (issue 40): without
+    GPUPLACE_KAFKA_USERNAME and GPUPLACE_KAFKA_PASSWORD it stops at start-up and names them."""
+    if os.environ.get("GPUPLACE_KAFKA_SECURITY_PROTOCOL"):
+        return Settings()
+    return Settings(kafka_security_protocol="SASL_SSL")
+
+
 def service(name: str = typer.Argument(..., help=f"one of: {', '.join(SERVICES)}")) -> None:
     """Run one service until SIGINT/SIGTERM."""
     if name not in SERVICES:
         raise typer.BadParameter(f"unknown service {name!r}; choose from {', '.join(SERVICES)}")
-    settings = Settings()
+    settings = service_settings()
     runtime.configure_logging(settings.log_level, settings.log_format)
     runtime.run(runtime.serve({name: SERVICES[name]}, settings=settings), settings)
 
 
 def up() -> None:
     """Run the pipeline's services together in one process (cluster-watcher, placement, ingest)."""
-    settings = Settings()
+    settings = service_settings()
     runtime.configure_logging(settings.log_level, settings.log_format)
     _migrate(settings)
     asyncio.run(ensure_topics(settings.kafka, [settings.topic(t) for t in topics.ALL_TOPICS],
@@ -117,7 +129,7 @@ def asyncapi_document(server: str = DOC_SERVER) -> dict:
     docs/asyncapi.json is this document, checked in (a test keeps it current). Payload schemas drop the models'
     `additionalProperties: false`: that strictness is for gpuplace building events; a subscriber generating code
     from the document must ignore fields added later (the schema evolution rule)."""
-    broker = make_broker(server)
+    broker = make_broker(KafkaAccess(server))  # the document names the address; nothing connects
     for topic in topics.ALL_TOPICS:
         model = TOPIC_MODELS[topic]
         broker.publisher(topic, schema=model, title=topic, description=inspect.cleandoc(model.__doc__ or ""))

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from gpuplace.adapters.kafka import Kafka, client_options
+
 log = logging.getLogger(__name__)
 
 
@@ -32,7 +34,7 @@ class DeadLetterTap:
     dead-lettered during an outage would be a lost pod's first trace.
     """
 
-    bootstrap: str
+    kafka: Kafka
     topic: str
     copies: Counter[str] = field(default_factory=Counter)  # original_sha256 -> dead letters seen
     letters: dict[str, dict[str, str]] = field(default_factory=dict)  # original_sha256 -> source and reason
@@ -46,7 +48,7 @@ class DeadLetterTap:
                 await asyncio.sleep(1.0)
 
     async def _consume(self, stop: asyncio.Event) -> None:
-        consumer = AIOKafkaConsumer(self.topic, bootstrap_servers=self.bootstrap, group_id=None,
+        consumer = AIOKafkaConsumer(self.topic, **client_options(self.kafka), group_id=None,
                                     auto_offset_reset="earliest", fetch_max_bytes=8 * 2**20)
         try:
             await consumer.start()
@@ -101,7 +103,7 @@ class LagMonitor:
     begins and ends inside such a blind spot is missed. The canary pod events (chaos_run) time the pods
     partitions end to end and catch those; this monitor is what covers the other topics."""
 
-    bootstrap: str
+    kafka: Kafka
     watched: dict[str, list[TopicPartition]]  # consumer group -> the partitions it must drain
     partitions: dict[tuple[str, str, int], _PartitionWatch] = field(default_factory=dict)
     samples: int = 0
@@ -119,8 +121,8 @@ class LagMonitor:
                 await asyncio.sleep(1.0)
 
     async def _watch(self, stop: asyncio.Event, interval_s: float) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
-        ends = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, request_timeout_ms=5000)
+        admin = AIOKafkaAdminClient(**client_options(self.kafka), request_timeout_ms=5000)
+        ends = AIOKafkaConsumer(**client_options(self.kafka), group_id=None, request_timeout_ms=5000)
         try:
             await admin.start()
             await ends.start()

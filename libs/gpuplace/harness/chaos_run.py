@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from kubernetes_asyncio.client.exceptions import ApiException
 from sqlalchemy import func, select
 
-from gpuplace.adapters.kafka import admin_client, cluster_partitioner, ensure_topics, partition_of
+from gpuplace.adapters.kafka import admin_client, client_options, cluster_partitioner, ensure_topics, partition_of
 from gpuplace.adapters.kube.cluster_api import raw_json
 from gpuplace.adapters.kube.vocabulary import ASSIGNMENT
 from gpuplace.adapters.postgres import migrate
@@ -147,8 +147,8 @@ class ChaosRun:
         self.rng = random.Random(config.seed)
         self.clock0 = time.monotonic()  # every at_s of the report counts from here
         self.supervisor = Supervisor(self._processes(), self.clock0)
-        self.tap = DeadLetterTap(settings.kafka_bootstrap, topics.DEADLETTER + self.layout.suffix)
-        self.lag = LagMonitor(settings.kafka_bootstrap, {})
+        self.tap = DeadLetterTap(settings.kafka, topics.DEADLETTER + self.layout.suffix)
+        self.lag = LagMonitor(settings.kafka, {})
         self.fuzz_sent: dict[str, chaos_fuzz.FuzzRecord] = {}  # sha256 -> record (its value dropped: see _send)
         self.canaries_sent: dict[tuple[str, str], float] = {}  # (cluster, uid) -> wall-clock send time
         self.submitted: dict[str, str] = {}  # cluster/name -> cluster
@@ -163,7 +163,7 @@ class ChaosRun:
         """Fleet up, services up, faults and workload together, settle, measure; always stop and clean up."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         await migrate.upgrade_async(self.settings.database_url.get_secret_value())
-        await ensure_topics(self.settings.kafka_bootstrap, [t + self.layout.suffix for t in topics.ALL_TOPICS])
+        await ensure_topics(self.settings.kafka, [t + self.layout.suffix for t in topics.ALL_TOPICS])
         self.lag.watched = await self._watched_partitions()
         started = time.monotonic()
         stop = asyncio.Event()
@@ -188,18 +188,20 @@ class ChaosRun:
                         await self.layout.cleanup(apis, fleets)
 
     def _processes(self) -> list[ServiceProcess]:
-        """The run's services as processes (PipelineRun.service_processes), with chaos' own consumer groups."""
+        """The run's services as processes (PipelineRun.service_processes), each as its own Kafka user. Their
+        consumer groups are the default ones (gpuplace.<service>.run-…: the run's suffix keeps them apart), which
+        the stack's ACL table grants each service (deploy/local/kafka/acls.txt)."""
         # deletions a killed cluster-watcher missed are found by placement's reconciliation, on its restart and
         # this often: the settle phase waits for it
-        return self.layout.service_processes(self.run_dir, GPUPLACE_CONSUMER_GROUP_PREFIX="gpuplace-chaos",
-                                             GPUPLACE_LOG_LEVEL="INFO", GPUPLACE_RECONCILE_INTERVAL_S=str(RECONCILE_S))
+        return self.layout.service_processes(self.run_dir, GPUPLACE_LOG_LEVEL="INFO",
+                                             GPUPLACE_RECONCILE_INTERVAL_S=str(RECONCILE_S))
 
     async def _watched_partitions(self) -> dict[str, list[TopicPartition]]:
         """Per consumer group, the partitions the run's clusters write to (cluster_partitioner)."""
         async with admin_client(self.settings.kafka) as admin:
             described = await admin.describe_topics([t + self.layout.suffix for t in chaos_fuzz.FUZZ_TOPICS])
         counts = {t["topic"]: len(t["partitions"]) for t in described}
-        return {f"gpuplace-chaos.{service}{self.layout.suffix}": sorted(
+        return {f"gpuplace.{service}{self.layout.suffix}": sorted(
             {TopicPartition(t + self.layout.suffix, partition_of(c, counts[t + self.layout.suffix]))
              for t in names for c in self.clusters}) for service, names in CONSUMERS.items()}
 
@@ -207,7 +209,7 @@ class ChaosRun:
     async def _faults_and_workload(self, apis: dict[str, Any], fleets: dict[str, list[Node]],
                                    uow_factory: Any) -> None:
         started = time.monotonic()
-        producer = AIOKafkaProducer(bootstrap_servers=self.settings.kafka_bootstrap, partitioner=cluster_partitioner,
+        producer = AIOKafkaProducer(**client_options(self.settings.kafka), partitioner=cluster_partitioner,
                                     max_request_size=2**21, request_timeout_ms=15000)
         await producer.start()
         try:

@@ -45,7 +45,7 @@ from gpuplace.harness.shared_cluster import (
     node_manifest,
     settle,
 )
-from gpuplace.settings import Settings
+from gpuplace.settings import KafkaAccess, Settings
 
 VERDICTS = ("agree", "violation", "kube-error", "unevaluated", "refused-more", "rejected")
 BATCH = 150
@@ -82,23 +82,23 @@ def tally(results: Sequence[CaseResult]) -> dict[str, int]:
     return {v: counts.get(v, 0) for v in VERDICTS}
 
 
-async def run_parity(cases: Sequence[Case], *, kafka_bootstrap: str, database_url: str, kubeconfig: str,
+async def run_parity(cases: Sequence[Case], *, kafka: KafkaAccess, database_url: str, kubeconfig: str,
                      batch: int = BATCH, progress: Callable[[int], None] | None = None) -> list[CaseResult]:
     """Every case through both schedulers, `batch` cases at a time; `progress(done)` after each batch."""
     results: list[CaseResult] = []
     for start in range(0, len(cases), batch):
-        results += await _batch(list(enumerate(cases))[start:start + batch], kafka_bootstrap=kafka_bootstrap,
+        results += await _batch(list(enumerate(cases))[start:start + batch], kafka=kafka,
                                 database_url=database_url, kubeconfig=kubeconfig)
         if progress is not None:
             progress(len(results))
     return results
 
 
-async def _batch(cases: list[tuple[int, Case]], *, kafka_bootstrap: str, database_url: str,
+async def _batch(cases: list[tuple[int, Case]], *, kafka: KafkaAccess, database_url: str,
                  kubeconfig: str) -> list[CaseResult]:
     run = uuid.uuid4().hex[:6]
     cluster, namespace, holders_ns = f"parity-{run}", f"gpuplace-parity-{run}", f"gpuplace-ports-{run}"
-    settings = Settings(kafka_bootstrap=kafka_bootstrap, database_url=SecretStr(database_url), cluster=cluster,
+    settings = Settings(**kafka.as_settings(), database_url=SecretStr(database_url), cluster=cluster,
                         kubeconfigs={cluster: kubeconfig}, topic_suffix=f".parity-{run}", namespace=namespace,
                         leader_election_namespace=namespace, node_label_selector=f"{FLEET_LABEL}={run}",
                         policy="gpuplace")

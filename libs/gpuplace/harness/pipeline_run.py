@@ -37,6 +37,7 @@ from gpuplace.bootstrap import cluster_api, database
 from gpuplace.contracts import topics
 from gpuplace.core.model import Node, Pod
 from gpuplace.harness.chaos_faults import ServiceProcess, service_env
+from gpuplace.harness.kafka_users import kafka_env
 from gpuplace.settings import Settings
 from gpuplace.sim import robotics_fleet
 from gpuplace.usecases.pod_states import PodState
@@ -282,7 +283,7 @@ class PipelineRun:
         run_dir.mkdir(parents=True, exist_ok=True)
         kubeconfigs = {c: self.config.kubeconfigs[name] for c, name in self.clusters.items()}
         common = {
-            "GPUPLACE_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
+            **kafka_env(self.settings.kafka),
             "GPUPLACE_DATABASE_URL": self.settings.database_url.get_secret_value(),
             "GPUPLACE_TOPIC_SUFFIX": self.suffix, "GPUPLACE_NAMESPACE": self.namespace,
             # a cluster-watcher restarted after a SIGKILL has its GPUPLACE_INSTANCE_ID back, so it resumes its Lease
@@ -301,7 +302,9 @@ class PipelineRun:
 
         def process(label: str, service: str, **env: str) -> ServiceProcess:
             instance = {"GPUPLACE_INSTANCE_ID": f"{label.replace(':', '-')}-{self.config.run_id}"}
-            return ServiceProcess(label, service, service_env({**common, **instance, **env}),
+            # each service as its own Kafka user where the stack has one (harness/kafka_users)
+            kafka = kafka_env(self.settings.kafka, service)
+            return ServiceProcess(label, service, service_env({**common, **kafka, **instance, **env}),
                                   run_dir / f"{label.replace(':', '-')}.log")
 
         found = [process("placement", "placement", GPUPLACE_CLUSTER=first,

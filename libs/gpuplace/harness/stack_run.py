@@ -28,8 +28,21 @@ ProgressFn = Callable[[str, int, int], None]
 
 
 # Settings argument <- the variables that set it; the stack's env file fills an argument none of them sets.
-_FROM_STACK = {"kafka_bootstrap": ("GPUPLACE_KAFKA_BOOTSTRAP",), "database_url": ("GPUPLACE_DATABASE_URL",),
-               "KUBECONFIG": ("GPUPLACE_KUBECONFIG", "KUBECONFIG")}
+_FROM_STACK = {"database_url": ("GPUPLACE_DATABASE_URL",), "KUBECONFIG": ("GPUPLACE_KUBECONFIG", "KUBECONFIG")}
+# Kafka's settings go together: the stack's broker with the stack's admin user, or none of them (a bootstrap list
+# set in the environment is another broker, which the stack's password would not open).
+_KAFKA_FROM_STACK = {f"kafka_{name}": f"GPUPLACE_KAFKA_{name.upper()}" for name in (
+    "bootstrap", "security_protocol", "sasl_mechanism", "username", "password", "ca_file")}
+
+
+def stack_fallbacks() -> dict[str, Any]:
+    """Settings arguments from the stack's env file for what the environment does not set."""
+    stack = stack_env.stack_env()
+    fallback: dict[str, Any] = {arg: stack[keys[-1]] for arg, keys in _FROM_STACK.items()
+                                if stack.get(keys[-1]) and not any(os.environ.get(k) for k in keys)}
+    if not os.environ.get("GPUPLACE_KAFKA_BOOTSTRAP"):
+        fallback.update({arg: stack[name] for arg, name in _KAFKA_FROM_STACK.items() if stack.get(name)})
+    return fallback
 
 
 def settings_from_stack() -> Settings:
@@ -37,10 +50,7 @@ def settings_from_stack() -> Settings:
 
     The fallbacks go to Settings as arguments, not into os.environ: a process that runs one command in-process
     and then another (the tests) must not find the stack's KUBECONFIG in its environment afterwards."""
-    stack = stack_env.stack_env()
-    fallback: dict[str, Any] = {arg: stack[keys[-1]] for arg, keys in _FROM_STACK.items()
-                                if stack.get(keys[-1]) and not any(os.environ.get(k) for k in keys)}
-    return Settings(**fallback)
+    return Settings(**stack_fallbacks())
 
 
 def local_stack(hint: str = "run `deploy/local/stack.sh up` first") -> tuple[Settings, dict[str, str]]:
@@ -67,4 +77,5 @@ def stage_bars(console: Console, *, width: int, disable: bool = False) -> Iterat
         yield progress
 
 
-__all__ = ["Keep", "Nodes", "PolicyName", "ProgressFn", "local_stack", "settings_from_stack", "stage_bars"]
+__all__ = ["Keep", "Nodes", "PolicyName", "ProgressFn", "local_stack", "settings_from_stack", "stack_fallbacks",
+           "stage_bars"]

@@ -12,6 +12,7 @@ import pytest
 
 from gpuplace.cli.bench_pipeline import gpuplace_client_limits
 from gpuplace.harness import kube_scheduler_process, stack_env
+from gpuplace.harness.kafka_users import password_variable
 from gpuplace.harness.kube_scheduler_process import ClientLimits, config_text, find_binary
 from gpuplace.harness.kube_scheduler_run import gpu_limit, whole_gpu_manifest
 from gpuplace.harness.pipeline_comparison import whole_gpus_per_node
@@ -225,3 +226,17 @@ def test_the_bench_runs_placement_with_the_policy_settings_it_was_given(tmp_path
                 process.env["GPUPLACE_LATENCY_MARGIN"]) == ("8xgpu", "0.0", "0.2")
     plain = PipelineRun(RunConfig(kubeconfigs={"east": "/dev/null"}), Settings()).service_processes(tmp_path)
     assert not any({"GPUPLACE_EXPECTED_SHAPES", "GPUPLACE_WHOLE_GPU_RESERVE"} & set(p.env) for p in plain)
+
+
+def test_the_bench_runs_each_service_as_its_own_kafka_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local stack gives every service a Kafka user the ACLs bind it to (deploy/local/kafka/acls.txt): the
+    bench's services log in as those users, so a run shows the grants suffice, not the admin's power."""
+    monkeypatch.setenv("GPUPLACE_STACK_DIR", str(tmp_path))
+    for user in ("placement", "cluster-watcher", "telemetry-ingest", "latency-ingest"):
+        monkeypatch.setenv(password_variable(user), f"{user}-pw")
+    settings = Settings(kafka_security_protocol="SASL_SSL", kafka_username="admin", kafka_password="admin-pw")
+    pipeline = PipelineRun(RunConfig(kubeconfigs={"east": "/dev/null", "west": "/dev/null"}), settings)
+    users = {p.label: (p.env["GPUPLACE_KAFKA_USERNAME"], p.env["GPUPLACE_KAFKA_PASSWORD"])
+             for p in pipeline.service_processes(tmp_path / "run")}
+    assert users and all(user == service.split(":")[0] and password == f"{user}-pw"
+                         for service, (user, password) in users.items()), users

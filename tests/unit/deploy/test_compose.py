@@ -83,6 +83,15 @@ def test_kafka_is_one_kraft_node(compose: dict[str, Any]) -> None:
     assert f"PLAINTEXT://{bootstrap}" in kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"]
 
 
+def test_the_plaintext_broker_is_named_and_reachable_from_the_compose_network_only(compose: dict[str, Any]) -> None:
+    """Services default to SASL_SSL (issue 40): compose's plaintext broker must be asked for by name, and no port
+    of it (or of anything) is published to the host, where anyone could write its topics."""
+    for name, service in compose["services"].items():
+        assert "ports" not in service, name
+        if "GPUPLACE_KAFKA_BOOTSTRAP" in service.get("environment", {}):
+            assert service["environment"]["GPUPLACE_KAFKA_SECURITY_PROTOCOL"] == "PLAINTEXT", name
+
+
 def test_settings_come_as_gpuplace_variables_that_exist(compose: dict[str, Any]) -> None:
     """A misspelt GPUPLACE_* variable would be ignored silently (Settings ignores unknown names)."""
     fields = {f"GPUPLACE_{f.upper()}" for f in Settings.model_fields}

@@ -68,7 +68,7 @@ spec:
             {{- if .database }}
             {{- with include "gpuplace.databaseEnv" $root }}{{ . | nindent 12 }}{{ end }}
             {{- end }}
-            {{- with include "gpuplace.kafkaSecretEnv" $root }}{{ . | nindent 12 }}{{ end }}
+            {{- with include "gpuplace.kafkaSecretEnv" (dict "root" $root "user" .component) }}{{ . | nindent 12 }}{{ end }}
             {{- with .env }}
             {{- toYaml . | nindent 12 }}
             {{- end }}

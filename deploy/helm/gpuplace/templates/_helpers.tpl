@@ -49,8 +49,12 @@ runs before the release's ConfigMap exists).
 GPUPLACE_KAFKA_BOOTSTRAP: {{ .Values.kafka.bootstrap | quote }}
 GPUPLACE_KAFKA_SECURITY_PROTOCOL: {{ .Values.kafka.securityProtocol | quote }}
 GPUPLACE_KAFKA_SASL_MECHANISM: {{ .Values.kafka.sasl.mechanism | quote }}
+{{- if hasPrefix "SASL_" .Values.kafka.securityProtocol }}
+GPUPLACE_KAFKA_USERNAME: {{ required (printf "kafka.sasl.username: the SASL user of kafka.securityProtocol=%s (or set kafka.securityProtocol)" .Values.kafka.securityProtocol) .Values.kafka.sasl.username | quote }}
+{{- else }}
 {{- with .Values.kafka.sasl.username }}
 GPUPLACE_KAFKA_USERNAME: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- if .Values.kafka.tls.existingSecret }}
 GPUPLACE_KAFKA_CA_FILE: {{ printf "/etc/gpuplace/kafka-tls/%s" .Values.kafka.tls.caKey | quote }}
@@ -88,13 +92,22 @@ gpu-agent. */}}
       key: {{ .Values.database.existingSecretKey }}
 {{- end -}}
 
+{{/* The Kafka password (and, with kafka.sasl.usersPerService, the service's own user): (dict "root" $ "user"
+SERVICE); "user" empty (the hook Job) keeps kafka.sasl.username. An env entry wins over the ConfigMap's. */}}
 {{- define "gpuplace.kafkaSecretEnv" -}}
-{{- if .Values.kafka.sasl.existingSecret }}
+{{- $root := .root -}}
+{{- if or $root.Values.kafka.sasl.existingSecret (hasPrefix "SASL_" $root.Values.kafka.securityProtocol) }}
+{{- $key := $root.Values.kafka.sasl.existingSecretKey -}}
+{{- if and $root.Values.kafka.sasl.usersPerService .user }}
+{{- $key = .user }}
+- name: GPUPLACE_KAFKA_USERNAME
+  value: {{ .user | quote }}
+{{- end }}
 - name: GPUPLACE_KAFKA_PASSWORD
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.kafka.sasl.existingSecret }}
-      key: {{ .Values.kafka.sasl.existingSecretKey }}
+      name: {{ required (printf "kafka.sasl.existingSecret: the Secret holding the SASL password of kafka.securityProtocol=%s" $root.Values.kafka.securityProtocol) $root.Values.kafka.sasl.existingSecret }}
+      key: {{ $key }}
 {{- end }}
 {{- end -}}
 

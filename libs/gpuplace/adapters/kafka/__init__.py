@@ -10,12 +10,20 @@
 - topics: creating, checking (one partition count for topics read together), listing and deleting topics
 - event_log: a cluster's event log read out of Kafka and published back (`gpuplace export | import`)
 - coordinator_log: aiokafka's coordinator-election errors said at INFO
+- login: a refused SASL login told from a broker that is down
 
 This package's public names are re-exported here, so callers import `gpuplace.adapters.kafka` and need not know
 which module holds what (event_log and coordinator_log are imported by their own path).
 """
 
-from gpuplace.adapters.kafka.connection import Kafka, check_broker, client_options, make_broker, start_broker
+from gpuplace.adapters.kafka.connection import (
+    Kafka,
+    check_broker,
+    client_options,
+    make_broker,
+    reaching,
+    start_broker,
+)
 from gpuplace.adapters.kafka.consumer import Route, subscribe
 from gpuplace.adapters.kafka.dead_letters import dead_letter, validation_reason
 from gpuplace.adapters.kafka.offsets import ConsumerLag, OffsetCommits
@@ -35,5 +43,5 @@ from gpuplace.adapters.kafka.transient import is_transient
 __all__ = ["JSON_HEADERS", "Acknowledgements", "ConsumerLag", "Kafka", "OffsetCommits", "Route", "admin_client",
            "broker_count", "check_broker", "check_copartitioned", "client_options", "cluster_partitioner",
            "dead_letter", "delete_topics", "ensure_copartitioned", "ensure_topics", "is_transient", "list_topics",
-           "make_broker", "partition_of", "publish_event", "publish_json", "start_broker", "subscribe",
+           "make_broker", "partition_of", "publish_event", "publish_json", "reaching", "start_broker", "subscribe",
            "validation_reason"]

@@ -7,9 +7,11 @@ logs (_Redact) before any client sends it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import ssl
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiokafka.helpers import create_ssl_context
@@ -17,16 +19,19 @@ from faststream.kafka import KafkaBroker
 from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLScram512
 
 from gpuplace.adapters import dependencies
+from gpuplace.adapters.kafka import login
 from gpuplace.adapters.kafka.partitioning import cluster_partitioner, key_partitioner
-from gpuplace.settings import KafkaAccess
+from gpuplace.settings import KafkaAccess, KafkaSettings
 
 log = logging.getLogger(__name__)
 
-Kafka = KafkaAccess | str  # a bare bootstrap list means PLAINTEXT (the local stack, tests)
+# A bare bootstrap list (tests, a bench's probes) is reached with the environment's GPUPLACE_KAFKA_* TLS and SASL
+# settings, as a service would be: the local stack, like production, has no unauthenticated listener.
+Kafka = KafkaAccess | str
 
 
 def _access(kafka: Kafka) -> KafkaAccess:
-    return KafkaAccess(kafka) if isinstance(kafka, str) else kafka
+    return KafkaSettings(kafka_bootstrap=kafka).kafka if isinstance(kafka, str) else kafka
 
 
 def _ssl_context(access: KafkaAccess) -> ssl.SSLContext:
@@ -99,10 +104,27 @@ def make_broker(kafka: Kafka, *, client_id: str = "gpuplace", by_cluster: bool =
                        security=_security(access), logger=log, log_level=logging.DEBUG)
 
 
+@contextlib.asynccontextmanager
+async def reaching(kafka: Kafka) -> AsyncIterator[None]:
+    """`dependencies.reaching` for Kafka: brokers that do not answer raise `Unreachable`, and brokers that
+    refuse the SASL login `Misconfigured` ("refused the login for user placement (SASL authentication
+    failed)"), which aiokafka alone reports as the same "Unable to bootstrap" (adapters/kafka/login)."""
+    access = _access(kafka)
+    try:
+        with dependencies.reaching(dependencies.kafka(access)):
+            yield
+    except dependencies.Unreachable as exc:
+        refused = await login.refusal(access, client_options(access))
+        if refused is None:
+            raise
+        raise dependencies.Misconfigured(dependencies.kafka_login(access), refused) from exc
+
+
 async def start_broker(broker: KafkaBroker, kafka: Kafka) -> None:
     """`broker.start()`; brokers that do not answer raise `dependencies.Unreachable`, naming the address and
-    GPUPLACE_KAFKA_BOOTSTRAP, rather than aiokafka's "Unable to bootstrap" deep in a traceback."""
-    with dependencies.reaching(dependencies.kafka(kafka)):
+    GPUPLACE_KAFKA_BOOTSTRAP, rather than aiokafka's "Unable to bootstrap" deep in a traceback; a refused
+    login raises `dependencies.Misconfigured` naming the user."""
+    async with reaching(kafka):
         await broker.start()
 
 
@@ -112,4 +134,4 @@ async def check_broker(broker: KafkaBroker, timeout_s: float = 2.0) -> None:
         raise ConnectionError(f"no Kafka broker answered within {timeout_s:g} s")
 
 
-__all__ = ["Kafka", "check_broker", "client_options", "make_broker", "start_broker"]
+__all__ = ["Kafka", "check_broker", "client_options", "make_broker", "reaching", "start_broker"]

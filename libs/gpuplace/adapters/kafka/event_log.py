@@ -25,9 +25,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
-from gpuplace.adapters import dependencies
 from gpuplace.adapters.event_log import SPREAD_BY_KEY, ClusterNotInLog, LogRecord, merge, of_record
-from gpuplace.adapters.kafka.connection import Kafka, client_options, make_broker, start_broker
+from gpuplace.adapters.kafka.connection import Kafka, client_options, make_broker, reaching, start_broker
 from gpuplace.adapters.kafka.partitioning import partition_of
 from gpuplace.adapters.kafka.producer import publish_json
 from gpuplace.adapters.kafka.topics import admin_client, ensure_topics
@@ -201,7 +200,7 @@ async def _started_consumer(kafka: Kafka) -> AIOKafkaConsumer:
     """A group-less consumer, started. The pause after start lets aiokafka's group-less coordinator start its
     task: a consumer stopped before that task's first step re-raised the task's CancelledError from stop()."""
     consumer = AIOKafkaConsumer(**client_options(kafka), enable_auto_commit=False, auto_offset_reset="earliest")
-    with dependencies.reaching(dependencies.kafka(kafka)):
+    async with reaching(kafka):
         await consumer.start()
     await asyncio.sleep(0)
     return consumer

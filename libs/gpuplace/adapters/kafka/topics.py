@@ -14,8 +14,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from gpuplace.adapters import dependencies
-from gpuplace.adapters.kafka.connection import Kafka, client_options
+from gpuplace.adapters.kafka.connection import Kafka, client_options, reaching
 from gpuplace.settings import ConfigurationError
 
 
@@ -23,7 +22,7 @@ from gpuplace.settings import ConfigurationError
 async def admin_client(kafka: Kafka) -> AsyncIterator[AIOKafkaAdminClient]:
     """A started admin client for the topic calls below, closed however the block ends."""
     admin = AIOKafkaAdminClient(**client_options(kafka))
-    with dependencies.reaching(dependencies.kafka(kafka)):
+    async with reaching(kafka):
         await admin.start()
     try:
         yield admin

@@ -15,6 +15,8 @@ import asyncpg
 from aiokafka import errors as kafka_errors
 from sqlalchemy import exc as sa_exc
 
+from gpuplace.adapters import dependencies
+
 _FILE_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 _TRANSIENT = (
     TimeoutError,  # asyncio.TimeoutError is this class since Python 3.11
@@ -47,6 +49,8 @@ def is_transient(exc: BaseException) -> bool:
     chain = _causes(exc)
     if any(isinstance(e, _NOT_TRANSIENT_INTERFACE) for e in chain):
         return False  # asyncpg could not encode a value of the record: retrying cannot help
+    if any(isinstance(e, dependencies.Misconfigured) for e in chain):
+        return False  # a refusal of the settings (a refused Kafka login, raised from the outage it looked like)
     for e in chain:
         if isinstance(e, _TRANSIENT) or getattr(e, "connection_invalidated", False):
             return True
