@@ -174,10 +174,19 @@ class PlacementService:
         if event.kind == "pending" and event.managed:
             return "pending"
         state = self._clusters.loaded(event.cluster)
-        if event.kind == "bound" and state is not None and event.node_name and \
-                state.recorded_bound.get(event.uid) == event.node_name:
+        if event.kind == "bound" and state is not None and event.node_name and self._ours(state, event):
             return "bound"
         return None
+
+    def _ours(self, state: ClusterState, event: PodEvent) -> bool:
+        """Whether a `bound` event is the watcher's news of this worker's own bind to the same node: recorded bound,
+        or bound there by a bind whose outcome is not recorded yet (the binder records it; BoundNews would only
+        claim the event). Under load the watcher's news often outruns the outcome's transaction: handled alone,
+        each such event cost a transaction of its own."""
+        if state.recorded_bound.get(event.uid) == event.node_name:
+            return True
+        hold = state.view.holds.get(event.uid)
+        return hold is not None and hold.node == event.node_name and self._binder.in_flight(event.cluster, event.uid)
 
     async def _on_run(self, run: list[PodEvent]) -> None:
         if len(run) == 1:

@@ -3,6 +3,7 @@ the database still refuses any over-commit, and every event keeps the effect it 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from gpuplace.contracts.events import PodEvent
@@ -149,3 +150,34 @@ async def test_pending_pods_are_one_batch_though_news_of_bound_pods_comes_betwee
     await placement.drain()
     assert {name for _, name in api.bound} == {"p0", "p1", "q0", "q1", "q2"}
     assert all(("placement", e.event_id) in uow_factory.db.processed for e in news)
+
+
+async def test_news_of_pods_bound_while_their_outcomes_are_not_recorded_yet_is_one_batch_too():
+    """The watcher's news often outruns the transaction that records a bind's outcome: those events are this
+    worker's own binds all the same (same node, bind in flight), claimed together, not a transaction each."""
+    class HeldApi(FakeClusterApi):
+        released = asyncio.Event()
+
+        async def bind(self, *args, **kwargs):
+            outcome = await super().bind(*args, **kwargs)
+            await self.released.wait()  # the apiserver bound it; the answer has not reached placement yet
+            return outcome
+
+    uow_factory, api = CountingFactory(), HeldApi()
+    placement = service(uow_factory, api)
+    await placement.on_node(node_event("n1", gpus=2))
+    pending = [pod_event(f"p{i}", memory_mib=4000) for i in range(3)]
+    await placement.on_pods(pending)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert len(api.bound) == 3
+    news = [pod_event(e.name, uid=e.uid, kind="bound", node_name=api.bound[("robots", e.name)]) for e in pending]
+    opened = uow_factory.opened
+
+    await placement.on_pods(news)
+    assert uow_factory.opened == opened + 1
+    assert all(("placement", e.event_id) in uow_factory.db.processed for e in news)
+    api.released.set()
+    await placement.drain()
+    assert {uid: row["state"] for (_, uid), row in uow_factory.db.pods.items()} == \
+        {e.uid: "bound" for e in pending}
