@@ -77,3 +77,47 @@ async def test_gpuplace_pods_of_another_namespace_are_charged_not_placed():
                            ("ADDED", pod("other-team-bound", scheduler="gpuplace", namespace="team-b", node="n1"))),
                     sink, topic="pods", cluster="east", region="local", namespace="robots", gate=gate)
     assert sink.pods() == [("other-team-bound", "bound", False)]
+
+
+async def test_status_heartbeats_are_not_translated_and_every_change_translation_reads_still_is(monkeypatch):
+    """A pod's status moving on (Running, conditions, IPs) is skipped before translation; a change to anything
+    translation reads (its node, an annotation, a terminal phase, a nomination) is translated. What is published
+    is exactly what translating every update publishes."""
+    from gpuplace.adapters.kube import translate, watcher
+
+    translated: list[str] = []
+    real = translate.pod_event
+
+    def counting(obj: dict[str, Any], **kwargs: Any) -> Any:
+        translated.append(obj["metadata"]["name"])
+        return real(obj, **kwargs)
+
+    def updates() -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        running = pod("mine", scheduler="gpuplace", node="n1", phase="Running")
+        running["status"]["podIP"] = "10.0.0.7"
+        annotated = pod("mine", scheduler="gpuplace", node="n1", phase="Running")
+        annotated["metadata"]["annotations"] = {"gpuplace.io/gpu-memory": "4Gi"}
+        return stream(
+            ("ADDED", pod("mine", scheduler="gpuplace")),
+            ("MODIFIED", pod("mine", scheduler="gpuplace", nominated="n1")),  # nominated
+            ("MODIFIED", pod("mine", scheduler="gpuplace", node="n1")),  # bound
+            ("MODIFIED", running),  # heartbeats: skipped
+            ("MODIFIED", pod("mine", scheduler="gpuplace", node="n1", phase="Running")),
+            ("MODIFIED", annotated),  # a request changed
+            ("MODIFIED", pod("mine", scheduler="gpuplace", node="n1", phase="Failed")),  # finished
+            ("DELETED", pod("mine", scheduler="gpuplace", node="n1", phase="Failed")))  # always translated
+
+    async def published() -> list[dict[str, Any]]:
+        sink, gate = Sink(), NodeGate()
+        gate.node_seen("n1", deleted=False)
+        await pump_pods(updates(), sink, topic="pods", cluster="east", region="local", gate=gate)
+        return [e.model_dump(exclude={"event_id", "occurred_at"}) for _, e in sink.sent]
+
+    monkeypatch.setattr(translate, "pod_event", counting)
+    skipping = await published()
+    assert len(translated) == 6
+    translated.clear()
+    monkeypatch.setattr(watcher, "_translation_inputs", lambda kind, obj: None)
+    assert skipping == await published()
+    assert len(translated) == 8
+    assert [e["kind"] for e in skipping] == ["pending", "pending", "bound", "bound", "deleted", "deleted"]

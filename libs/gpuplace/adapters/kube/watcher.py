@@ -210,6 +210,7 @@ class _PodPump:
         self._changes = gate.pod_changes
         self._pods: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}  # pods with claims: last kind and object
         self._users: dict[tuple[str, str], set[tuple[str, str]]] = {}  # claim -> pods using it
+        self._read: dict[tuple[str, str], tuple[Any, ...]] = {}  # pod -> what its last translation read
 
     async def claim(self, kind: str, obj: dict[str, Any]) -> None:
         """A ResourceClaim changed: its pods again."""
@@ -221,10 +222,17 @@ class _PodPump:
     async def pod(self, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
+        read = _translation_inputs(kind, obj)
+        if read is not None and self._read.get(key) == read:
+            return  # a status heartbeat: nothing translation reads changed, so neither would the event
         names = self._remember(key, kind, obj)
         event = self._translate(kind, obj)
         if event is None:
             return
+        if read is None:
+            self._read.pop(key, None)
+        else:
+            self._read[key] = read
         if event.kind == "deleted" and key in self._pods:
             if self._holds_devices(meta.get("uid"), key[0], names):
                 return  # still holds its claim's devices: published when the claim is released
@@ -273,6 +281,22 @@ class _PodPump:
             self._gate.forget(event)
             return self._changes.published(event)
         return bool(event.node_name or event.nominated_node_name) and self._gate.admit(event)
+
+
+def _translation_inputs(kind: str, obj: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Everything translate.pod_event reads of a pod, to compare with its last update (None: always translate,
+    for a deletion, and for a pod with ResourceClaims, whose translation also reads its claims).
+
+    Most updates of a pod are its status moving on (the kubelet's, KWOK's: phase Running, conditions, IPs) and
+    change nothing translation reads; comparing these parts is two orders of magnitude cheaper than translating
+    and filtering the result (ChangeFilter), which gives the same answer. Phase counts only as terminal or not."""
+    spec = obj.get("spec") or {}
+    if kind == "DELETED" or spec.get("resourceClaims"):
+        return None
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    return (meta.get("uid"), meta.get("annotations"), meta.get("ownerReferences"), meta.get("deletionTimestamp"),
+            meta.get("creationTimestamp"), spec, status.get("phase") in translate.TERMINAL_PHASES,
+            status.get("nominatedNodeName"))
 
 
 async def pump_nodes(stream: Stream, publish: Publish, *, topic: str, cluster: str, region: str,
