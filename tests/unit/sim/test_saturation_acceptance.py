@@ -13,7 +13,7 @@ import pytest
 from gpuplace.core.latency import frames, update
 from gpuplace.core.latency.fit import fit_stats
 from gpuplace.core.latency.model import LatencyModel, Stream
-from gpuplace.core.latency.predict import predict
+from gpuplace.core.latency.predict import percentile_ms, predict
 from gpuplace.core.latency.speed import relative_speed
 from gpuplace.sim import latency_evaluation
 from gpuplace.traces import colocation
@@ -136,3 +136,107 @@ def test_latency_windows_bring_a_new_model_to_the_density_of_the_known_ones(sess
         model = update.update(model, windows)
     assert _density(model, "r18") >= _density(full, "r18") - 1 > before
     assert np.isclose(model.classes["r18"].work_fraction, full.classes["r18"].work_fraction, rtol=0.05)
+
+
+def _single_class_solo_p95(stats, workload_class: str) -> dict[str, float]:
+    """Every sample of the class's solo p95 in the data: its solo configs' p95, and the first-served frames' p95 of
+    its other configs with no other class that kept up (that frame waits behind none of its kind, frames.py)."""
+    return {s.config: s.first_percentile_ms(95) for s in stats
+            if len(s.mix) == 1 and s.workload_class == workload_class and not s.overloaded}
+
+
+def test_no_quantile_of_resnet50s_solo_evidence_puts_alone_at_60_fps_and_two_streams_within_10_pct(sessions):
+    """Why the 10% bar cannot hold on ResNet-50's solo-regime rows for any model whose prediction of a row is at least
+    the class's solo p95 estimate, and that estimate for one stream alone: two streams at 30 fps (7.90 ms) need an
+    estimate <= 8.69 ms from the other configs, alone at 60 fps (9.47 ms) one >= 8.52 ms from the others. With the
+    solo p95 of 10 configs as evidence (2 solo runs, first-served frames of 8 more: 6.96 to 9.47 ms), no quantile of
+    it, nor its mean, meets both: two streams need at most its 20.9th percentile, 60 fps at least its 28.3th."""
+    table, _ = sessions
+    stats = frames.summarise(table)
+    evidence = _single_class_solo_p95(stats, "r50")
+    assert len(evidence) == 10
+    observed = {s.config: s.p95_ms for s in stats if s.workload_class == "r50"}
+
+    def within(estimate: float, config: str) -> bool:
+        return abs(estimate / observed[config] - 1.0) <= 0.10
+
+    def without(config: str) -> list[float]:
+        return [v for c, v in evidence.items() if c != config]
+
+    for q in np.linspace(0.0, 1.0, 201):
+        assert not (within(float(np.quantile(without("r50x2_30"), q)), "r50x2_30")
+                    and within(float(np.quantile(without("solo_r50_60"), q)), "solo_r50_60")), q
+    assert not within(float(np.mean(without("r50x2_30"))), "r50x2_30")
+    # nor can a term for co-runners speeding a frame up (GPU overlap) be learnt without the row: two streams is the only
+    # co-location in which a class's p95 fell below its p95 alone
+    alone = {s.workload_class: s.p95_ms for s in stats if s.config in ("solo_r18_30", "solo_r50_30")}
+    faster = {s.config for s in stats if s.streams > 1 and s.p95_ms < alone[s.workload_class]}
+    assert faster == {"r50x2_30"}
+    # the per-class median of that evidence (not DEFAULT_MODEL's structure: one solo ratio for every class) would put
+    # ResNet-18 alone and ResNet-50 alone at 30 and 60 fps within 10%: +6.5%, +8.3%, -4.7%
+    for config, cls in (("solo_r18_30", "r18"), ("solo_r50_30", "r50"), ("solo_r50_60", "r50")):
+        estimate = np.median([v for c, v in _single_class_solo_p95(stats, cls).items() if c != config])
+        row = next(s for s in stats if (s.config, s.workload_class) == (config, cls))
+        assert abs(estimate / row.p95_ms - 1.0) <= 0.10, (config, estimate)
+
+
+def _behind_served_per_stream(table, config: str, kept: str, behind: str) -> float:
+    """Median over the releases of the streams that kept up (after the warm-up) of how many frames each stream behind
+    completed between the release and the last completion of that release's frames."""
+    rows = table.config == config
+    cls, frame, latency = table.workload_class[rows], table.frame[rows], table.latency_ms[rows]
+    fps = table.frame_rate_hz[rows]
+    done = frame * 1000.0 / fps + latency  # completion, ms from the start
+    mine, theirs = cls == kept, cls == behind
+    streams_behind = len(set(table.worker[rows][theirs].tolist()))
+    releases = range(int(0.1 * (frame[mine].max() + 1)), int(frame[mine].max()) + 1)
+    period_ms = 1000.0 / float(fps[mine][0])
+    counts = [np.sum(theirs & (done > k * period_ms) & (done <= done[mine & (frame == k)].max())) / streams_behind
+              for k in releases]
+    return float(np.median(counts))
+
+
+def test_the_mixed_row_that_kept_up_lies_between_two_arbitrations_each_over_10_pct_off(sessions):
+    """ResNet-50 beside the starved ResNet-18 at 60 fps (p95 31.15 ms) is the one row of streams that kept up beside
+    streams behind, and how many frames of those the GPU serves during its busy period is set by how it arbitrates
+    the burst, which no other config shows: one frame of each (every context served once a pass) predicts 10.6%
+    under it, the behind streams served at their round's rate throughout (the model's fluid count) 10.1% over, and
+    10.5% over even fitted on this row itself."""
+    table, utilisation = sessions
+    stats = frames.summarise(table)
+    config = "mix_r50x10at30_r18x8at60"
+    observed = next(s.p95_ms for s in stats if (s.config, s.workload_class) == (config, "r50"))
+    streams = [Stream(30.0, "r50")] * 10 + [Stream(60.0, "r18")] * 8
+    for fit_on in ([s for s in stats if s.config != config], stats):
+        model = fit_stats(fit_on, gpu_speed=H200, utilisation=utilisation)
+        fluid = float(predict(model, streams, speed=H200).p95_ms[0])
+        once = sum(model.work_ms(s) for s in streams) / H200  # one frame of every stream
+        one_pass = float(percentile_ms(model, 95, np.array([model.service_ms(streams[0]) / H200]), once, H200)[0])
+        assert one_pass < 0.9 * observed < observed < 1.1 * observed < fluid, (one_pass, fluid)
+    # the frames measured say the same: each ResNet-18 stream completed 1.56 frames (median over the releases) during
+    # ResNet-50's busy period, between one a pass (1) and its round's rate throughout (W / R = 1.93 fitted without the
+    # row, 1.92 with it)
+    prediction = predict(model, streams, speed=H200)
+    fluid_frames = (float(prediction.p95_ms[0]) - model.p95.offset_ms / H200) / prediction.round_ms
+    served = _behind_served_per_stream(table, config, "r50", "r18")
+    assert 1.0 < served < 0.9 * fluid_frames, (served, fluid_frames)
+
+
+def test_resnet50_known_alone_holds_the_line_only_within_a_tenth_of_nvmls_resolution(sessions):
+    """Why the hold-out line is 0.4% short on 16 x ResNet-50: a class known only alone is charged its solo GPU busy
+    time plus the switch cost read off ResNet-18 (its co-located work less its solo busy time: 1.9% of its period,
+    the mean of NVML's whole-percent samples, 57 of 60 reading 2 and three 0 at the start). With 16 streams fitting
+    and every overloaded co-location flagged asking for ResNet-50's work per frame within 1.85 to 2.00 ms, the line
+    holds with ResNet-18 alone read at 2.0% and fails at 1.9% (16 streams 0.4% past) and at 2.1% (the mixes at
+    saturation no longer flagged): it turns on a tenth of the resolution NVML reports."""
+    table, utilisation = sessions
+
+    def line_holds(r18_alone: float) -> bool:
+        util = {**utilisation, "solo_r18_30": r18_alone}
+        rows = latency_evaluation.leave_one_model_out(table, "r50", gpu_speed=H200, utilisation=util)
+        fits = all(p.predicted_p95_ms <= 1000.0 / p.frame_rate_hz for p in rows
+                   if p.within_period == 1.0 and p.workload_class == "r50")
+        return fits and all(p.predicted_overload for p in rows if p.observed_overloaded)
+
+    assert np.isclose(utilisation["solo_r18_30"], 0.019)
+    assert [line_holds(u) for u in (0.019, 0.020, 0.021)] == [False, True, False]
