@@ -39,7 +39,9 @@ def _ssl_context(access: KafkaAccess) -> ssl.SSLContext:
     for path in (access.ca_file, access.cert_file, access.key_file):
         if path and not os.path.isfile(path):
             raise ValueError(f"Kafka TLS file {path} does not exist")
-    return create_ssl_context(cafile=access.ca_file, certfile=access.cert_file, keyfile=access.key_file)
+    context: ssl.SSLContext = create_ssl_context(cafile=access.ca_file, certfile=access.cert_file,
+                                                keyfile=access.key_file)  # typed in aiokafka, which has no py.typed
+    return context
 
 
 class _Redact(logging.Filter):

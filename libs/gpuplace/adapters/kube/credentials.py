@@ -44,8 +44,9 @@ async def load(kubeconfig: str, configuration: client.Configuration, **in_cluste
     """Fill `configuration` from `kubeconfig` (a path, or IN_CLUSTER), with the refresh the credential needs.
     `in_cluster`: token_filename, cert_filename, environ for kubernetes_asyncio's in-cluster loader (tests)."""
     if kubeconfig == IN_CLUSTER:
-        incluster_config.load_incluster_config(client_configuration=configuration, try_refresh_token=True,
-                                               **in_cluster)
+        # the ignore: kubernetes_asyncio leaves its in-cluster loader unannotated (it returns None)
+        incluster_config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration, try_refresh_token=True, **in_cluster)
         return
     loader = await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration,
                                            persist_config=False)
