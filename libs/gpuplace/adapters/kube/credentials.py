@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config import incluster_config
+from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class TokenFile:
 class ExecCredential:
     """Runs the kubeconfig's exec plugin again before its credential expires (see the module docstring)."""
 
-    def __init__(self, loader: Any, *, refresh_s: float = EXEC_REFRESH_S) -> None:
+    def __init__(self, loader: KubeConfigLoader, *, refresh_s: float = EXEC_REFRESH_S) -> None:
         self._loader = loader
         self._refresh_s = refresh_s
         self._ran = time.monotonic()
