@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import TOPIC_MODELS
@@ -138,8 +138,21 @@ def merge(partitions: Iterable[Sequence[LogRecord]]) -> Iterator[LogRecord]:
     return heapq.merge(*partitions, key=LogRecord.order)
 
 
+_T = TypeVar("_T")
+
+
+@overload
+def _field(raw: dict[str, Any], name: str, kind: type[_T], number: int, minimum: int | None = 0) -> _T: ...
+
+
+@overload
+def _field(raw: dict[str, Any], name: str, kind: tuple[type[_T], type[None]], number: int,
+           minimum: int | None = 0) -> _T | None: ...
+
+
 def _field(raw: dict[str, Any], name: str, kind: type | tuple[type, ...], number: int,
-           minimum: int | None = 0) -> Any:
+           minimum: int | None = 0) -> object:
+    """`raw[name]`, checked to be of `kind` (or of the first kind, or None), as that type."""
     value = raw[name]
     if not isinstance(value, kind) or isinstance(value, bool):
         raise BadLogLine(f"line {number}: {name!r} must be {_kinds(kind)}, not {type(value).__name__}")

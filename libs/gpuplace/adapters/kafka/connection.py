@@ -12,7 +12,7 @@ import logging
 import os
 import ssl
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Required, TypedDict
 
 from aiokafka.helpers import create_ssl_context
 from faststream.kafka import KafkaBroker
@@ -21,7 +21,7 @@ from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLS
 from gpuplace.adapters import dependencies
 from gpuplace.adapters.kafka import login
 from gpuplace.adapters.kafka.partitioning import cluster_partitioner, key_partitioner
-from gpuplace.settings import KafkaAccess, KafkaSettings
+from gpuplace.settings import KafkaAccess, KafkaProtocol, KafkaSettings, SaslMechanism
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,9 @@ def _ssl_context(access: KafkaAccess) -> ssl.SSLContext:
     for path in (access.ca_file, access.cert_file, access.key_file):
         if path and not os.path.isfile(path):
             raise ValueError(f"Kafka TLS file {path} does not exist")
-    return create_ssl_context(cafile=access.ca_file, certfile=access.cert_file, keyfile=access.key_file)
+    context: ssl.SSLContext = create_ssl_context(cafile=access.ca_file, certfile=access.cert_file,
+                                                keyfile=access.key_file)  # typed in aiokafka, which has no py.typed
+    return context
 
 
 class _Redact(logging.Filter):
@@ -72,15 +74,27 @@ def _password(access: KafkaAccess) -> str:
     return password
 
 
-def client_options(kafka: Kafka) -> dict[str, Any]:
+class ClientOptions(TypedDict, total=False):
+    """The keyword arguments of aiokafka's clients that say where Kafka is and how to log in (client_options)."""
+
+    bootstrap_servers: Required[str]
+    security_protocol: Required[KafkaProtocol]
+    ssl_context: ssl.SSLContext  # with SSL and SASL_SSL
+    sasl_mechanism: SaslMechanism  # with SASL_*
+    sasl_plain_username: str | None
+    sasl_plain_password: str
+
+
+def client_options(kafka: Kafka) -> ClientOptions:
     """aiokafka keyword arguments (bootstrap, TLS, SASL) for any client: admin, producer, consumer."""
     access = _access(kafka)
-    options: dict[str, Any] = {"bootstrap_servers": access.bootstrap, "security_protocol": access.security_protocol}
+    options: ClientOptions = {"bootstrap_servers": access.bootstrap, "security_protocol": access.security_protocol}
     if access.security_protocol.endswith("SSL"):
         options["ssl_context"] = _ssl_context(access)
     if access.security_protocol.startswith("SASL_"):
-        options.update(sasl_mechanism=access.sasl_mechanism, sasl_plain_username=access.username,
-                       sasl_plain_password=_password(access))
+        options["sasl_mechanism"] = access.sasl_mechanism
+        options["sasl_plain_username"] = access.username
+        options["sasl_plain_password"] = _password(access)
     return options
 
 
@@ -134,4 +148,4 @@ async def check_broker(broker: KafkaBroker, timeout_s: float = 2.0) -> None:
         raise ConnectionError(f"no Kafka broker answered within {timeout_s:g} s")
 
 
-__all__ = ["Kafka", "check_broker", "client_options", "make_broker", "reaching", "start_broker"]
+__all__ = ["ClientOptions", "Kafka", "check_broker", "client_options", "make_broker", "reaching", "start_broker"]

@@ -250,7 +250,6 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
     if metrics is not None:
         metrics.track_lag(lag)
 
-    @subscriber
     async def _on_record(msg: KafkaMessage) -> None:
         records = records_of(msg)
         try:
@@ -264,6 +263,10 @@ def subscribe(broker: KafkaBroker, routes: Sequence[Route], *, group_id: str, co
         await commits.done(msg)
         for record in records:
             lag.handled(record)
+
+    # Registered by a call, not as a decorator: `subscriber` is FastStream's single or batch subscriber (a union,
+    # as `batch` is known only at run time), and mypy takes a decorator of a union type for an untyped one.
+    subscriber(_on_record)
 
 
 __all__ = ["Reject", "Route", "Valid", "subscribe"]

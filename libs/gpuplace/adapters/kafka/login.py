@@ -10,7 +10,7 @@ the service should say so and stop rather than wait.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Mapping
 
 from aiokafka import errors as kafka_errors
 from aiokafka.conn import create_conn
@@ -27,7 +27,7 @@ def _first_broker(bootstrap: str) -> tuple[str, int]:
     return host.strip("[]") or "localhost", int(port or 9092)
 
 
-async def refusal(access: KafkaAccess, options: dict[str, Any], timeout_s: float = 10.0) -> str | None:
+async def refusal(access: KafkaAccess, options: Mapping[str, object], timeout_s: float = 10.0) -> str | None:
     """Why the first bootstrap broker refused `access`'s SASL login, or None: no SASL, the login passes, or the
     broker does not answer (an outage, which the caller reports as one). `options` are the client's own
     (adapters/kafka/connection.client_options); the password in them is never part of what this returns."""

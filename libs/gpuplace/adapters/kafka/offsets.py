@@ -93,7 +93,9 @@ class OffsetCommits:
             self._failing = False
 
 
-class ConsumerLag(ConsumerRebalanceListener):
+# The ignore: aiokafka ships no types, so its listener ABC is Any to mypy; subclassing it is not optional, since
+# aiokafka's subscribe refuses a listener that is not an instance of it.
+class ConsumerLag(ConsumerRebalanceListener):  # type: ignore[misc]
     """One subscriber's lag, per partition it holds: the partition's highwater (from the consumer's last fetch)
     less the offset of the next record to handle. That is the offset after the last record this member handled
     (or dead-lettered) on it, else the consumer's position, which is where it resumed: the position alone runs

@@ -9,12 +9,21 @@ as the topics have the same partition count (topics.check_copartitioned).
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 from aiokafka.partitioner import DefaultPartitioner
 
 _CLUSTER_KEY = re.compile(rb"^([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)/")
 
-key_partitioner = DefaultPartitioner()
+
+class Partitioner(Protocol):
+    """aiokafka's partitioner signature (the producer's `partitioner` option): the partition for a record's key,
+    from the topic's partitions and those with a leader now. Spelled out because aiokafka ships no types."""
+
+    def __call__(self, key: bytes | None, all_partitions: list[int], available: list[int]) -> int: ...
+
+
+key_partitioner: Partitioner = DefaultPartitioner()
 """Kafka's default partitioner: the whole key hashed (murmur2). Telemetry, read by stateless workers, spreads so."""
 
 
@@ -36,4 +45,4 @@ def cluster_of(key: bytes | None) -> str:
     return match.group(1).decode() if match else "unknown"
 
 
-__all__ = ["cluster_of", "cluster_partitioner", "key_partitioner", "partition_of"]
+__all__ = ["Partitioner", "cluster_of", "cluster_partitioner", "key_partitioner", "partition_of"]

@@ -106,8 +106,9 @@ def env_proxy(host: str) -> tuple[str | None, dict[str, str] | None]:
 async def _json(response: Any) -> Json:
     """The body of a raw response; an error status raises ApiException as the preloading client would.
 
-    With `_preload_content=False` the client returns 4xx/5xx responses instead of raising, so every raw
-    call in gpuplace goes through here.
+    With `_preload_content=False` the client returns aiohttp's response, 4xx/5xx included, instead of raising,
+    so every raw call in gpuplace goes through here. `response` is Any because kubernetes_asyncio's stubs type
+    every call as returning its model, `_preload_content=False` included.
     """
     try:
         body = await response.read()
@@ -119,7 +120,8 @@ async def _json(response: Any) -> Json:
         except ValueError:
             reason = body[:200].decode(errors="replace")
         raise ApiException(status=response.status, reason=reason)
-    return json.loads(body)
+    decoded: Json = json.loads(body)  # every call gpuplace makes answers a JSON object (a Status on a delete)
+    return decoded
 
 
 async def _found(call: Awaitable[Any]) -> Json | None:

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config import incluster_config
+from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,9 @@ async def load(kubeconfig: str, configuration: client.Configuration, **in_cluste
     """Fill `configuration` from `kubeconfig` (a path, or IN_CLUSTER), with the refresh the credential needs.
     `in_cluster`: token_filename, cert_filename, environ for kubernetes_asyncio's in-cluster loader (tests)."""
     if kubeconfig == IN_CLUSTER:
-        incluster_config.load_incluster_config(client_configuration=configuration, try_refresh_token=True,
-                                               **in_cluster)
+        # the ignore: kubernetes_asyncio leaves its in-cluster loader unannotated (it returns None)
+        incluster_config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration, try_refresh_token=True, **in_cluster)
         return
     loader = await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration,
                                            persist_config=False)
@@ -104,7 +106,7 @@ class TokenFile:
 class ExecCredential:
     """Runs the kubeconfig's exec plugin again before its credential expires (see the module docstring)."""
 
-    def __init__(self, loader: Any, *, refresh_s: float = EXEC_REFRESH_S) -> None:
+    def __init__(self, loader: KubeConfigLoader, *, refresh_s: float = EXEC_REFRESH_S) -> None:
         self._loader = loader
         self._refresh_s = refresh_s
         self._ran = time.monotonic()

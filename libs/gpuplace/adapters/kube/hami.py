@@ -30,7 +30,9 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 HAMI_SOURCE = "Project-HAMi/HAMi@4707fb02c91c545bc7343ce26dba4c32919f9a3e"
 REGISTER = "hami.io/node-nvidia-register"  # pkg/device/nvidia/device.go RegisterAnnos
@@ -116,7 +118,7 @@ def _unmarshal(text: str) -> list[HamiDevice]:
     return devices
 
 
-def _json(fields: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+def _json(fields: Mapping[str, Any], key: str, kind: type[_T], default: _T) -> _T:
     value = fields.get(key)
     if value is None:
         return default
