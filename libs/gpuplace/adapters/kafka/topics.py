@@ -127,16 +127,22 @@ async def ensure_copartitioned(kafka: Kafka, names: Sequence[str], *, partitions
     return found
 
 
-async def delete_topics(kafka: Kafka, names: Iterable[str]) -> list[str]:
+async def delete_topics(kafka: Kafka, names: Iterable[str], *, settle_s: float = 10.0) -> list[str]:
     """Delete those of `names` the broker has; return them.
 
     Runs, benches and tests create topics under a suffix of their own. Left behind, they add up: a broker
     holding thousands of partitions takes minutes to restart, which is itself an outage for every service.
+    A deletion is done when the broker no longer lists the topic, not when the controller accepted it: the
+    metadata reaches the broker moments later, and a caller that lists topics at once may still see it (a flaky
+    check in tests/integration/test_pipeline_e2e.py). Waits up to `settle_s` for that.
     """
     async with admin_client(kafka) as admin:
         present = sorted(set(names) & set(await admin.list_topics()))
         if present:
             await admin.delete_topics(present)
+            deadline = asyncio.get_running_loop().time() + settle_s
+            while set(present) & set(await admin.list_topics()) and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.1)
         return present
 
 
