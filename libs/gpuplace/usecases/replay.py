@@ -2,8 +2,8 @@
 
 The placement service decides on a ClusterView hydrated from PostgreSQL; replay builds the same view from the
 log (nodes.v1 upserts and deletions, pods.v1 pods, other schedulers' bound pods charged where they run,
-placements.v1 decisions, failed binds) and, at each recorded `decided` or `unschedulable`, calls the same
-Decider on the state as it stood then.
+placements.v1 decisions, failed binds) by the service's own rules (usecases/event_rules.py, ClusterFromEvents)
+and, at each recorded `decided` or `unschedulable`, calls the same Decider on the state as it stood then.
 
 - With the recorded policy, the replayed decision must equal the recorded one (node and GPUs, or
   unschedulable); the state then follows the recorded decision. A difference says whether the state differed
