@@ -8,16 +8,26 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import replace
 from typing import Any
 
 from gpuplace.contracts.events import PodEvent
 from gpuplace.usecases.binder import Binder
 from gpuplace.usecases.checks import ApiserverChecks
 from gpuplace.usecases.cluster_state import ClusterState
-from gpuplace.usecases.cluster_view import ClusterView, Placement, core_pod, pod_stream
+from gpuplace.usecases.cluster_view import ClusterView, Placement
 from gpuplace.usecases.clusters import Clusters
 from gpuplace.usecases.decision_log import DecisionLog
+from gpuplace.usecases.event_rules import (
+    CHARGE,
+    CONFIRM,
+    MOVE,
+    bound_at,
+    bound_change,
+    bound_grants,
+    bound_hold,
+    refunds_on_delete,
+    within_node,
+)
 from gpuplace.usecases.pod_rows import AWAITING_NODE, CONSUMER, pod_row
 from gpuplace.usecases.pod_states import PodState
 from gpuplace.usecases.ports import GpuGrant, PodRow, UnitOfWork, UnitOfWorkFactory
@@ -38,16 +48,17 @@ class BoundNews:
         """The watcher saw the pod bound: a bind whose outcome we lost (crash) is recorded now; a pod gpuplace
         never placed (another scheduler's, or created with its node set) is charged where it runs, or where
         its scheduler nominated it to run, and moves its charge when it lands elsewhere."""
-        where = event.node_name or event.nominated_node_name
+        where = bound_at(event)
         async with self._uow_factory() as uow:
             if not where or not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
                 return
             row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
             hold = None
-            unplaced = row is None or row["state"] in ("pending", "unschedulable", "invalid")
-            # bound where the database does not have it: another scheduler's pod nominated for one node and
-            # bound to another, or a pod whose move reconciliation found (usecases/reconcile)
-            moved = row is not None and row["state"] == PodState.BOUND and row["node"] != where
+            # what it changes is placement's rule, which replay applies too (usecases/event_rules): MOVE is a pod
+            # bound where the database does not have it, another scheduler's pod nominated for one node and bound
+            # to another, or a pod whose move reconciliation found (usecases/reconcile)
+            change = bound_change(event, row["state"] if row else None, row["node"] if row else None)
+            unplaced, moved = change == CHARGE, change == MOVE
             # a pod of gpuplace's that placement has no row for yet is checked too: a forged `bound` event that
             # came before its pending event charged it where it does not run and left it unplaced for good (bench
             # chaos, issue 40). Other schedulers' pods are charged unchecked when first seen: charging more than
@@ -59,7 +70,7 @@ class BoundNews:
                                         memory_mib=row["memory_mib"])
             if unplaced or moved:
                 hold = await self._charge_elsewhere(uow, state, event, where)
-            elif row is not None and row["state"] == PodState.RESERVED and row["node"] == event.node_name:
+            elif row is not None and change == CONFIRM:
                 if not self._binder.in_flight(event.cluster, event.uid):
                     await uow.state.set_pod_state(event.cluster, event.uid, PodState.BOUND, mark_bound=True)
                     await self._decisions.record(uow, row, "bound", node=event.node_name)
@@ -84,7 +95,7 @@ class BoundNews:
                 return None
             row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
             if row is not None and row["state"] != PodState.DELETED:
-                held = row["state"] == PodState.RESERVED and row["uid"] in state.planned
+                held = not refunds_on_delete(row["state"], row["uid"] in state.planned)
                 if not held:
                     freed = await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
                                                     memory_mib=row["memory_mib"])
@@ -113,13 +124,8 @@ class BoundNews:
 
     def _charge_view(self, state: ClusterState, uid: str, hold: Placement) -> None:
         """What the database charged, charged on the view too; a view that disagrees is read again."""
-        snapshot = state.view.snapshot
-        assert snapshot is not None
-        row = snapshot.index_of(hold.node)
-        hold = replace(hold, cpu_milli=min(hold.cpu_milli, int(snapshot.cpu_free_milli[row])),
-                       memory_mib=min(hold.memory_mib, int(snapshot.memory_free_mib[row])))
         try:
-            state.view.charge(uid, hold)
+            state.view.charge(uid, within_node(state.view, hold))
         except ValueError:
             state.stale = True
 
@@ -143,9 +149,8 @@ class BoundNews:
     async def _charge_on_node(self, uow: UnitOfWork, view: ClusterView, row: PodRow, node: str, *,
                               mark_bound: bool = False) -> Placement:
         """Inside `uow`: charge a pod bound without gpuplace on `node`, where it runs (see gpus_for_bound_pod)."""
-        pod = core_pod(row)
-        claimed = view.gpus_for_claimed_pod(node, (row.get("rules") or {}).get("dra_claims") or ())
-        gpu_indices, share, memory = claimed or view.gpus_for_bound_pod(node, pod)
+        grants = bound_grants(view, row, node)
+        gpu_indices, share, memory = grants
         refused = await uow.state.charge_bound(
             cluster=row["cluster"], pod_uid=row["uid"], node=node,
             grants=[GpuGrant(i, memory, share) for i in gpu_indices], cpu_milli=row["cpu_milli"],
@@ -156,9 +161,7 @@ class BoundNews:
                         reason)
         await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.BOUND, node=node, reason=reason,
                                       mark_bound=mark_bound)
-        kept = tuple(i for i in gpu_indices if i not in refused)
-        return Placement(node, kept, share if kept else 0, memory if kept else 0, row["cpu_milli"],
-                         row["memory_mib"], pod_stream(row), pod.rules)
+        return bound_hold(row, node, grants, refused)
 
 
 __all__ = ["BoundNews"]

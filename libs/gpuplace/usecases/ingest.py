@@ -10,7 +10,8 @@ import logging
 
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry, LatencyWindow, NodeEvent, PlacementEvent
-from gpuplace.usecases import dra, enforcement, latency_learning
+from gpuplace.usecases import latency_learning
+from gpuplace.usecases.event_rules import node_record
 from gpuplace.usecases.ports import NO_METRICS, Metrics, Row, UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
@@ -24,16 +25,7 @@ async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consu
         if event.kind == "deleted":
             await uow.state.delete_node(event.cluster, event.name)
         else:
-            short = await uow.state.upsert_node({
-                "cluster": event.cluster, "name": event.name, "region": event.region,
-                "cpu_milli": event.cpu_milli, "memory_mib": event.memory_mib, "gpu_model": event.gpu_model,
-                "gpu_count": event.gpu_count, "gpu_memory_mib": event.gpu_memory_mib, "ready": event.ready,
-                "unschedulable": event.unschedulable, "taints": list(event.taints),
-                "labels": enforcement.node_labels(dra.node_labels(event.labels, event.dra_driver),
-                                                  event.gpu_enforcement),
-                "max_pods": event.max_pods, "extended": {**event.extended, **event.resources},
-                "gpu_numa": list(event.gpu_numa), "gpu_nvlink": list(event.gpu_nvlink),
-            })
+            short = await uow.state.upsert_node(node_record(event))  # the record replay keeps too
             if short:  # a fact, not an error: the GPU stays full until its pods go (StateRepository.upsert_node)
                 log.warning("node %s/%s reports %d MiB on GPU(s) %s, less than its pods hold: nothing new goes "
                             "there until they go", event.cluster, event.name, event.gpu_memory_mib, short)

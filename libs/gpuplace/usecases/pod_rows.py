@@ -1,7 +1,7 @@
 """A pod as placement writes and reads it: the pods row a PodEvent makes, the event a row stands for (what
 reconciliation found the stream missed), the queue order of rows that wait, and why a pod is refused without a
 decision. Shared by placement's handlers (usecases/placement.py, deciding.py, bound_news.py, resync.py) and by
-replay (usecases/replay.py), so they read one pod alike."""
+replay (through usecases/event_rules.py), so they read one pod alike."""
 
 from __future__ import annotations
 

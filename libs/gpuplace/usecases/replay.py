@@ -2,8 +2,8 @@
 
 The placement service decides on a ClusterView hydrated from PostgreSQL; replay builds the same view from the
 log (nodes.v1 upserts and deletions, pods.v1 pods, other schedulers' bound pods charged where they run,
-placements.v1 decisions, failed binds) and, at each recorded `decided` or `unschedulable`, calls the same
-Decider on the state as it stood then.
+placements.v1 decisions, failed binds) by the service's own rules (usecases/event_rules.py, ClusterFromEvents)
+and, at each recorded `decided` or `unschedulable`, calls the same Decider on the state as it stood then.
 
 - With the recorded policy, the replayed decision must equal the recorded one (node and GPUs, or
   unschedulable); the state then follows the recorded decision. A difference says whether the state differed
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -27,13 +27,14 @@ from gpuplace.core.filters.latency_fit import DEFAULT_MARGIN
 from gpuplace.core.fragmentation import fragmentation
 from gpuplace.core.framework.interface import PolicyContext
 from gpuplace.core.model import Pod
-from gpuplace.core.queue import queue_key
 from gpuplace.core.workload import typical_workload
-from gpuplace.usecases import enforcement, provenance
+from gpuplace.usecases import provenance
 from gpuplace.usecases.cluster_view import ClusterView, Placement, core_pod, pod_rules, pod_stream
 from gpuplace.usecases.decide import Decider
-from gpuplace.usecases.pod_rows import ADOPTED, pod_row
-from gpuplace.usecases.ports import Row
+from gpuplace.usecases.event_rules import ClusterFromEvents
+from gpuplace.usecases.pod_rows import ADOPTED, queue_order
+from gpuplace.usecases.pod_states import PodState
+from gpuplace.usecases.ports import PodRow, Row
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,9 @@ class FinalState:
 
 
 class Replayer:
-    """Replays one cluster's entries in order (`feed`, then `finish`)."""
+    """Replays one cluster's entries in order (`feed`, then `finish`). How each node and pod event changes the
+    cluster is placement's own rules (usecases/event_rules.py, `ClusterFromEvents`); what is replay's alone is
+    deciding again at each recorded decision, comparing, and the what-if's own placements."""
 
     def __init__(self, cluster: str, *, policy: str | None = None, latency_margin: float = DEFAULT_MARGIN,
                  options: PolicyContext | None = None, start_ms: int | None = None) -> None:
@@ -120,15 +123,11 @@ class Replayer:
         self._margin = latency_margin
         self._options = options  # the operator's policy settings placement ran with (decide.policy_options)
         self._decider: Decider | None = None
-        self._nodes: dict[str, NodeEvent] = {}
-        self._pods: dict[str, Row] = {}  # uid -> pods row
+        self.events = ClusterFromEvents(cluster)
         self._first_seen: dict[str, int] = {}  # uid -> ms of its first pending event
-        self._holds: dict[str, Placement] = {}  # uid -> what it holds, in the order it was charged
-        self._view: ClusterView | None = None
         self._waiting: dict[str, Row] = {}  # what-if: pods the replay could not place yet
         self._recorded_placed: set[str] = set()
         self._decided: set[str | None] = set()
-        self._closed: set[tuple[str, int]] = set()  # (node, GPU index) an SLO violation closed to new pods
         self.slo_frames = 0  # latency.v1 windows of the recorded run: frames and deadline misses
         self.slo_misses = 0
         self._start_ms: int | None = None
@@ -146,8 +145,8 @@ class Replayer:
                 continue
             if self._start_ms is None and (self._compare_from is None or entry.timestamp_ms >= self._compare_from):
                 self._start_ms = entry.timestamp_ms
-            if entry.topic == topics.NODES:
-                self._on_node(entry)
+            if entry.topic == topics.NODES and (node := _parse(NodeEvent, entry)) is not None:
+                self.events.node(node)
             elif entry.topic == topics.PODS:
                 self._on_pod(entry)
             elif entry.topic == topics.PLACEMENTS:
@@ -159,10 +158,10 @@ class Replayer:
 
     def finish(self) -> ReplayResult:
         result = self._result_or_new(None)
-        result.replayed.pods_waiting = sum(1 for uid, row in self._pods.items()
-                                           if row["managed"] and uid not in self._holds)
+        result.replayed.pods_waiting = len(self.events.waiting())
         result.recorded.pods_placed = len(self._recorded_placed)
-        pods = [core_pod(r) for r in self._pods.values() if r["managed"]]
+        pods = [core_pod(r) for uid, r in self.events.pods.items()
+                if r["managed"] and self.events.states[uid] != PodState.INVALID]
         result.replayed.stranded_gpu_pct = self._stranded(pods)
         if self.slo_frames:
             result.recorded.slo_attainment_pct = 100.0 * (1 - self.slo_misses / self.slo_frames)
@@ -172,11 +171,10 @@ class Replayer:
 
     def final_state(self) -> FinalState:
         """The state the log leaves the cluster in, after `feed`: what `gpuplace report --fleet --log` reads."""
-        view = self._current_view()
+        events = self.events
         return FinalState(
-            view=view, holders=[self._pods[uid] for uid in self._holds if uid in self._pods],
-            waiting=[row for uid, row in self._pods.items() if row["managed"] and uid not in self._holds],
-            regions={name: event.region for name, event in self._nodes.items()})
+            view=events.view(), holders=[events.pods[uid] for uid in events.holds if uid in events.pods],
+            waiting=events.waiting(), regions={name: node["region"] for name, node in events.nodes.items()})
 
     def _result_or_new(self, recorded_policy: str | None) -> ReplayResult:
         if self.result is None:
@@ -187,37 +185,22 @@ class Replayer:
         return self.result
 
     # -- inputs ------------------------------------------------------------------------------------------
-    def _on_node(self, entry: Entry) -> None:
-        event = _parse(NodeEvent, entry)
-        if event is None:
-            return
-        if event.kind == "deleted":
-            self._nodes.pop(event.name, None)
-        else:
-            self._nodes[event.name] = event
-        self._view = None  # rebuilt before the next decision, with every hold charged again
-
     def _on_pod(self, entry: Entry) -> None:
         event = _parse(PodEvent, entry)
         if event is None:
             return
         if event.kind == "deleted":
-            self._pods.pop(event.uid, None)
             self._waiting.pop(event.uid, None)
-            if self._refund(event.uid):
+            if self.events.deleted(event.uid):
                 self._retry_waiting(entry.timestamp_ms)
             return
-        if event.request_error or event.unevaluated:  # refused by placement (refusal), never decided
-            return
-        row = {**pod_row(event), "first_seen_at": entry.timestamp_ms}
-        self._pods.setdefault(event.uid, row)
+        self.events.pod(event, entry.timestamp_ms)
         self._first_seen.setdefault(event.uid, entry.timestamp_ms)
-        where = event.node_name or event.nominated_node_name
-        if (event.kind == "bound" or not event.managed) and where and event.uid not in self._holds:
-            # another scheduler's pod is charged where it runs; gpuplace's own pod bound without a decision
-            # (created with its node set) too, unless this is a what-if, whose own decisions place those pods
-            if not event.managed or (not self._what_if() and event.uid not in self._decided):
-                self._charge_bound_elsewhere(event.uid, row, where)
+        # gpuplace's own pod seen bound before the log has its decision (they race after the commit) waits for
+        # it, and a what-if's own decisions place its pods; the rest is placement's rule (event_rules.bound_change)
+        own = event.managed and (self._what_if() or (event.uid in self._decided and event.uid not in self.events.holds))
+        if (event.kind == "bound" or not event.managed) and not own:
+            self.events.bound(event)
 
     def _what_if(self) -> bool:
         return self.result.what_if if self.result is not None else self._policy_override is not None
@@ -236,20 +219,19 @@ class Replayer:
             return
         if event.kind in ("decided", "unschedulable") and self._compare_from is not None and \
                 entry.timestamp_ms < self._compare_from:
-            if uid in self._pods:  # decided again, unseen: a policy that learns the arrivals learns them
-                self._decide(self._current_view(), self._pods[uid])
+            if uid in self.events.pods:  # decided again, unseen: a policy that learns the arrivals learns them
+                self._decide(self.events.view(), self.events.pods[uid])
             if event.kind == "decided":  # before T1: the state the range starts from
                 self._charge_recorded(uid, event)
                 self._waiting.pop(uid, None)
-            elif result.what_if and uid in self._pods:  # waiting at T1 in the what-if too
-                self._waiting[uid] = self._pods[uid]
+            elif result.what_if and uid in self.events.pods:  # waiting at T1 in the what-if too
+                self._waiting[uid] = self.events.pods[uid]
         elif event.kind in ("decided", "unschedulable"):
             self._decision_point(entry, event)
         elif event.kind == "bind_failed" and not result.what_if:
-            self._refund(uid)
+            self.events.bind_failed(uid)
         elif event.kind == "slo_violation" and event.node and event.reasons.get("gpu_index", "").isdigit():
-            self._closed.add((event.node, int(event.reasons["gpu_index"])))  # the service re-reads the cluster
-            self._view = None
+            self.events.close_gpu(event.node, int(event.reasons["gpu_index"]))  # the service re-reads the cluster
         elif event.kind in ("defrag_planned", "evicted", "defrag_completed", "defrag_aborted"):
             result.skipped[event.kind] = result.skipped.get(event.kind, 0) + 1
 
@@ -257,7 +239,7 @@ class Replayer:
     def _decision_point(self, entry: Entry, event: PlacementEvent) -> None:
         result = self._result_or_new(event.policy)
         uid = event.pod_uid or ""
-        row = self._pods.get(uid)
+        row = self.events.pods.get(uid)
         recorded = Outcome(event.node, tuple(g.index for g in event.gpus)) if event.kind == "decided" else Outcome(None)
         if event.kind == "decided":
             self._recorded_placed.add(uid)
@@ -269,10 +251,10 @@ class Replayer:
                 self._charge_recorded(uid, event)
             return
         if result.what_if:
-            if uid not in self._holds:
+            if uid not in self.events.holds:
                 self._place_own(uid, row, entry.timestamp_ms)
             return
-        view = self._current_view()
+        view = self.events.view()
         digest = provenance.view_digest(view.snapshot)
         replayed = self._decide(view, row)
         result.compared += 1
@@ -298,16 +280,13 @@ class Replayer:
     def _place_own(self, uid: str, row: Row, now_ms: int) -> bool:
         """What-if: decide with the replay's policy and apply its own decision."""
         assert self._decider is not None and self.result is not None
-        view = self._current_view()
-        if view.snapshot is None:
-            self._waiting[uid] = row
-            return False
-        decided = self._decider(view, core_pod(row), pod_stream(row))
+        view = self.events.view()
+        decided = self._decider(view, core_pod(row), pod_stream(row)) if view.snapshot is not None else None
         if not isinstance(decided, Placement):
             self._waiting[uid] = row
             return False
         self._waiting.pop(uid, None)
-        self._charge(uid, decided)
+        self.events.charge(uid, decided, PodState.RESERVED)
         figures = self.result.replayed
         figures.pods_placed += 1
         figures.pending_ms.append(now_ms - self._first_seen.get(uid, now_ms))
@@ -317,71 +296,21 @@ class Replayer:
     def _retry_waiting(self, now_ms: int) -> None:
         if self.result is None or not self.result.what_if:
             return
-        for uid, row in sorted(self._waiting.items(), key=lambda item: queue_key(
-                priority=item[1]["priority"], deadline_ms=item[1]["deadline_ms"], arrival=item[1]["first_seen_at"])):
+        for uid, row in sorted(self._waiting.items(), key=lambda item: queue_order(cast(PodRow, item[1]))):
             self._place_own(uid, row, now_ms)
 
-    # -- state -------------------------------------------------------------------------------------------
-    def _current_view(self) -> ClusterView:
-        """The view as the service would hydrate it: nodes by name, then every hold charged in order."""
-        if self._view is None:
-            nodes = [_node_row(self._nodes[name]) for name in sorted(self._nodes)]
-            gpus = [{**g, "slo_blocked_at": "closed" if (name, g["index"]) in self._closed else None}
-                    for name in sorted(self._nodes) for g in _gpu_rows(self._nodes[name])]
-            self._view = ClusterView.hydrate(self.cluster, nodes, gpus, [], [])
-            for uid, hold in list(self._holds.items()):
-                self._charge_view(uid, hold)
-        return self._view
-
     def _charge_recorded(self, uid: str, event: PlacementEvent) -> None:
-        row = self._pods.get(uid)
+        """A recorded decision's place, held by its pod (reserved) as placement's reservation holds it."""
+        row = self.events.pods.get(uid)
         gpus = event.gpus
         hold = Placement(event.node or "", tuple(sorted(g.index for g in gpus)),
                          gpus[0].share_milli if gpus else 0, gpus[0].memory_mib if gpus else 0,
                          row["cpu_milli"] if row else 0, row["memory_mib"] if row else 0,
                          pod_stream(row) if row else None, pod_rules(row) if row else pod_rules({}))
-        self._charge(uid, hold)
-
-    def _charge_bound_elsewhere(self, uid: str, row: Row, node: str) -> None:
-        view = self._current_view()
-        if not view.has_node(node):
-            return
-        gpu_indices, share, memory = view.gpus_for_bound_pod(node, core_pod(row))
-        snapshot = view.snapshot
-        assert snapshot is not None
-        at = snapshot.index_of(node)
-        # as the database charges it (charge_bound): GPUs it has no room left on are over-committed by the
-        # other scheduler and not charged; CPU and memory are charged up to what the node has left
-        kept = tuple(i for i in gpu_indices if snapshot.free_share_milli[at, i] >= share
-                     and snapshot.free_memory_mib[at, i] >= memory)
-        self._charge(uid, Placement(node, kept, share if kept else 0, memory if kept else 0,
-                                    min(row["cpu_milli"], int(snapshot.cpu_free_milli[at])),
-                                    min(row["memory_mib"], int(snapshot.memory_free_mib[at])),
-                                    pod_stream(row), pod_rules(row)))
-
-    def _charge(self, uid: str, hold: Placement) -> None:
-        self._refund(uid)
-        self._holds[uid] = hold
-        if self._view is not None:
-            self._charge_view(uid, hold)
-
-    def _charge_view(self, uid: str, hold: Placement) -> None:
-        view = self._view
-        assert view is not None
-        try:
-            view.charge(uid, hold)
-        except ValueError:  # over-committed by another scheduler: the service's database refuses it too
-            view.holds[uid] = hold
-
-    def _refund(self, uid: str) -> bool:
-        hold = self._holds.pop(uid, None)
-        if hold is not None and self._view is not None:
-            self._view.refund(uid)
-        return hold is not None
+        self.events.charge(uid, hold, PodState.RESERVED)
 
     def _stranded(self, pods: list[Pod]) -> float | None:
-        view = self._current_view()
-        snapshot = view.snapshot
+        snapshot = self.events.view().snapshot
         if snapshot is None or not pods or snapshot.total_gpu_milli == 0:
             return None
         workload = typical_workload(pods, snapshot.gpu_types)
@@ -396,23 +325,6 @@ def _parse(model: Any, entry: Entry) -> Any:
         return model.model_validate(dict(entry.event))
     except ValidationError:  # dead-lettered by the consumers when it was recorded: skipped here too
         return None
-
-
-def _node_row(event: NodeEvent) -> Row:
-    # the node's GPU sharing enforcement as ingest stores it: shares were placed by it (usecases/enforcement)
-    labels = enforcement.node_labels(event.labels, event.gpu_enforcement)
-    return {"name": event.name, "cpu_milli": event.cpu_milli, "memory_mib": event.memory_mib,
-            "cpu_assigned_milli": 0, "memory_assigned_mib": 0, "labels": labels, "taints": list(event.taints),
-            "unschedulable": event.unschedulable, "ready": event.ready,
-            "extended": {**event.extended, **event.resources},
-            "max_pods": event.max_pods}
-
-
-def _gpu_rows(event: NodeEvent) -> list[Row]:
-    return [{"node": event.name, "index": i, "model": event.gpu_model, "memory_total_mib": event.gpu_memory_mib,
-             "share_assigned_milli": 0, "memory_assigned_mib": 0, "memory_observed_mib": 0, "healthy": True,
-             "slo_blocked_at": None, "numa_node": event.gpu_numa[i] if event.gpu_numa else None,
-             "nvlink_domain": event.gpu_nvlink[i] if event.gpu_nvlink else None} for i in range(event.gpu_count)]
 
 
 def replay(cluster: str, entries: Iterable[Entry], *, policy: str | None = None,

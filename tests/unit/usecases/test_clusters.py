@@ -1,7 +1,7 @@
 """usecases/clusters and usecases/messages: one hold of a cluster at a time, re-entered by the task holding it (so a
 message handled inside a hold runs in it); a load resumes the cluster in its handlers' order and is tried again when
 it fails; and the shape issue 36 asks of the use cases: no lock outside Clusters, no class over 20 methods or
-300 lines (two known exceptions, left to the issue's later items)."""
+300 lines (one known exception, left to the issue's item 3)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from tests.builders import node_event
 from tests.fakes import FakeUnitOfWorkFactory
 
 USECASES = Path(__file__).parents[3] / "libs" / "gpuplace" / "usecases"
-# issue 36, items 3 (a repository per aggregate) and 4 (replay drives placement's own rules): not split yet
-KNOWN_LARGE = {"StateRepository", "Replayer"}
+# issue 36, item 3 (a repository per aggregate): not split yet
+KNOWN_LARGE = {"StateRepository"}
 
 
 async def test_a_hold_is_re_entered_by_its_task_and_waited_for_by_another(uow_factory: FakeUnitOfWorkFactory):
