@@ -20,7 +20,8 @@ from gpuplace.usecases.clusters import Clusters
 from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.pod_rows import AWAITING_NODE, CONSUMER, pod_row
 from gpuplace.usecases.pod_states import PodState
-from gpuplace.usecases.ports import GpuGrant, PodRow, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import GpuGrant, PodRow
+from gpuplace.usecases.repositories import UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,9 @@ class BoundNews:
         its scheduler nominated it to run, and moves its charge when it lands elsewhere."""
         where = event.node_name or event.nominated_node_name
         async with self._uow_factory() as uow:
-            if not where or not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
+            if not where or not await uow.events.claim_event(CONSUMER, event.event_id, event.digest()):
                 return
-            row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
+            row = await uow.pods.get_pod(event.cluster, event.uid, for_update=True)
             hold = None
             unplaced = row is None or row["state"] in ("pending", "unschedulable", "invalid")
             # bound where the database does not have it: another scheduler's pod nominated for one node and
@@ -55,13 +56,13 @@ class BoundNews:
             if (row is not None or event.managed) and (unplaced or moved):
                 await self._checks.bound(event, where)
             if moved and row is not None:  # moved implies a row; said again for the type checker
-                await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
-                                        memory_mib=row["memory_mib"])
+                await uow.allocations.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
+                                              memory_mib=row["memory_mib"])
             if unplaced or moved:
                 hold = await self._charge_elsewhere(uow, state, event, where)
             elif row is not None and row["state"] == PodState.RESERVED and row["node"] == event.node_name:
                 if not self._binder.in_flight(event.cluster, event.uid):
-                    await uow.state.set_pod_state(event.cluster, event.uid, PodState.BOUND, mark_bound=True)
+                    await uow.pods.set_pod_state(event.cluster, event.uid, PodState.BOUND, mark_bound=True)
                     await self._decisions.record(uow, row, "bound", node=event.node_name)
             await self._decisions.commit(uow)
         if moved:
@@ -80,16 +81,16 @@ class BoundNews:
         Returns the node it freed room on, if any."""
         held, freed = False, None
         async with self._uow_factory() as uow:
-            if not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
+            if not await uow.events.claim_event(CONSUMER, event.event_id, event.digest()):
                 return None
-            row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
+            row = await uow.pods.get_pod(event.cluster, event.uid, for_update=True)
             if row is not None and row["state"] != PodState.DELETED:
                 held = row["state"] == PodState.RESERVED and row["uid"] in state.planned
                 if not held:
-                    freed = await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
-                                                    memory_mib=row["memory_mib"])
+                    freed = await uow.allocations.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
+                                                          memory_mib=row["memory_mib"])
                 mid_plan: dict[str, Any] = {"reason": "deleted mid-plan"} if held else {}
-                await uow.state.set_pod_state(event.cluster, event.uid, PodState.DELETED, **mid_plan)
+                await uow.pods.set_pod_state(event.cluster, event.uid, PodState.DELETED, **mid_plan)
             await self._decisions.commit(uow)
         if not held:
             state.view.refund(event.uid)
@@ -103,10 +104,10 @@ class BoundNews:
         """Inside `uow`: a pod bound without gpuplace takes its CPU, memory, slot and GPUs on `node` (the
         whole node counts, DESIGN §3); returns what to charge the view after commit. A node gpuplace has not
         heard of yet is charged when it arrives (charge_awaiting_node)."""
-        row = await uow.state.upsert_pod({**pod_row(event), "state": PodState.BOUND})
+        row = await uow.pods.upsert_pod({**pod_row(event), "state": PodState.BOUND})
         if not state.view.has_node(node):
-            await uow.state.set_pod_state(event.cluster, event.uid, PodState.BOUND, node=node, reason=AWAITING_NODE,
-                                          mark_bound=True)
+            await uow.pods.set_pod_state(event.cluster, event.uid, PodState.BOUND, node=node, reason=AWAITING_NODE,
+                                         mark_bound=True)
             state.awaiting_nodes.add(node)
             return None
         return await self._charge_on_node(uow, state.view, row, node, mark_bound=True)
@@ -128,14 +129,14 @@ class BoundNews:
         cluster = state.view.cluster
         state.awaiting_nodes.discard(node)
         async with self._uow_factory() as uow:
-            waiting = [r for r in await uow.state.pods_in_state(cluster, (PodState.BOUND,))
+            waiting = [r for r in await uow.pods.pods_in_state(cluster, (PodState.BOUND,))
                        if r["reason"] == AWAITING_NODE and r["node"] == node]
         if not waiting:
             return
         await self._clusters.reread(state)  # the view must know the node to choose GPUs on it
         async with self._uow_factory() as uow:
             for row in waiting:
-                current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
+                current = await uow.pods.get_pod(cluster, row["uid"], for_update=True)
                 if current is not None and current["state"] == PodState.BOUND and current["reason"] == AWAITING_NODE:
                     await self._charge_on_node(uow, state.view, current, node)
             await self._decisions.commit(uow)
@@ -146,7 +147,7 @@ class BoundNews:
         pod = core_pod(row)
         claimed = view.gpus_for_claimed_pod(node, (row.get("rules") or {}).get("dra_claims") or ())
         gpu_indices, share, memory = claimed or view.gpus_for_bound_pod(node, pod)
-        refused = await uow.state.charge_bound(
+        refused = await uow.allocations.charge_bound(
             cluster=row["cluster"], pod_uid=row["uid"], node=node,
             grants=[GpuGrant(i, memory, share) for i in gpu_indices], cpu_milli=row["cpu_milli"],
             memory_mib=row["memory_mib"], decision_id=uuid.uuid4().hex)
@@ -154,8 +155,8 @@ class BoundNews:
         if refused:
             log.warning("pod %s/%s bound to %s by another scheduler: %s", row["namespace"], row["name"], node,
                         reason)
-        await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.BOUND, node=node, reason=reason,
-                                      mark_bound=mark_bound)
+        await uow.pods.set_pod_state(row["cluster"], row["uid"], PodState.BOUND, node=node, reason=reason,
+                                     mark_bound=mark_bound)
         kept = tuple(i for i in gpu_indices if i not in refused)
         return Placement(node, kept, share if kept else 0, memory if kept else 0, row["cpu_milli"],
                          row["memory_mib"], pod_stream(row), pod.rules)

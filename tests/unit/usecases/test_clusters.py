@@ -18,8 +18,8 @@ from tests.builders import node_event
 from tests.fakes import FakeUnitOfWorkFactory
 
 USECASES = Path(__file__).parents[3] / "libs" / "gpuplace" / "usecases"
-# issue 36, items 3 (a repository per aggregate) and 4 (replay drives placement's own rules): not split yet
-KNOWN_LARGE = {"StateRepository", "Replayer"}
+# issue 36, item 4 (replay drives placement's own rules): not split yet
+KNOWN_LARGE = {"Replayer"}
 
 
 async def test_a_hold_is_re_entered_by_its_task_and_waited_for_by_another(uow_factory: FakeUnitOfWorkFactory):
