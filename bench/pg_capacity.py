@@ -2,7 +2,7 @@
 
     python bench/pg_capacity.py --seconds 8 --out bench/results/pg-capacity
 
-drives the real repository (adapters/postgres/state_repository.py, through PostgresUnitOfWorkFactory) with the
+drives the real repository (adapters/postgres/, through PostgresUnitOfWorkFactory) with the
 transactions the services run, K workers at once, each on a synthetic cluster of its own (125 nodes x 8 GPUs, the
 average cluster of a 50,000-GPU fleet of 50 clusters), and reports what PostgreSQL spent:
 
@@ -52,7 +52,7 @@ from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from gpuplace.adapters.postgres import migrate
-from gpuplace.adapters.postgres.state_repository import StateRepository
+from gpuplace.adapters.postgres.latency import LatencyRepository
 from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWork, PostgresUnitOfWorkFactory
 from gpuplace.contracts.events import GpuRequest, GpuTelemetry, LatencyWindow, PodEvent
 from gpuplace.harness import cpu_accounting
@@ -143,7 +143,7 @@ async def _warm(engine: AsyncEngine, connections: int) -> None:
 async def make_cluster(uow_factory: PostgresUnitOfWorkFactory, cluster: str) -> None:
     async with uow_factory() as uow:
         for n in range(NODES):
-            await uow.state.upsert_node({
+            await uow.nodes.upsert_node({
                 "cluster": cluster, "name": f"node-{n:03d}", "region": "capacity", "cpu_milli": 256_000,
                 "memory_mib": 2_048_000, "gpu_model": "NVIDIA-H100-80GB-HBM3", "gpu_count": GPUS_PER_NODE,
                 "gpu_memory_mib": GPU_MIB, "ready": True, "unschedulable": False, "labels": {}, "taints": []})
@@ -180,10 +180,10 @@ class PodLife:
         """Pending batch, binder's flush, relay, bound news: a batch from pending to recorded bound."""
         batch = self._batch()
         async with self.uow() as uow:  # usecases/placement.PlacementService._on_pending and _place
-            claimed = await uow.state.claim_events(CONSUMER, [(e.event_id, e.digest()) for e, _ in batch])
-            rows = await uow.state.upsert_pods([pod_row(e) for e, _ in batch if e.event_id in claimed])
+            claimed = await uow.events.claim_events(CONSUMER, [(e.event_id, e.digest()) for e, _ in batch])
+            rows = await uow.pods.upsert_pods([pod_row(e) for e, _ in batch if e.event_id in claimed])
             if any(row["owner"] for row in rows):  # places promised to a replacement of the same owner
-                await uow.state.pods_in_state(self.cluster, (PodState.PROMISED,))
+                await uow.pods.pods_in_state(self.cluster, (PodState.PROMISED,))
             records: list[Any] = []
             reservations = []
             for row, (_, hold) in zip(rows, batch, strict=True):
@@ -191,13 +191,13 @@ class PodLife:
                 await self.log.record(uow, row, "decided", hold=hold, decision_id=decision_id,
                                       reasons=hold.reasons(), into=records)
                 reservations.append(hold.reservation(row["uid"], decision_id))
-            refused = await uow.state.reserve_many(self.cluster, reservations)
+            refused = await uow.allocations.reserve_many(self.cluster, reservations)
             if refused is not None:
                 raise RuntimeError(f"{self.cluster}: {refused}")
             await self.log.write(uow, records)
             await self.log.commit(uow)
         async with self.uow() as uow:  # usecases/binder.Binder._record
-            moved = set(await uow.state.mark_bound(self.cluster, [row["uid"] for row in rows]))
+            moved = set(await uow.pods.mark_bound(self.cluster, [row["uid"] for row in rows]))
             records = []
             for row, (_, hold) in zip(rows, batch, strict=True):
                 if row["uid"] in moved:
@@ -208,15 +208,15 @@ class PodLife:
         async with self.uow() as uow:  # usecases/placement.PlacementService._on_run, the watcher's bound news
             bound = [e.model_copy(update={"kind": "bound", "node_name": h.node, "event_id": uuid.uuid4().hex})
                      for e, h in batch]
-            await uow.state.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in bound])
+            await uow.events.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in bound])
             await uow.commit()
         return batch
 
     async def _relay(self) -> None:
         async with self.uow() as uow:  # adapters/postgres/outbox_relay.OutboxRelay.run_once, less the Kafka send
-            rows = await uow.state.take_unpublished(500)
+            rows = await uow.outbox.take_unpublished(500)
             if rows:
-                await uow.state.mark_published([row["id"] for row in rows])
+                await uow.outbox.mark_published([row["id"] for row in rows])
             await uow.commit()
 
     async def delete(self, batch: Sequence[tuple[PodEvent, Placement]]) -> None:
@@ -224,13 +224,13 @@ class PodLife:
         for event, _ in batch:
             gone = event.model_copy(update={"kind": "deleted", "event_id": uuid.uuid4().hex})
             async with self.uow() as uow:
-                if not await uow.state.claim_event(CONSUMER, gone.event_id, gone.digest()):
+                if not await uow.events.claim_event(CONSUMER, gone.event_id, gone.digest()):
                     continue
-                row = await uow.state.get_pod(self.cluster, gone.uid, for_update=True)
+                row = await uow.pods.get_pod(self.cluster, gone.uid, for_update=True)
                 if row is not None:
-                    await uow.state.release(self.cluster, gone.uid, cpu_milli=row["cpu_milli"],
-                                            memory_mib=row["memory_mib"])
-                    await uow.state.set_pod_state(self.cluster, gone.uid, PodState.DELETED)
+                    await uow.allocations.release(self.cluster, gone.uid, cpu_milli=row["cpu_milli"],
+                                                  memory_mib=row["memory_mib"])
+                    await uow.pods.set_pod_state(self.cluster, gone.uid, PodState.DELETED)
                 await uow.commit()
             self.deleted += 1
 
@@ -291,7 +291,7 @@ class Latency:
 
 class HoldClock:
     """How long each latency window's transaction holds the one fleet-wide model row: from its SELECT ... FOR UPDATE
-    (StateRepository.load_latency_model) until its commit returns. Every window of the fleet takes that row in
+    (LatencyRepository.load_latency_model) until its commit returns. Every window of the fleet takes that row in
     turn, whatever the number of latency-ingest workers, so 1 / the hold is the fleet's most windows a second."""
 
     def __init__(self) -> None:
@@ -300,25 +300,25 @@ class HoldClock:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
-        load, commit = StateRepository.load_latency_model, PostgresUnitOfWork.commit
+        load, commit = LatencyRepository.load_latency_model, PostgresUnitOfWork.commit
 
-        async def timed_load(repo: StateRepository, name: str, *, for_update: bool = False) -> Any:
+        async def timed_load(repo: LatencyRepository, name: str, *, for_update: bool = False) -> Any:
             if for_update:
                 self._since[id(repo)] = time.perf_counter()
             return await load(repo, name, for_update=for_update)
 
         async def timed_commit(uow: PostgresUnitOfWork) -> None:
             await commit(uow)
-            since = self._since.pop(id(uow.state), None)
+            since = self._since.pop(id(uow.latency), None)
             if since is not None:
                 self.held.append(time.perf_counter() - since)
 
-        StateRepository.load_latency_model = timed_load  # type: ignore[method-assign]
+        LatencyRepository.load_latency_model = timed_load  # type: ignore[method-assign]
         PostgresUnitOfWork.commit = timed_commit  # type: ignore[method-assign]
         try:
             yield
         finally:
-            StateRepository.load_latency_model = load  # type: ignore[method-assign]
+            LatencyRepository.load_latency_model = load  # type: ignore[method-assign]
             PostgresUnitOfWork.commit = commit  # type: ignore[method-assign]
 
 

@@ -67,13 +67,38 @@ def _percentile_cont(ordered: list[float], fraction: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
-class FakeStateRepository:
+class FakeTables:
+    """What the fake repositories share: the unit of work's copy of the tables (FakeUnitOfWork), its clock,
+    and the cascades PostgreSQL's foreign keys would do."""
+
     def __init__(self, tables: dict[str, Any], clock: itertools.count) -> None:
         self.t = tables
         self._clock = clock
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(next(self._clock), UTC)
+
+    def _drop_gpu(self, gkey: tuple[str, str, int]) -> None:
+        """A GPU row goes with the grants on it (PostgreSQL's ON DELETE CASCADE)."""
+        del self.t["gpus"][gkey]
+        for akey in [k for k, a in self.t["allocations"].items() if (a["cluster"], a["node"], a["gpu_index"]) == gkey]:
+            del self.t["allocations"][akey]
+
+    def _drop_node(self, cluster: str, name: str) -> None:
+        self.t["nodes"].pop((cluster, name), None)
+        for gkey in [k for k in self.t["gpus"] if k[:2] == (cluster, name)]:
+            self._drop_gpu(gkey)
+
+    def _holders(self, cluster: str, name: str) -> list[str]:
+        return sorted({a["pod_uid"] for a in self.t["allocations"].values()
+                       if a["cluster"] == cluster and a["node"] == name} |
+                      {p["uid"] for (c, _), p in self.t["pods"].items()
+                       if c == cluster and p.get("node") == name and p["state"] in HOLDING})
+
+
+
+class FakeEventClaims(FakeTables):
+    """repositories.EventClaims on the fake's tables."""
 
     async def claim_events(self, consumer: str, claims: Sequence[tuple[str, str | None]]) -> set[str]:
         return {event_id for event_id, digest in claims if await self.claim_event(consumer, event_id, digest)}
@@ -87,6 +112,10 @@ class FakeStateRepository:
         if digest is not None and stored is not None and stored != digest:
             raise Rejected(reused_id(event_id, stored, digest))
         return False
+
+
+class FakeNodes(FakeTables):
+    """repositories.Nodes on the fake's tables."""
 
     async def upsert_node(self, node: Mapping[str, Any]) -> list[int]:
         key = (node["cluster"], node["name"])
@@ -111,12 +140,6 @@ class FakeStateRepository:
         return sorted(g["index"] for k, g in self.t["gpus"].items()
                       if k[:2] == key and g["memory_reported_mib"] < g["memory_assigned_mib"])
 
-    def _drop_gpu(self, gkey: tuple[str, str, int]) -> None:
-        """A GPU row goes with the grants on it (PostgreSQL's ON DELETE CASCADE)."""
-        del self.t["gpus"][gkey]
-        for akey in [k for k, a in self.t["allocations"].items() if (a["cluster"], a["node"], a["gpu_index"]) == gkey]:
-            del self.t["allocations"][akey]
-
     async def delete_node(self, cluster: str, name: str) -> list[str]:
         uids = self._holders(cluster, name)
         if uids:
@@ -125,17 +148,6 @@ class FakeStateRepository:
         else:
             self._drop_node(cluster, name)
         return uids
-
-    def _drop_node(self, cluster: str, name: str) -> None:
-        self.t["nodes"].pop((cluster, name), None)
-        for gkey in [k for k in self.t["gpus"] if k[:2] == (cluster, name)]:
-            self._drop_gpu(gkey)
-
-    def _holders(self, cluster: str, name: str) -> list[str]:
-        return sorted({a["pod_uid"] for a in self.t["allocations"].values()
-                       if a["cluster"] == cluster and a["node"] == name} |
-                      {p["uid"] for (c, _), p in self.t["pods"].items()
-                       if c == cluster and p.get("node") == name and p["state"] in HOLDING})
 
     async def record_telemetry(self, cluster: str, node: str, index: int, **observed: Any) -> bool:
         gpu = self.t["gpus"].get((cluster, node, index))
@@ -149,6 +161,13 @@ class FakeStateRepository:
 
     async def load_gpus(self, cluster: str) -> list[Row]:
         return [dict(g) for k, g in sorted(self.t["gpus"].items()) if k[0] == cluster]
+
+    async def cluster_names(self) -> list[str]:
+        return sorted({c for c, _ in self.t["nodes"]} | {c for c, _ in self.t["pods"]})
+
+
+class FakePods(FakeTables):
+    """repositories.Pods on the fake's tables."""
 
     async def upsert_pods(self, pods: Sequence[Mapping[str, Any]]) -> list[Row]:
         return [await self.upsert_pod(pod) for pod in pods]
@@ -204,6 +223,22 @@ class FakeStateRepository:
                         and p["state"] == PodState.PROMISED), key=lambda p: (p["first_seen_at"], p["uid"]))
         return dict(found[0]) if found else None
 
+    async def delete_pod(self, cluster: str, uid: str) -> None:
+        self.t["pods"].pop((cluster, uid), None)
+        for akey in [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["pod_uid"] == uid]:
+            del self.t["allocations"][akey]  # PostgreSQL's ON DELETE CASCADE: gone, not refunded
+
+    async def mark_bound(self, cluster: str, uids: Sequence[str]) -> list[str]:
+        moved = [uid for uid in uids
+                 if (pod := self.t["pods"].get((cluster, uid))) and pod["state"] == PodState.RESERVED]
+        for uid in moved:
+            await self.set_pod_state(cluster, uid, PodState.BOUND, mark_bound=True)
+        return moved
+
+
+class FakeAllocations(FakeTables):
+    """repositories.Allocations on the fake's tables."""
+
     async def transfer_allocations(self, cluster: str, from_uid: str, to_uid: str) -> list[Row]:
         moved: list[Row] = []
         held = [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["pod_uid"] == from_uid]
@@ -213,11 +248,6 @@ class FakeStateRepository:
             self.t["allocations"][(cluster, to_uid, a["gpu_index"])] = a
             moved.append(dict(a))
         return moved
-
-    async def delete_pod(self, cluster: str, uid: str) -> None:
-        self.t["pods"].pop((cluster, uid), None)
-        for akey in [k for k, a in self.t["allocations"].items() if a["cluster"] == cluster and a["pod_uid"] == uid]:
-            del self.t["allocations"][akey]  # PostgreSQL's ON DELETE CASCADE: gone, not refunded
 
     async def load_allocations(self, cluster: str) -> list[Row]:
         return [dict(a) for a in self.t["allocations"].values() if a["cluster"] == cluster]
@@ -253,15 +283,9 @@ class FakeStateRepository:
                                          cpu_milli=r.cpu_milli, memory_mib=r.memory_mib, decision_id=r.decision_id)
             if refused:
                 return refused
-            await self.set_pod_state(cluster, r.pod_uid, PodState.RESERVED, node=r.node, reason=None)
+            pods = FakePods(self.t, self._clock)  # the batch moves its pods too, as PostgreSQL's reserve_many does
+            await pods.set_pod_state(cluster, r.pod_uid, PodState.RESERVED, node=r.node, reason=None)
         return None
-
-    async def mark_bound(self, cluster: str, uids: Sequence[str]) -> list[str]:
-        moved = [uid for uid in uids
-                 if (pod := self.t["pods"].get((cluster, uid))) and pod["state"] == PodState.RESERVED]
-        for uid in moved:
-            await self.set_pod_state(cluster, uid, PodState.BOUND, mark_bound=True)
-        return moved
 
     async def charge_bound(self, *, cluster: str, pod_uid: str, node: str, grants: Iterable[GpuGrant], cpu_milli: int,
                            memory_mib: int, decision_id: str) -> list[int]:
@@ -306,6 +330,10 @@ class FakeStateRepository:
                 self._drop_node(cluster, node)  # the last holder of an absent node: it goes too
         return node
 
+
+class FakeDecisions(FakeTables):
+    """repositories.Decisions on the fake's tables."""
+
     async def add_decisions(self, decisions: Sequence[Mapping[str, Any]]) -> None:
         self.t["decisions"].extend({"created_at": self._now(), **decision} for decision in decisions)
 
@@ -315,6 +343,14 @@ class FakeStateRepository:
     async def decisions_with_reason(self, cluster: str, kind: str, key: str, value: str) -> list[Row]:
         return [copy.deepcopy(d) for d in self.t["decisions"]
                 if d["cluster"] == cluster and d["kind"] == kind and d["reasons"].get(key) == value]
+
+    async def count_bound_twice(self, cluster: str) -> int:
+        bound = [d["pod_uid"] for d in self.t["decisions"] if d["cluster"] == cluster and d["kind"] == "bound"]
+        return sum(1 for uid in set(bound) if bound.count(uid) > 1)
+
+
+class FakePlans(FakeTables):
+    """repositories.Plans on the fake's tables."""
 
     async def add_plan(self, plan: DefragPlanRecord) -> None:
         self.t["plans"][(plan.cluster, plan.plan_id)] = plan  # insertion order: the order they were planned
@@ -336,6 +372,10 @@ class FakeStateRepository:
     async def plan_moving(self, cluster: str, uid: str) -> DefragPlanRecord | None:
         return next((p for (c, _), p in reversed(self.t["plans"].items())
                      if c == cluster and any(m.uid == uid for m in p.moves)), None)
+
+
+class FakeOutbox(FakeTables):
+    """repositories.Outbox on the fake's tables."""
 
     async def add_outbox(self, topic: str, key: str, payload_json: str) -> None:
         """The row keeps the payload as JSON text (what tests read back); take_unpublished decodes it, as
@@ -361,15 +401,12 @@ class FakeStateRepository:
     async def count_unpublished(self) -> int:
         return sum(1 for r in self.t["outbox"] if r["published_at"] is None)
 
-    async def count_bound_twice(self, cluster: str) -> int:
-        bound = [d["pod_uid"] for d in self.t["decisions"] if d["cluster"] == cluster and d["kind"] == "bound"]
-        return sum(1 for uid in set(bound) if bound.count(uid) > 1)
+
+class FakeLatency(FakeTables):
+    """repositories.Latency on the fake's tables."""
 
     async def add_latency_window(self, window: Mapping[str, Any]) -> None:
         self.t["latency"].append(dict(window))
-
-    async def cluster_names(self) -> list[str]:
-        return sorted({c for c, _ in self.t["nodes"]} | {c for c, _ in self.t["pods"]})
 
     async def latency_by_workload(self, cluster: str) -> list[Row]:
         by_workload: dict[str, list[dict[str, Any]]] = {}
@@ -421,12 +458,8 @@ class FakeStateRepository:
         return None
 
 
-class FakeRetentionRepository:
+class FakeRetentionRepository(FakeTables):
     """ports.RetentionStore on the fake's tables. Units of work run one at a time, so the turn is always free."""
-
-    def __init__(self, tables: dict[str, Any], clock: itertools.count) -> None:
-        self.t = tables
-        self._clock = clock
 
     async def take_pruning_turn(self) -> bool:
         return True
@@ -479,15 +512,23 @@ class FakeUnitOfWork:
     async def __aenter__(self) -> FakeUnitOfWork:
         await self.db.lock.acquire()
         self._work = copy.deepcopy(self.db.tables())
-        self.state = FakeStateRepository(self._work, self.db.clock)
-        self.retention = FakeRetentionRepository(self._work, self.db.clock)
+        self._open_repositories()
         return self
+
+    def _open_repositories(self) -> None:
+        """One repository per aggregate, all on this unit of work's copy of the tables."""
+        work, clock = self._work, self.db.clock
+        self.events, self.nodes, self.pods = FakeEventClaims(work, clock), FakeNodes(work, clock), FakePods(work, clock)
+        self.allocations, self.decisions = FakeAllocations(work, clock), FakeDecisions(work, clock)
+        self.plans, self.outbox = FakePlans(work, clock), FakeOutbox(work, clock)
+        self.latency = FakeLatency(work, clock)
+        self.retention = FakeRetentionRepository(work, clock)
 
     async def commit(self) -> None:
         for name, value in self._work.items():
             setattr(self.db, name, value)
         self._work = copy.deepcopy(self.db.tables())
-        self.state.t = self.retention.t = self._work
+        self._open_repositories()
         self.committed = True
 
     async def __aexit__(self, *exc: object) -> None:

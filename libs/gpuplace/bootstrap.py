@@ -28,7 +28,8 @@ from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.defrag import Defragmenter, DefragSettings
 from gpuplace.usecases.messages import ClusterLoaded, MessageBus, PodWaits
 from gpuplace.usecases.placement import PlacementService
-from gpuplace.usecases.ports import NO_METRICS, ClusterApi, Metrics, UnitOfWorkFactory
+from gpuplace.usecases.ports import NO_METRICS, ClusterApi, Metrics
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 from gpuplace.usecases.scale_hints import HintSettings, ScaleHinter
 
 

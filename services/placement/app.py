@@ -21,7 +21,7 @@ from gpuplace.contracts.events import NodeEvent, PlacementEvent, PlacementKind, 
 from gpuplace.settings import ConfigurationError, Settings
 from gpuplace.usecases.decide import decider, policy_options
 from gpuplace.usecases.defrag import DefragSettings
-from gpuplace.usecases.ports import UnitOfWorkFactory
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 from gpuplace.usecases.retention import Pruner, RetentionPolicy
 from gpuplace.usecases.scale_hints import HintSettings, parse_shapes
 from services.consumer import Route, wire

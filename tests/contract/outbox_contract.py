@@ -29,34 +29,34 @@ class OutboxContract:
         uow_factory = await factory if inspect.isawaitable(factory) else factory
         async with uow_factory() as uow:
             for i in range(n):
-                await uow.state.add_outbox(TOPIC, f"east/pod-{i % 2}", json.dumps({"n": i}))
+                await uow.outbox.add_outbox(TOPIC, f"east/pod-{i % 2}", json.dumps({"n": i}))
             await uow.commit()
         return uow_factory
 
-    @covers("state", "take_unpublished", "commit")
+    @covers("outbox", "take_unpublished", "commit")
     async def test_committed_rows_are_taken_lowest_id_first_up_to_the_limit(self) -> None:
         uow_factory = await self._with_rows(3)
         async with uow_factory() as uow:
-            first = await uow.state.take_unpublished(2)
+            first = await uow.outbox.take_unpublished(2)
             assert [(r["topic"], r["key"], r["payload"]) for r in first] == \
                 [(TOPIC, "east/pod-0", {"n": 0}), (TOPIC, "east/pod-1", {"n": 1})]
             assert first[0]["id"] < first[1]["id"]
-            every = await uow.state.take_unpublished(10)  # this unit of work's own locks do not hide rows from it
+            every = await uow.outbox.take_unpublished(10)  # this unit of work's own locks do not hide rows from it
             assert [r["payload"]["n"] for r in every] == [0, 1, 2]
 
     @covers("mark_published", "commit")
     async def test_rows_marked_published_are_not_taken_again_and_rows_not_marked_are(self) -> None:
         uow_factory = await self._with_rows(3)
         async with uow_factory() as uow:
-            rows = await uow.state.take_unpublished(10)
-            await uow.state.mark_published([r["id"] for r in rows[:2]])
+            rows = await uow.outbox.take_unpublished(10)
+            await uow.outbox.mark_published([r["id"] for r in rows[:2]])
             await uow.commit()
         async with uow_factory() as uow:
-            left = await uow.state.take_unpublished(10)
+            left = await uow.outbox.take_unpublished(10)
             assert [r["payload"]["n"] for r in left] == [2]
-            await uow.state.mark_published([left[0]["id"]])  # a relay that dies before its commit:
+            await uow.outbox.mark_published([left[0]["id"]])  # a relay that dies before its commit:
         async with uow_factory() as uow:
-            assert [r["payload"]["n"] for r in await uow.state.take_unpublished(10)] == [2]  # taken again
+            assert [r["payload"]["n"] for r in await uow.outbox.take_unpublished(10)] == [2]  # taken again
 
     @covers("take_unpublished")
     async def test_two_relays_at_once_never_take_the_same_row(self) -> None:
@@ -64,9 +64,9 @@ class OutboxContract:
 
         async def relay() -> list[int]:
             async with uow_factory() as uow:
-                ids = [r["id"] for r in await uow.state.take_unpublished(10)]
+                ids = [r["id"] for r in await uow.outbox.take_unpublished(10)]
                 await asyncio.sleep(0.05)  # publishing, while the other relay takes its batch
-                await uow.state.mark_published(ids)
+                await uow.outbox.mark_published(ids)
                 await uow.commit()
                 return ids
 
@@ -74,18 +74,18 @@ class OutboxContract:
         assert not set(first) & set(second)
         assert len(first) + len(second) == 4
         async with uow_factory() as uow:
-            assert await uow.state.take_unpublished(10) == []
+            assert await uow.outbox.take_unpublished(10) == []
 
     @covers("count_unpublished")
     async def test_the_backlog_counts_committed_rows_not_yet_published(self) -> None:
         uow_factory = await self._with_rows(3)
         async with uow_factory() as uow:
-            assert await uow.state.count_unpublished() == 3
-            rows = await uow.state.take_unpublished(2)
-            await uow.state.mark_published([r["id"] for r in rows])
+            assert await uow.outbox.count_unpublished() == 3
+            rows = await uow.outbox.take_unpublished(2)
+            await uow.outbox.mark_published([r["id"] for r in rows])
             await uow.commit()
         async with uow_factory() as uow:
-            assert await uow.state.count_unpublished() == 1
-            await uow.state.add_outbox(TOPIC, "east/pod-9", json.dumps({"n": 9}))  # never committed
+            assert await uow.outbox.count_unpublished() == 1
+            await uow.outbox.add_outbox(TOPIC, "east/pod-9", json.dumps({"n": 9}))  # never committed
         async with uow_factory() as uow:
-            assert await uow.state.count_unpublished() == 1
+            assert await uow.outbox.count_unpublished() == 1

@@ -135,7 +135,7 @@ async def test_placement_waits_for_postgresql_and_stores_events_once_it_is_reach
             async with database(real) as uow_factory:
                 async def stored() -> bool:
                     async with uow_factory() as uow:
-                        return bool(await uow.state.load_nodes(settings.cluster))
+                        return bool(await uow.nodes.load_nodes(settings.cluster))
                 await eventually(stored, timeout_s=45, what="the node stored once PostgreSQL is reachable")
             stop.set()
             await asyncio.wait_for(service, 30)

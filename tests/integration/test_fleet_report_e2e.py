@@ -56,7 +56,7 @@ async def _send_windows(run: PipelineRun, bootstrap: str) -> None:
     async with database(run.settings) as uow_factory:
         async def stored() -> bool:
             async with uow_factory() as uow:
-                found = [await uow.state.latency_by_workload(c) for c in run.clusters]
+                found = [await uow.latency.latency_by_workload(c) for c in run.clusters]
             return all(rows and rows[0]["windows"] == len(WINDOWS) for rows in found)
         await eventually(stored, timeout_s=60, what="the latency windows in PostgreSQL")
 
@@ -64,10 +64,10 @@ async def _send_windows(run: PipelineRun, bootstrap: str) -> None:
 async def _database_figures(settings: Settings, cluster: str) -> dict[str, Any]:
     """What the rows say, read here without the report's code."""
     async with database(settings) as uow_factory, uow_factory() as uow:
-        nodes = await uow.state.load_nodes(cluster)
-        gpus = await uow.state.load_gpus(cluster)
-        waiting = [p for p in await uow.state.pods_in_state(cluster, ("pending", "unschedulable")) if p["managed"]]
-        holding = await uow.state.pods_in_state(cluster, ("reserved", "bound", "promised"))
+        nodes = await uow.nodes.load_nodes(cluster)
+        gpus = await uow.nodes.load_gpus(cluster)
+        waiting = [p for p in await uow.pods.pods_in_state(cluster, ("pending", "unschedulable")) if p["managed"]]
+        holding = await uow.pods.pods_in_state(cluster, ("reserved", "bound", "promised"))
     return {"region": {n["region"] for n in nodes}, "nodes": len(nodes), "gpus": len(gpus),
             "gpu_memory_mib": sum(g["memory_total_mib"] for g in gpus),
             "gpu_memory_allocated_mib": sum(g["memory_assigned_mib"] for g in gpus),

@@ -113,7 +113,7 @@ async def test_hami_vocabulary_pods_are_bound_with_hamis_scheduler_annotations(s
     async with gpuplace_running(settings, kubeconfig):
         await inventory_seen(settings, 2)
         async with database(settings) as uow_factory, uow_factory() as uow:
-            rows = {n["name"]: n for n in await uow.state.load_nodes(settings.cluster)}
+            rows = {n["name"]: n for n in await uow.nodes.load_nodes(settings.cluster)}
         assert (rows[hami_node]["gpu_count"], rows[hami_node]["gpu_memory_mib"]) == (2, DEVMEM)  # not 20 GPUs
 
         gpu = {"nvidia.com/gpu": "1"}  # without HAMi's webhook the pod names it (README, "Next to HAMi")

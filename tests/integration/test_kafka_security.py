@@ -139,7 +139,7 @@ async def test_placement_runs_end_to_end_as_its_own_user_and_never_logs_the_pass
         async with database(settings) as uow_factory:
             async def stored() -> bool:
                 async with uow_factory() as uow:
-                    return bool(await uow.state.load_nodes(settings.cluster))
+                    return bool(await uow.nodes.load_nodes(settings.cluster))
             await eventually(stored, timeout_s=60, what="the node cluster-watcher's user sent, stored by placement")
         assert not service.done()
     finally:

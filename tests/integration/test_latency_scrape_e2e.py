@@ -135,7 +135,7 @@ async def test_pod_histograms_refit_the_model_and_the_next_pod_avoids_the_gpu(ka
 
             async def learned() -> float | None:
                 async with uow_factory() as uow:
-                    state = await uow.state.load_latency_model(MODEL_NAME)
+                    state = await uow.latency.load_latency_model(MODEL_NAME)
                 fraction = ((state or {}).get("classes", {}).get(workload) or {}).get("work_fraction", 0.0)
                 return fraction if fraction > 0.8 else None
 

@@ -321,7 +321,7 @@ async def test_placement_killed_mid_batch_leaves_every_pod_bound_once_and_nothin
             items, db = await settle(conn, api, placement, cluster, namespace)
             settled_s = time.monotonic() - submitted
             async with database(settings) as uow_factory, uow_factory() as uow:
-                bound_twice = await uow.state.count_bound_twice(cluster)
+                bound_twice = await uow.decisions.count_bound_twice(cluster)
             books = await _accounting(conn, cluster)
         finally:
             if burst is not None and not burst.done():

@@ -183,4 +183,4 @@ async def test_events_of_a_cluster_no_worker_here_serves_are_dead_lettered_and_w
     letter = await bus.next_dead_letter()
     assert f"cluster {other!r} is not one this placement worker serves" in letter["reason"], letter["reason"]
     async with database(bus.settings) as uow_factory, uow_factory() as uow:
-        assert await uow.state.load_nodes(other) == []
+        assert await uow.nodes.load_nodes(other) == []

@@ -10,9 +10,10 @@ from sqlalchemy import select
 
 from gpuplace.adapters.postgres.tables import latency_windows
 from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWorkFactory
-from gpuplace.usecases.ports import Retained, UnitOfWorkFactory
+from gpuplace.usecases.ports import Retained
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 from tests.contract.retention_contract import RetentionContract
-from tests.contract.unit_of_work_contract import decision_row
+from tests.contract.store_contract import decision_row
 from tests.integration.test_postgres_unit_of_work import OnFreshSchemas
 
 pytestmark = pytest.mark.integration
@@ -35,12 +36,13 @@ class TestPostgresRetention(OnFreshSchemas, RetentionContract):
     async def test_a_row_a_placement_holds_is_skipped_not_waited_for(self) -> None:
         uow_factory = PostgresUnitOfWorkFactory(await self.schemas.engine())
         async with uow_factory() as uow:
-            await uow.state.add_decisions([decision_row("held", "a", "decided"), decision_row("free", "b", "decided")])
+            await uow.decisions.add_decisions([decision_row("held", "a", "decided"),
+                                               decision_row("free", "b", "decided")])
             await uow.commit()
         async with uow_factory() as placement:
-            await placement.state.claim_event("placement", "x")  # any open transaction; then a lock on one row:
-            await placement.state.decisions_of("contract", "a")
-            conn = placement.state._conn  # noqa: SLF001 - the test takes a row lock no port method takes
+            await placement.events.claim_event("placement", "x")  # any open transaction; then a lock on one row:
+            await placement.decisions.decisions_of("contract", "a")
+            conn = placement.pods._conn  # noqa: SLF001 - the test takes a row lock no port method takes
             await conn.exec_driver_sql("SELECT 1 FROM decisions WHERE id = 'held' FOR UPDATE")
             async with asyncio.timeout(5), uow_factory() as pruner:
                 assert await pruner.retention.prune(Retained.DECISIONS, 0, 10) == 1  # `free` only, at once

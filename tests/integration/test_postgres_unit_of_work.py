@@ -1,4 +1,5 @@
-"""PostgreSQL's unit of work passes the shared contract, each test on its own freshly migrated schema."""
+"""PostgreSQL's unit of work and its repositories pass the shared contract slices, each test on its own freshly
+migrated schema."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from gpuplace.adapters.postgres import migrate
 from gpuplace.adapters.postgres.tables import latency_windows
 from gpuplace.adapters.postgres.unit_of_work import PostgresUnitOfWorkFactory
-from gpuplace.usecases.ports import UnitOfWorkFactory
+from gpuplace.usecases.repositories import UnitOfWorkFactory
+from tests.contract.allocations_contract import AllocationsContract
+from tests.contract.decisions_contract import DecisionsContract
+from tests.contract.event_claims_contract import EventClaimsContract
+from tests.contract.latency_contract import LatencyContract
+from tests.contract.nodes_contract import NodesContract
+from tests.contract.plans_contract import PlansContract
+from tests.contract.pods_contract import PodsContract
+from tests.contract.queued_outbox_contract import QueuedOutboxContract
 from tests.contract.unit_of_work_contract import UnitOfWorkContract
 
 pytestmark = pytest.mark.integration
@@ -51,7 +60,8 @@ class OnFreshSchemas:
         await self.schemas.close()
 
 
-class TestPostgresUnitOfWork(OnFreshSchemas, UnitOfWorkContract):
+class OnPostgres(OnFreshSchemas):
+    """How a slice gets a fresh PostgreSQL store (StoreContract): a schema of its own, migrated to head."""
 
     async def make_uow_factory(self) -> UnitOfWorkFactory:
         return PostgresUnitOfWorkFactory(await self.schemas.engine())  # typed: the adapter satisfies the port
@@ -60,3 +70,39 @@ class TestPostgresUnitOfWork(OnFreshSchemas, UnitOfWorkContract):
         async with uow_factory.engine.connect() as conn:
             result = await conn.execute(select(latency_windows).order_by(latency_windows.c.id))
             return [row._mapping for row in result]
+
+
+class TestPostgresUnitOfWork(OnPostgres, UnitOfWorkContract):
+    pass
+
+
+class TestPostgresEventClaims(OnPostgres, EventClaimsContract):
+    pass
+
+
+class TestPostgresNodes(OnPostgres, NodesContract):
+    pass
+
+
+class TestPostgresPods(OnPostgres, PodsContract):
+    pass
+
+
+class TestPostgresAllocations(OnPostgres, AllocationsContract):
+    pass
+
+
+class TestPostgresDecisions(OnPostgres, DecisionsContract):
+    pass
+
+
+class TestPostgresPlans(OnPostgres, PlansContract):
+    pass
+
+
+class TestPostgresQueuedOutbox(OnPostgres, QueuedOutboxContract):
+    pass
+
+
+class TestPostgresLatency(OnPostgres, LatencyContract):
+    pass

@@ -53,14 +53,14 @@ async def default_latency_model(database_url: str) -> AsyncIterator[None]:
     latency-scrape and fleet-report tests teach it). The model found is put back after."""
     async with database(Settings(database_url=database_url)) as uow_factory:
         async with uow_factory() as uow:
-            kept = await uow.state.load_latency_model(latency_learning.MODEL_NAME)
-            await uow.state.save_latency_model(latency_learning.MODEL_NAME, {})
+            kept = await uow.latency.load_latency_model(latency_learning.MODEL_NAME)
+            await uow.latency.save_latency_model(latency_learning.MODEL_NAME, {})
             await uow.commit()
         try:
             yield
         finally:
             async with uow_factory() as uow:
-                await uow.state.save_latency_model(latency_learning.MODEL_NAME, kept or {})
+                await uow.latency.save_latency_model(latency_learning.MODEL_NAME, kept or {})
                 await uow.commit()
 
 

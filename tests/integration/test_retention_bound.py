@@ -80,8 +80,8 @@ async def _publish_all(uow_factory: PostgresUnitOfWorkFactory) -> None:
     """The relay's part, without Kafka: every committed row marked published."""
     while True:
         async with uow_factory() as uow:
-            rows = await uow.state.take_unpublished(1000)
-            await uow.state.mark_published([r["id"] for r in rows])
+            rows = await uow.outbox.take_unpublished(1000)
+            await uow.outbox.mark_published([r["id"] for r in rows])
             await uow.commit()
         if not rows:
             return

@@ -72,7 +72,7 @@ class Scene:
         async with database(run.settings) as uow_factory:
             async def seen() -> bool:
                 async with uow_factory() as uow:
-                    rows = [n for c in run.clusters for n in await uow.state.load_nodes(c)]
+                    rows = [n for c in run.clusters for n in await uow.nodes.load_nodes(c)]
                 return all((n["name"] not in self.tainted or n["taints"]) and
                            (n["name"] not in self.cordoned or n["unschedulable"]) and
                            (n["name"] not in self.zone or n["labels"].get("zone") == self.zone[n["name"]])

@@ -410,7 +410,7 @@ class ChaosRun:
         lost = lost_pods(api_pods, db)
         live = {(c, p["metadata"]["uid"]) for c, items in api_pods.items() for p in items}
         async with uow_factory() as uow:
-            twice = sum([await uow.state.count_bound_twice(c) for c in self.clusters])
+            twice = sum([await uow.decisions.count_bound_twice(c) for c in self.clusters])
         bound = sum(1 for items in api_pods.values() for p in items if (p.get("spec") or {}).get("nodeName"))
         waiting = sum(1 for r in db.values() if r.state in ("unschedulable", "invalid"))
         return ChaosResult(

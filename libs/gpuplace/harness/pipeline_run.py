@@ -322,7 +322,7 @@ class PipelineRun:
         async with database(self.settings) as uow_factory:
             while time.monotonic() < deadline:
                 async with uow_factory() as uow:
-                    seen = sum([len(await uow.state.load_nodes(c)) for c in self.clusters])
+                    seen = sum([len(await uow.nodes.load_nodes(c)) for c in self.clusters])
                 self.progress("inventory", seen, expected)
                 if seen >= expected:
                     return
@@ -387,9 +387,9 @@ class PipelineRun:
                         raise RuntimeError("a pipeline service stopped") from task.exception()
                 async with uow_factory() as uow:
                     waiting = {f"{cluster}/{row['name']}" for cluster in self.clusters for row in
-                               await uow.state.pods_in_state(cluster, (PodState.UNSCHEDULABLE, PodState.INVALID))
+                               await uow.pods.pods_in_state(cluster, (PodState.UNSCHEDULABLE, PodState.INVALID))
                                if row["namespace"] == self.namespace}
-                    states = await uow.state.count_pods_by_state(list(self.clusters))
+                    states = await uow.pods.count_pods_by_state(list(self.clusters))
                 settled = len(self.submitted_at.keys() & (self.bound_at.keys() | waiting))
                 seen = (settled, len(self.bound_at))
                 if seen != last_seen:
@@ -422,9 +422,9 @@ class PipelineRun:
         capacity = {(c, n.name, g.index): g.memory_mib for c, f in fleets.items() for n in f for g in n.gpus}
         over = sum(1 for key, used in assigned.items() if used > capacity.get(key, 0))
         async with database(self.settings) as uow_factory, uow_factory() as uow:
-            unschedulable = sum([len(await uow.state.pods_in_state(c, (PodState.UNSCHEDULABLE, PodState.INVALID)))
+            unschedulable = sum([len(await uow.pods.pods_in_state(c, (PodState.UNSCHEDULABLE, PodState.INVALID)))
                                  for c in self.clusters])
-            twice = sum([await uow.state.count_bound_twice(c) for c in self.clusters])
+            twice = sum([await uow.decisions.count_bound_twice(c) for c in self.clusters])
         pct, binds_per_s = self._timing(bound)
         return RunResult(
             run_id=self.config.run_id, clusters=self.clusters, namespace=self.namespace,

@@ -49,7 +49,7 @@ async def inventory_seen(settings: Settings, expect: int, *, timeout_s: float = 
     async with database(settings) as uow_factory:
         while True:
             async with uow_factory() as uow:
-                ready = sum(1 for node in await uow.state.load_nodes(settings.cluster) if node["ready"])
+                ready = sum(1 for node in await uow.nodes.load_nodes(settings.cluster) if node["ready"])
             if ready >= expect:
                 return
             if asyncio.get_running_loop().time() > deadline:

@@ -17,8 +17,9 @@ from gpuplace.usecases.cluster_view import Placement
 from gpuplace.usecases.messages import MessageBus, PodWaits
 from gpuplace.usecases.pod_rows import AWAITING_NODE
 from gpuplace.usecases.pod_states import TRACKED, PodState
-from gpuplace.usecases.ports import ClusterApi, PodRow, UnitOfWorkFactory
+from gpuplace.usecases.ports import ClusterApi, PodRow
 from gpuplace.usecases.report_queue import FAILED_SCHEDULING, Reporter
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 
 
 @dataclass
@@ -66,7 +67,7 @@ class AfterCommit:
     async def bind_settled(self, state: ClusterState, uid: str) -> None:
         """A plan completed: its beneficiary, still reserved, is bound on what the view holds for it."""
         async with self._uow_factory() as uow:
-            row = await uow.state.get_pod(state.view.cluster, uid)
+            row = await uow.pods.get_pod(state.view.cluster, uid)
         # not twice: a redelivered pending event may have started its bind once the plan settled
         if row is not None and row["state"] == PodState.RESERVED and uid in state.view.holds and \
                 not self._binder.in_flight(state.view.cluster, uid):
@@ -91,7 +92,7 @@ class AfterCommit:
         """A cluster loaded: its reserved-but-unbound pods are bound again, its waiting pods queued again, and
         pods bound to nodes not known yet are charged when those arrive."""
         async with self._uow_factory() as uow:
-            rows = await uow.state.pods_in_state(state.view.cluster, TRACKED)
+            rows = await uow.pods.pods_in_state(state.view.cluster, TRACKED)
         for row in rows:
             if row["state"] == PodState.BOUND:
                 if row["reason"] == AWAITING_NODE and row["node"]:

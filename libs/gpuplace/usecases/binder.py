@@ -25,8 +25,9 @@ from gpuplace.usecases.cluster_view import Placement
 from gpuplace.usecases.clusters import Clusters
 from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.pod_states import PodState
-from gpuplace.usecases.ports import BindOutcome, BindResult, ClusterApi, Metrics, PodRow, UnitOfWorkFactory
+from gpuplace.usecases.ports import BindOutcome, BindResult, ClusterApi, Metrics, PodRow
 from gpuplace.usecases.report_queue import SCHEDULED, Reporter
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class Binder:
         failed: list[BindOutcomeToRecord] = []
         async with self._uow_factory() as uow:
             bound = {item.row["uid"]: item for item in batch if item.outcome == "bound"}
-            moved = await uow.state.mark_bound(cluster, list(bound))
+            moved = await uow.pods.mark_bound(cluster, list(bound))
             events: list[PlacementEvent] = []
             for uid in moved:
                 await self._decisions.record(uow, bound[uid].row, "bound", hold=bound[uid].hold, into=events)
@@ -123,12 +124,12 @@ class Binder:
                 if item.outcome == "bound":
                     continue
                 row, hold = item.row, item.hold
-                current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
+                current = await uow.pods.get_pod(cluster, row["uid"], for_update=True)
                 if current is None or current["state"] != PodState.RESERVED:
                     continue
-                await uow.state.release(cluster, row["uid"], cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib)
+                await uow.allocations.release(cluster, row["uid"], cpu_milli=hold.cpu_milli, memory_mib=hold.memory_mib)
                 next_state = PodState.DELETED if item.outcome == "gone" else PodState.PENDING
-                await uow.state.set_pod_state(cluster, row["uid"], next_state, node=None, reason=item.outcome)
+                await uow.pods.set_pod_state(cluster, row["uid"], next_state, node=None, reason=item.outcome)
                 await self._decisions.record(uow, row, "bind_failed", hold=hold, reasons={"bind": item.outcome},
                                              into=events)
                 failed.append(item)

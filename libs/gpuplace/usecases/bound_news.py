@@ -30,7 +30,8 @@ from gpuplace.usecases.event_rules import (
 )
 from gpuplace.usecases.pod_rows import AWAITING_NODE, CONSUMER, pod_row
 from gpuplace.usecases.pod_states import PodState
-from gpuplace.usecases.ports import GpuGrant, PodRow, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import GpuGrant, PodRow
+from gpuplace.usecases.repositories import UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,9 @@ class BoundNews:
         its scheduler nominated it to run, and moves its charge when it lands elsewhere."""
         where = bound_at(event)
         async with self._uow_factory() as uow:
-            if not where or not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
+            if not where or not await uow.events.claim_event(CONSUMER, event.event_id, event.digest()):
                 return
-            row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
+            row = await uow.pods.get_pod(event.cluster, event.uid, for_update=True)
             hold = None
             # what it changes is placement's rule, which replay applies too (usecases/event_rules): MOVE is a pod
             # bound where the database does not have it, another scheduler's pod nominated for one node and bound
@@ -66,13 +67,13 @@ class BoundNews:
             if (row is not None or event.managed) and (unplaced or moved):
                 await self._checks.bound(event, where)
             if moved and row is not None:  # moved implies a row; said again for the type checker
-                await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
-                                        memory_mib=row["memory_mib"])
+                await uow.allocations.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
+                                              memory_mib=row["memory_mib"])
             if unplaced or moved:
                 hold = await self._charge_elsewhere(uow, state, event, where)
             elif row is not None and change == CONFIRM:
                 if not self._binder.in_flight(event.cluster, event.uid):
-                    await uow.state.set_pod_state(event.cluster, event.uid, PodState.BOUND, mark_bound=True)
+                    await uow.pods.set_pod_state(event.cluster, event.uid, PodState.BOUND, mark_bound=True)
                     await self._decisions.record(uow, row, "bound", node=event.node_name)
             await self._decisions.commit(uow)
         if moved:
@@ -91,16 +92,16 @@ class BoundNews:
         Returns the node it freed room on, if any."""
         held, freed = False, None
         async with self._uow_factory() as uow:
-            if not await uow.state.claim_event(CONSUMER, event.event_id, event.digest()):
+            if not await uow.events.claim_event(CONSUMER, event.event_id, event.digest()):
                 return None
-            row = await uow.state.get_pod(event.cluster, event.uid, for_update=True)
+            row = await uow.pods.get_pod(event.cluster, event.uid, for_update=True)
             if row is not None and row["state"] != PodState.DELETED:
                 held = not refunds_on_delete(row["state"], row["uid"] in state.planned)
                 if not held:
-                    freed = await uow.state.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
-                                                    memory_mib=row["memory_mib"])
+                    freed = await uow.allocations.release(event.cluster, event.uid, cpu_milli=row["cpu_milli"],
+                                                          memory_mib=row["memory_mib"])
                 mid_plan: dict[str, Any] = {"reason": "deleted mid-plan"} if held else {}
-                await uow.state.set_pod_state(event.cluster, event.uid, PodState.DELETED, **mid_plan)
+                await uow.pods.set_pod_state(event.cluster, event.uid, PodState.DELETED, **mid_plan)
             await self._decisions.commit(uow)
         if not held:
             state.view.refund(event.uid)
@@ -114,10 +115,10 @@ class BoundNews:
         """Inside `uow`: a pod bound without gpuplace takes its CPU, memory, slot and GPUs on `node` (the
         whole node counts, DESIGN §3); returns what to charge the view after commit. A node gpuplace has not
         heard of yet is charged when it arrives (charge_awaiting_node)."""
-        row = await uow.state.upsert_pod({**pod_row(event), "state": PodState.BOUND})
+        row = await uow.pods.upsert_pod({**pod_row(event), "state": PodState.BOUND})
         if not state.view.has_node(node):
-            await uow.state.set_pod_state(event.cluster, event.uid, PodState.BOUND, node=node, reason=AWAITING_NODE,
-                                          mark_bound=True)
+            await uow.pods.set_pod_state(event.cluster, event.uid, PodState.BOUND, node=node, reason=AWAITING_NODE,
+                                         mark_bound=True)
             state.awaiting_nodes.add(node)
             return None
         return await self._charge_on_node(uow, state.view, row, node, mark_bound=True)
@@ -134,14 +135,14 @@ class BoundNews:
         cluster = state.view.cluster
         state.awaiting_nodes.discard(node)
         async with self._uow_factory() as uow:
-            waiting = [r for r in await uow.state.pods_in_state(cluster, (PodState.BOUND,))
+            waiting = [r for r in await uow.pods.pods_in_state(cluster, (PodState.BOUND,))
                        if r["reason"] == AWAITING_NODE and r["node"] == node]
         if not waiting:
             return
         await self._clusters.reread(state)  # the view must know the node to choose GPUs on it
         async with self._uow_factory() as uow:
             for row in waiting:
-                current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
+                current = await uow.pods.get_pod(cluster, row["uid"], for_update=True)
                 if current is not None and current["state"] == PodState.BOUND and current["reason"] == AWAITING_NODE:
                     await self._charge_on_node(uow, state.view, current, node)
             await self._decisions.commit(uow)
@@ -151,7 +152,7 @@ class BoundNews:
         """Inside `uow`: charge a pod bound without gpuplace on `node`, where it runs (see gpus_for_bound_pod)."""
         grants = bound_grants(view, row, node)
         gpu_indices, share, memory = grants
-        refused = await uow.state.charge_bound(
+        refused = await uow.allocations.charge_bound(
             cluster=row["cluster"], pod_uid=row["uid"], node=node,
             grants=[GpuGrant(i, memory, share) for i in gpu_indices], cpu_milli=row["cpu_milli"],
             memory_mib=row["memory_mib"], decision_id=uuid.uuid4().hex)
@@ -159,8 +160,8 @@ class BoundNews:
         if refused:
             log.warning("pod %s/%s bound to %s by another scheduler: %s", row["namespace"], row["name"], node,
                         reason)
-        await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.BOUND, node=node, reason=reason,
-                                      mark_bound=mark_bound)
+        await uow.pods.set_pod_state(row["cluster"], row["uid"], PodState.BOUND, node=node, reason=reason,
+                                     mark_bound=mark_bound)
         return bound_hold(row, node, grants, refused)
 
 

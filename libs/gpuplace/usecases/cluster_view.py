@@ -65,7 +65,7 @@ class Placement:
         return tuple(GpuGrant(i, self.gpu_memory_mib, self.share_milli) for i in self.gpu_indices)
 
     def reservation(self, pod_uid: str, decision_id: str) -> Reservation:
-        """This place as one pod's row of a batch of reservations (StateRepository.reserve_many)."""
+        """This place as one pod's row of a batch of reservations (repositories.Allocations.reserve_many)."""
         return Reservation(pod_uid, self.node, self.grants(), self.cpu_milli, self.memory_mib, decision_id)
 
 

@@ -26,7 +26,8 @@ from gpuplace.usecases.cluster_state import ClusterState
 from gpuplace.usecases.cluster_view import ClusterView, core_pod
 from gpuplace.usecases.messages import ClusterLoaded, MessageBus
 from gpuplace.usecases.pod_states import HOLDING
-from gpuplace.usecases.ports import NodeCapacity, UnitOfWorkFactory
+from gpuplace.usecases.ports import NodeCapacity
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 
 
 class Clusters:
@@ -89,10 +90,10 @@ class Clusters:
         cluster = state.view.cluster
         state.stale = False  # what changes from here on marks it again
         async with self._uow_factory() as uow:
-            nodes = await uow.state.load_nodes(cluster)
-            gpus = await uow.state.load_gpus(cluster)
-            allocations = await uow.state.load_allocations(cluster)
-            holders = await uow.state.pods_in_state(cluster, HOLDING)
+            nodes = await uow.nodes.load_nodes(cluster)
+            gpus = await uow.nodes.load_gpus(cluster)
+            allocations = await uow.allocations.load_allocations(cluster)
+            holders = await uow.pods.pods_in_state(cluster, HOLDING)
             model = await latency_learning.load_model(uow)
         state.model_read_at = time.monotonic()
         state.view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders, model)

@@ -27,7 +27,8 @@ from gpuplace.usecases.clusters import Clusters
 from gpuplace.usecases.decision_log import DecisionLog
 from gpuplace.usecases.pod_rows import ADOPTED, CONSUMER, pod_row, queue_order, refusal
 from gpuplace.usecases.pod_states import WAITING, PodState
-from gpuplace.usecases.ports import Metrics, PodRow, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import Metrics, PodRow
+from gpuplace.usecases.repositories import UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 MODEL_REFRESH_S = 5.0  # the latency model latency-ingest refits reaches decisions of pods with a frame rate this soon
@@ -97,7 +98,7 @@ class Deciding:
         dealt with inside the same transaction."""
         try:
             async with self._uow_factory() as uow:
-                claimed = await uow.state.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in events])
+                claimed = await uow.events.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in events])
                 batch = _Batch({e.uid: e for e in events if e.event_id in claimed})
                 if not batch.fresh:
                     return
@@ -130,8 +131,8 @@ class Deciding:
         """Inside `uow`: record the batch's pods and sort them (_Batch); a refused pod is recorded `invalid`, a
         replacement adopts its owner's promised place. Reads the latency model again if a pod to decide has a
         frame rate and the model was read over MODEL_REFRESH_S ago."""
-        rows = await uow.state.upsert_pods([pod_row(e) for e in batch.fresh.values()])
-        promised = {(r["namespace"], r["owner"]) for r in await uow.state.pods_in_state(
+        rows = await uow.pods.upsert_pods([pod_row(e) for e in batch.fresh.values()])
+        promised = {(r["namespace"], r["owner"]) for r in await uow.pods.pods_in_state(
             state.view.cluster, (PodState.PROMISED,))} if any(r["owner"] for r in rows) else set()
         for row in rows:
             event = batch.fresh[row["uid"]]
@@ -178,7 +179,7 @@ class Deciding:
             state.view.charge(row["uid"], placement)
             done.placed.append((row, placement))
             reservations.append(placement.reservation(row["uid"], decision_id))
-        refused = await uow.state.reserve_many(state.view.cluster, reservations)
+        refused = await uow.allocations.reserve_many(state.view.cluster, reservations)
         if refused is not None:
             self._metrics.scheduling_attempt(state.view.cluster, "conflict", 0.0)
             return refused
@@ -211,7 +212,7 @@ class Deciding:
         for _attempt in range(3):
             try:
                 async with self._uow_factory() as uow:
-                    current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
+                    current = await uow.pods.get_pod(row["cluster"], row["uid"], for_update=True)
                     if current is None or current["state"] not in WAITING:
                         if current is None or current["uid"] not in state.planned:  # a plan may abort: it waits again
                             state.waiting.pop(row["uid"], None)
@@ -232,7 +233,7 @@ class Deciding:
     async def _record_invalid(self, uow: UnitOfWork, row: PodRow, error: str) -> None:
         """Inside `uow`: a pod whose GPU request cannot be read waits as `invalid`, told why (after the commit)."""
         started = time.perf_counter()
-        await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.INVALID, reason=error)
+        await uow.pods.set_pod_state(row["cluster"], row["uid"], PodState.INVALID, reason=error)
         await self._decisions.record(uow, row, "invalid_request", reasons={"request": error})
         self._metrics.scheduling_attempt(row["cluster"], "invalid", time.perf_counter() - started)
 
@@ -241,14 +242,14 @@ class Deciding:
         owner replaces nobody: it adopts nothing (even where a moved pod of no owner left a promise)."""
         if row["owner"] is None:
             return False
-        promise = await uow.state.find_promise(row["cluster"], row["namespace"], row["owner"])
+        promise = await uow.pods.find_promise(row["cluster"], row["namespace"], row["owner"])
         if promise is None:
             return False
-        grants = await uow.state.transfer_allocations(row["cluster"], promise["uid"], row["uid"])
-        await uow.state.delete_pod(row["cluster"], promise["uid"])
+        grants = await uow.allocations.transfer_allocations(row["cluster"], promise["uid"], row["uid"])
+        await uow.pods.delete_pod(row["cluster"], promise["uid"])
         node = grants[0]["node"] if grants else None
-        await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.RESERVED, node=node,
-                                      reason=f"adopted {promise['uid']}")
+        await uow.pods.set_pod_state(row["cluster"], row["uid"], PodState.RESERVED, node=node,
+                                     reason=f"adopted {promise['uid']}")
         hold = Placement(node or "", tuple(sorted(g["gpu_index"] for g in grants)),
                          grants[0]["share_milli"] if grants else 0, grants[0]["memory_mib"] if grants else 0,
                          row["cpu_milli"], row["memory_mib"])
@@ -259,8 +260,8 @@ class Deciding:
                               seen: Provenance | None = None, into: list[PlacementEvent] | None = None
                               ) -> dict[str, str]:
         if state.last_reasons.get(row["uid"]) != reasons:  # report a new reason once, not on every retry
-            await uow.state.set_pod_state(row["cluster"], row["uid"], PodState.UNSCHEDULABLE,
-                                          reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
+            await uow.pods.set_pod_state(row["cluster"], row["uid"], PodState.UNSCHEDULABLE,
+                                         reason="; ".join(f"{k}: {v}" for k, v in reasons.items())[:2000])
             await self._decisions.record(uow, row, "unschedulable", reasons=reasons, seen=seen, into=into)
         return reasons
 

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuAssignment, PlacementEvent, PlacementKind, Provenance
 from gpuplace.usecases.cluster_view import Placement
-from gpuplace.usecases.ports import PodRow, UnitOfWork
+from gpuplace.usecases.ports import PodRow
+from gpuplace.usecases.repositories import UnitOfWork
 
 
 class DecisionLog:
@@ -45,11 +46,11 @@ class DecisionLog:
 
     async def write(self, uow: UnitOfWork, events: list[PlacementEvent]) -> None:
         """Inside `uow`: the decisions and their placements events, two statements however many."""
-        await uow.state.add_decisions([{
+        await uow.decisions.add_decisions([{
             "id": e.event_id, "cluster": e.cluster, "namespace": e.namespace, "pod": e.pod, "pod_uid": e.pod_uid,
             "kind": e.kind, "node": e.node, "gpus": [g.model_dump() for g in e.gpus], "policy": self._policy,
             "reasons": e.reasons} for e in events])
-        await uow.state.add_outbox_many([(self._topic, e.kafka_key().decode(), e.model_dump_json(by_alias=True))
+        await uow.outbox.add_outbox_many([(self._topic, e.kafka_key().decode(), e.model_dump_json(by_alias=True))
                                          for e in events])
 
     async def commit(self, uow: UnitOfWork) -> None:

@@ -26,8 +26,8 @@ victims may still run on. Step 1 therefore records the plan and its moves in the
 defrag_moves), and `recover()` settles the open ones before the restarted process binds anything: completed
 if every victim is gone, aborted as in 3 otherwise. Evictions are not resumed.
 
-Each plan is settled (3 or 4) exactly once: settling is a conditional update of its row (StateRepository.
-settle_plan), and the first to make it wins. Any placement worker that loads the cluster runs recover() and
+Each plan is settled (3 or 4) exactly once: settling is a conditional update of its row (repositories.
+Plans.settle_plan), and the first to make it wins. Any placement worker that loads the cluster runs recover() and
 may settle a plan another live worker is still carrying out; the plan's own worker then finds it settled and
 stops: it evicts no further victim, records nothing, binds nothing.
 
@@ -64,9 +64,8 @@ from gpuplace.usecases.ports import (
     PlannedMove,
     PlanState,
     PodRow,
-    UnitOfWork,
-    UnitOfWorkFactory,
 )
+from gpuplace.usecases.repositories import UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 RESTARTED = "placement restarted mid-plan"
@@ -191,7 +190,7 @@ class Defragmenter:
     async def _plan(self, view: ClusterView, row: PodRow) -> tuple[Plan | Refusal, dict[str, RunningPod]]:
         assert view.snapshot is not None
         async with self._uow_factory() as uow:
-            holders = await uow.state.pods_in_state(row["cluster"], PLACED)
+            holders = await uow.pods.pods_in_state(row["cluster"], PLACED)
         by_uid = {p["uid"]: p for p in holders}
         running = {
             uid: RunningPod(uid=uid, pod=core_pod(by_uid[uid]), node_name=hold.node, gpu_indices=hold.gpu_indices,
@@ -282,15 +281,15 @@ class Defragmenter:
                 return
             await _release_beneficiary(uow, row)
             if not deleted:
-                await uow.state.set_pod_state(cluster, row["uid"], PodState.UNSCHEDULABLE, node=None,
-                                              reason=f"defrag aborted: {reason}")
+                await uow.pods.set_pod_state(cluster, row["uid"], PodState.UNSCHEDULABLE, node=None,
+                                             reason=f"defrag aborted: {reason}")
             for victim in victims:
                 if victim.uid in gone:
                     continue
-                await uow.state.release(cluster, victim.promise, cpu_milli=victim.cpu_milli,
-                                        memory_mib=victim.pod_memory_mib)
-                await uow.state.delete_pod(cluster, victim.promise)
-                refusal = await uow.state.reserve(
+                await uow.allocations.release(cluster, victim.promise, cpu_milli=victim.cpu_milli,
+                                              memory_mib=victim.pod_memory_mib)
+                await uow.pods.delete_pod(cluster, victim.promise)
+                refusal = await uow.allocations.reserve(
                     cluster=cluster, pod_uid=victim.uid, node=victim.from_node,
                     grants=[GpuGrant(g, victim.memory_mib, victim.share_milli) for g in victim.from_gpu_indices],
                     cpu_milli=victim.cpu_milli, memory_mib=victim.pod_memory_mib, decision_id="defrag-abort")
@@ -316,10 +315,10 @@ class Defragmenter:
         """
         async with self._uow_factory() as uow:
             interrupted = []
-            for plan in await uow.state.open_plans(cluster):
+            for plan in await uow.plans.open_plans(cluster):
                 if plan.beneficiary_uid in self._beneficiaries:
                     continue  # this process carries the plan out still (its partitions were reassigned)
-                row = await uow.state.get_pod(cluster, plan.beneficiary_uid)
+                row = await uow.pods.get_pod(cluster, plan.beneficiary_uid)
                 if row is None:  # cannot happen: a beneficiary's row outlives its plan (deleted is a state)
                     log.error("defrag plan %s: its beneficiary %s has no row", plan.plan_id, plan.beneficiary_uid)
                     continue
@@ -342,7 +341,7 @@ class Defragmenter:
         A read that fails counts as present: an abort is always safe, a bind over a running victim is not.
         """
         async with self._uow_factory() as uow:
-            row = await uow.state.get_pod(cluster, victim.uid)
+            row = await uow.pods.get_pod(cluster, victim.uid)
         if row is None or row["state"] == PodState.DELETED:  # its GPUs were already released: never give them back
             return True
         try:
@@ -357,13 +356,13 @@ class Defragmenter:
         async with self._uow_factory() as uow:
             if await _deleted_mid_plan(uow, row):
                 return "beneficiary deleted"
-            if await uow.state.plan_state(row["cluster"], plan_id) is not PlanState.PLANNED:
+            if await uow.plans.plan_state(row["cluster"], plan_id) is not PlanState.PLANNED:
                 return SETTLED_ELSEWHERE
         return ""
 
     async def _pod_row(self, cluster: str, uid: str) -> PodRow:
         async with self._uow_factory() as uow:
-            found = await uow.state.get_pod(cluster, uid)
+            found = await uow.pods.get_pod(cluster, uid)
         assert found is not None, f"pod {uid} vanished from the state"
         return found
 
@@ -379,42 +378,42 @@ async def _reserve(uow_factory: UnitOfWorkFactory, decisions: DecisionLog, row: 
     promises = [f"promise-{plan_id}-{i}" for i in range(len(plan.moves))]
     victims: list[PlannedMove] = []
     async with uow_factory() as uow:
-        current = await uow.state.get_pod(cluster, row["uid"], for_update=True)
+        current = await uow.pods.get_pod(cluster, row["uid"], for_update=True)
         if current is None or current["state"] not in WAITING:
             return None
         for i, move in enumerate(plan.moves):
             victim = running[move.uid]
-            victim_row = await uow.state.get_pod(cluster, move.uid, for_update=True)
+            victim_row = await uow.pods.get_pod(cluster, move.uid, for_update=True)
             assert victim_row is not None, f"victim {move.uid} of the plan has no row"
-            await uow.state.release(cluster, move.uid, cpu_milli=victim.pod.cpu_milli,
-                                    memory_mib=victim.pod.memory_mib)
+            await uow.allocations.release(cluster, move.uid, cpu_milli=victim.pod.cpu_milli,
+                                          memory_mib=victim.pod.memory_mib)
             promise = {**{k: victim_row[k] for k in ("namespace", "priority", "request", "cpu_milli", "memory_mib",
                                                      "deadline_ms", "frame_rate_hz", "workload", "service_ms",
                                                      "owner")},
                        "cluster": cluster, "uid": promises[i], "name": promises[i], "state": PodState.PROMISED}
-            await uow.state.upsert_pod(promise)
+            await uow.pods.upsert_pod(promise)
             victims.append(PlannedMove(
                 uid=move.uid, namespace=victim_row["namespace"], name=victim_row["name"],
                 from_node=victim.node_name, from_gpu_indices=victim.gpu_indices, share_milli=victim.share_milli,
                 memory_mib=victim.memory_mib, cpu_milli=victim.pod.cpu_milli,
                 pod_memory_mib=victim.pod.memory_mib, promise=promises[i]))
-            refusal = await uow.state.reserve(
+            refusal = await uow.allocations.reserve(
                 cluster=cluster, pod_uid=promises[i], node=move.to_node,
                 grants=[GpuGrant(g, move.memory_mib, move.share_milli) for g in move.to_gpu_indices],
                 cpu_milli=victim.pod.cpu_milli, memory_mib=victim.pod.memory_mib, decision_id=plan_id)
             if refusal:
                 log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
                 return None
-        refusal = await uow.state.reserve(
+        refusal = await uow.allocations.reserve(
             cluster=cluster, pod_uid=row["uid"], node=plan.node,
             grants=[GpuGrant(g, plan.memory_mib, plan.share_milli) for g in plan.gpu_indices],
             cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"], decision_id=plan_id)
         if refusal:
             log.info("defrag plan for %s no longer fits: %s", row["name"], refusal)
             return None
-        await uow.state.set_pod_state(cluster, row["uid"], PodState.RESERVED, node=plan.node,
-                                      reason=f"awaiting {len(plan.moves)} eviction(s)")
-        await uow.state.add_plan(DefragPlanRecord(cluster, plan_id, row["uid"], tuple(victims)))
+        await uow.pods.set_pod_state(cluster, row["uid"], PodState.RESERVED, node=plan.node,
+                                     reason=f"awaiting {len(plan.moves)} eviction(s)")
+        await uow.plans.add_plan(DefragPlanRecord(cluster, plan_id, row["uid"], tuple(victims)))
         await decisions.record(uow, row, "defrag_planned", node=plan.node,
                                           reasons=_plan_reasons(plan, plan_id))
         await decisions.commit(uow)
@@ -425,7 +424,7 @@ async def _deleted_mid_plan(uow: UnitOfWork, row: PodRow) -> bool:
     """The one place that tells a plan its beneficiary was deleted while it ran (BoundNews.forget
     marked it `deleted` and left its hold to the plan): the plan then releases that hold as it settles,
     and neither binds nor requeues the pod. Locks the pod's row, as _forget does."""
-    current = await uow.state.get_pod(row["cluster"], row["uid"], for_update=True)
+    current = await uow.pods.get_pod(row["cluster"], row["uid"], for_update=True)
     return current is None or current["state"] == PodState.DELETED
 
 
@@ -437,14 +436,14 @@ async def _settle(uow: UnitOfWork, row: PodRow, plan_id: str, state: PlanState, 
     it wins, the other leaves it so: no second bind, no GPUs given back twice, no eviction after the abort.
     Call after _deleted_mid_plan, whose row lock orders the two.
     """
-    if await uow.state.settle_plan(row["cluster"], plan_id, state, reason):
+    if await uow.plans.settle_plan(row["cluster"], plan_id, state, reason):
         return True
     log.info("defrag plan of %s was settled by another placement worker", row["name"])
     return False
 
 
 async def _release_beneficiary(uow: UnitOfWork, row: PodRow) -> None:
-    await uow.state.release(row["cluster"], row["uid"], cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"])
+    await uow.allocations.release(row["cluster"], row["uid"], cpu_milli=row["cpu_milli"], memory_mib=row["memory_mib"])
 
 
 def _plan_reasons(plan: Plan, plan_id: str) -> dict[str, str]:

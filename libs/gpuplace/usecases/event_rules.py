@@ -28,7 +28,7 @@ UNPLACED = (PodState.PENDING, PodState.UNSCHEDULABLE, PodState.INVALID)
 
 # -- nodes --------------------------------------------------------------------------------------------------
 def node_record(event: NodeEvent) -> dict[str, Any]:
-    """The node an upsert event stores (StateRepository.upsert_node): its labels as placement reads them, with
+    """The node an upsert event stores (repositories.Nodes.upsert_node): its labels as placement reads them, with
     its DRA driver's (usecases/dra) and its GPU sharing enforcement's (usecases/enforcement) added."""
     return {
         "cluster": event.cluster, "name": event.name, "region": event.region,
@@ -87,7 +87,7 @@ def bound_grants(view: ClusterView, row: Row, node: str) -> tuple[tuple[int, ...
 
 def over_committed(view: ClusterView, node: str, gpu_indices: tuple[int, ...], share: int, memory: int) -> list[int]:
     """The GPUs of a pod bound elsewhere that have no room left for it: its scheduler over-committed them, and
-    they are not charged. The database decides it in StateRepository.charge_bound; this is the same test on a
+    they are not charged. The database decides it in repositories.Allocations.charge_bound; this is the same test on a
     view (replay's, which has no database)."""
     snapshot = view.snapshot
     assert snapshot is not None

@@ -21,7 +21,8 @@ from typing import Any
 from gpuplace.usecases.cluster_view import RUNNERS_UP_KEY, SCORE_KEY
 from gpuplace.usecases.pod_rows import ADOPTED
 from gpuplace.usecases.pod_states import WAITING, PodState
-from gpuplace.usecases.ports import DecisionRow, Retained, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import DecisionRow, Retained
+from gpuplace.usecases.repositories import UnitOfWork, UnitOfWorkFactory
 
 _PLAN_OUTCOMES = {"defrag_completed": "completed", "defrag_aborted": "aborted"}
 
@@ -170,7 +171,7 @@ async def explain(uow_factory: UnitOfWorkFactory, pod: str, *, namespace: str | 
     else:
         name = pod
     async with uow_factory() as uow:
-        found = [p for p in await uow.state.find_pods(name, namespace=namespace, cluster=cluster)
+        found = [p for p in await uow.pods.find_pods(name, namespace=namespace, cluster=cluster)
                  if p["state"] != PodState.PROMISED]
         if not found:
             where = " ".join(f"{k} {v}" for k, v in (("namespace", namespace), ("cluster", cluster)) if v)
@@ -187,7 +188,7 @@ async def explain(uow_factory: UnitOfWorkFactory, pod: str, *, namespace: str | 
             cluster=row["cluster"], namespace=row["namespace"], name=row["name"], uid=row["uid"], state=row["state"],
             managed=bool(row.get("managed", True)), first_seen_at=row["first_seen_at"], bound_at=row.get("bound_at"),
             node=row.get("node"), state_reason=row.get("reason"), older_namesakes=len(found) - 1)
-        decisions = await uow.state.decisions_of(row["cluster"], row["uid"])
+        decisions = await uow.decisions.decisions_of(row["cluster"], row["uid"])
         pruned = await uow.retention.pruned_before(Retained.DECISIONS)
         if pruned is not None and row["first_seen_at"] < pruned:
             explanation.decisions_pruned_before = pruned
@@ -199,10 +200,10 @@ async def explain(uow_factory: UnitOfWorkFactory, pod: str, *, namespace: str | 
 
 async def _where(uow: UnitOfWork, e: Explanation) -> None:
     """The GPUs the pod holds now, with their model."""
-    held = [a for a in await uow.state.load_allocations(e.cluster) if a["pod_uid"] == e.uid]
+    held = [a for a in await uow.allocations.load_allocations(e.cluster) if a["pod_uid"] == e.uid]
     if not held:
         return
-    models = {(g["node"], g["index"]): g["model"] for g in await uow.state.load_gpus(e.cluster)}
+    models = {(g["node"], g["index"]): g["model"] for g in await uow.nodes.load_gpus(e.cluster)}
     e.gpus = [Gpu(a["node"], a["gpu_index"], models.get((a["node"], a["gpu_index"])), a["memory_mib"],
                   a["share_milli"]) for a in sorted(held, key=lambda a: (a["node"], a["gpu_index"]))]
     e.node = e.node or e.gpus[0].node
@@ -245,13 +246,13 @@ async def _moves(uow: UnitOfWork, e: Explanation, decisions: list[DecisionRow]) 
     reasons = d["reasons"] or {}
     move = Move(d["created_at"], reasons.get("for", "?"), d["node"], [], reasons.get("to"))
     e.moved = move
-    plan = await uow.state.plan_moving(e.cluster, e.uid)
+    plan = await uow.plans.plan_moving(e.cluster, e.uid)
     victim = next((m for m in plan.moves if m.uid == e.uid), None) if plan else None
     if victim is None:
         return
     move.from_gpus = list(victim.from_gpu_indices)
-    for adopted in await uow.state.decisions_with_reason(e.cluster, "decided", "defrag", ADOPTED + victim.promise):
-        replacement = await uow.state.get_pod(e.cluster, adopted["pod_uid"])
+    for adopted in await uow.decisions.decisions_with_reason(e.cluster, "decided", "defrag", ADOPTED + victim.promise):
+        replacement = await uow.pods.get_pod(e.cluster, adopted["pod_uid"])
         move.replacement = f"{adopted['namespace']}/{adopted['pod']}"
         move.replacement_node = adopted["node"]
         move.replacement_state = replacement["state"] if replacement else "gone"

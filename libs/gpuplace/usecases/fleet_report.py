@@ -36,7 +36,7 @@ _FILTER = re.compile(r"\(([A-Z][A-Za-z]+)\)")  # "... free (GpuFit)": the filter
 
 @dataclass(frozen=True)
 class WorkloadLatency:
-    """One workload's latency windows in one cluster, summed (ports.StateRepository.latency_by_workload)."""
+    """One workload's latency windows in one cluster, summed (repositories.Latency.latency_by_workload)."""
 
     workload: str
     windows: int

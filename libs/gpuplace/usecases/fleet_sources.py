@@ -17,8 +17,9 @@ from gpuplace.contracts import topics
 from gpuplace.usecases.cluster_view import ClusterView, core_pod
 from gpuplace.usecases.fleet_report import FleetReport, cluster_figures, region_of, summarize_windows
 from gpuplace.usecases.pod_states import HOLDING, WAITING
-from gpuplace.usecases.ports import Row, UnitOfWorkFactory
+from gpuplace.usecases.ports import Row
 from gpuplace.usecases.replay import Entry, Replayer
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 
 
 async def from_database(uow_factory: UnitOfWorkFactory, clusters: Sequence[str] = ()) -> FleetReport:
@@ -26,19 +27,19 @@ async def from_database(uow_factory: UnitOfWorkFactory, clusters: Sequence[str] 
     as placement re-reads one."""
     report = FleetReport("postgresql")
     async with uow_factory() as uow:
-        names = await uow.state.cluster_names()
+        names = await uow.nodes.cluster_names()
     if clusters:
         unknown = sorted(set(clusters) - set(names))
         names = [n for n in names if n in set(clusters)]
         report.notes += [f"cluster {name}: the database knows no node or pod of it" for name in unknown]
     for cluster in names:
         async with uow_factory() as uow:
-            nodes = await uow.state.load_nodes(cluster)
-            gpus = await uow.state.load_gpus(cluster)
-            allocations = await uow.state.load_allocations(cluster)
-            holders = await uow.state.pods_in_state(cluster, HOLDING)
-            waiting = [p for p in await uow.state.pods_in_state(cluster, WAITING) if p.get("managed", True)]
-            latency = await uow.state.latency_by_workload(cluster)
+            nodes = await uow.nodes.load_nodes(cluster)
+            gpus = await uow.nodes.load_gpus(cluster)
+            allocations = await uow.allocations.load_allocations(cluster)
+            holders = await uow.pods.pods_in_state(cluster, HOLDING)
+            waiting = [p for p in await uow.pods.pods_in_state(cluster, WAITING) if p.get("managed", True)]
+            latency = await uow.latency.latency_by_workload(cluster)
         view = ClusterView.hydrate(cluster, nodes, gpus, allocations, holders)
         report.clusters.append(cluster_figures(
             cluster, region_of(n["region"] for n in nodes), view,

@@ -12,7 +12,8 @@ from gpuplace.contracts import topics
 from gpuplace.contracts.events import GpuTelemetry, LatencyWindow, NodeEvent, PlacementEvent
 from gpuplace.usecases import latency_learning
 from gpuplace.usecases.event_rules import node_record
-from gpuplace.usecases.ports import NO_METRICS, Metrics, Row, UnitOfWork, UnitOfWorkFactory
+from gpuplace.usecases.ports import NO_METRICS, Metrics, Row
+from gpuplace.usecases.repositories import UnitOfWork, UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 
@@ -20,13 +21,13 @@ log = logging.getLogger(__name__)
 async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consumer: str) -> bool:
     """Apply a node inventory event; returns False if it was a duplicate."""
     async with uow_factory() as uow:
-        if not await uow.state.claim_event(consumer, event.event_id, event.digest()):
+        if not await uow.events.claim_event(consumer, event.event_id, event.digest()):
             return False
         if event.kind == "deleted":
-            await uow.state.delete_node(event.cluster, event.name)
+            await uow.nodes.delete_node(event.cluster, event.name)
         else:
-            short = await uow.state.upsert_node(node_record(event))  # the record replay keeps too
-            if short:  # a fact, not an error: the GPU stays full until its pods go (StateRepository.upsert_node)
+            short = await uow.nodes.upsert_node(node_record(event))  # the record replay keeps too
+            if short:  # a fact, not an error: the GPU stays full until its pods go (repositories.Nodes.upsert_node)
                 log.warning("node %s/%s reports %d MiB on GPU(s) %s, less than its pods hold: nothing new goes "
                             "there until they go", event.cluster, event.name, event.gpu_memory_mib, short)
         await uow.commit()
@@ -36,9 +37,9 @@ async def ingest_node(uow_factory: UnitOfWorkFactory, event: NodeEvent, *, consu
 async def ingest_telemetry(uow_factory: UnitOfWorkFactory, event: GpuTelemetry, *, consumer: str) -> bool:
     """Store what a GPU reports about itself; samples for GPUs not in the inventory are ignored."""
     async with uow_factory() as uow:
-        if not await uow.state.claim_event(consumer, event.event_id, event.digest()):
+        if not await uow.events.claim_event(consumer, event.event_id, event.digest()):
             return False
-        await uow.state.record_telemetry(
+        await uow.nodes.record_telemetry(
             event.cluster, event.node, event.gpu_index, uuid=event.gpu_uuid,
             memory_observed_mib=event.memory_used_mib, utilization_pct=event.utilization_pct, healthy=event.healthy,
         )
@@ -58,15 +59,15 @@ async def ingest_latency(uow_factory: UnitOfWorkFactory, event: LatencyWindow, *
     redelivered window is not counted twice.
     """
     async with uow_factory() as uow:
-        if not await uow.state.claim_event(consumer, event.event_id, event.digest()):
+        if not await uow.events.claim_event(consumer, event.event_id, event.digest()):
             return False
-        await uow.state.add_latency_window({
+        await uow.latency.add_latency_window({
             "cluster": event.cluster, "namespace": event.namespace, "pod": event.pod, "workload": event.workload,
             "node": event.node, "gpu_index": event.gpu_index, "window_end": event.occurred_at,
             "window_s": event.window_s, "frames": event.frames, "p50_ms": event.p50_ms, "p95_ms": event.p95_ms,
             "p99_ms": event.p99_ms, "deadline_ms": event.deadline_ms, "deadline_misses": event.deadline_misses,
         })
-        held = await uow.state.gpu_of_pod(event.cluster, event.namespace, event.pod)
+        held = await uow.latency.gpu_of_pod(event.cluster, event.namespace, event.pod)
         if held is not None:
             await latency_learning.learn(uow, event, held)
             await _check_slo(uow, event, held, placements_topic, margin)
@@ -80,7 +81,7 @@ async def _check_slo(uow: UnitOfWork, event: LatencyWindow, held: Row, placement
     deadline_ms = event.deadline_ms or held["deadline_ms"]
     if deadline_ms is None or event.p95_ms <= deadline_ms * (1.0 - margin):
         return
-    if not await uow.state.flag_slo_violation(event.cluster, held["uid"], held["node"], held["gpu_index"]):
+    if not await uow.latency.flag_slo_violation(event.cluster, held["uid"], held["node"], held["gpu_index"]):
         return
     violation = PlacementEvent(
         cluster=event.cluster, region=event.region, kind="slo_violation", namespace=event.namespace,
@@ -89,8 +90,8 @@ async def _check_slo(uow: UnitOfWork, event: LatencyWindow, held: Row, placement
                             f"on GPU {held['gpu_index']}; GPU closed to new pods, pod marked for a move",
                  "gpu_index": str(held["gpu_index"])},
     )
-    await uow.state.add_outbox(placements_topic, violation.kafka_key().decode(),
-                               violation.model_dump_json(by_alias=True))
+    await uow.outbox.add_outbox(placements_topic, violation.kafka_key().decode(),
+                                violation.model_dump_json(by_alias=True))
 
 
 __all__ = ["ingest_node", "ingest_telemetry", "ingest_latency"]

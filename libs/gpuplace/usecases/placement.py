@@ -50,9 +50,10 @@ from gpuplace.usecases.gpu_gauges import cluster_gauges
 from gpuplace.usecases.ingest import ingest_node
 from gpuplace.usecases.messages import ClusterLoaded, MessageBus, PlanSettled, PlanStarted
 from gpuplace.usecases.pod_rows import ADOPTED, AWAITING_NODE, CONSUMER, REASON_MAX, pod_row
-from gpuplace.usecases.ports import NO_METRICS, ClusterApi, ClusterGauges, Metrics, UnitOfWorkFactory
+from gpuplace.usecases.ports import NO_METRICS, ClusterApi, ClusterGauges, Metrics
 from gpuplace.usecases.reconcile import Drift
 from gpuplace.usecases.report_queue import Reporter
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 from gpuplace.usecases.resync import Resync
 
 log = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ class PlacementService:
                 await self._deciding.on_pending(state, run)
             else:  # pods recorded bound: the watcher's news is no news; only its event ids are claimed
                 async with self._uow_factory() as uow:
-                    await uow.state.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in run])
+                    await uow.events.claim_events(CONSUMER, [(e.event_id, e.digest()) for e in run])
                     await uow.commit()
                 state.last_pod_event = run[-1].event_id
 

@@ -56,7 +56,7 @@ NEXT: Mapping[PodState, frozenset[PodState]] = {
     PodState.PROMISED: frozenset(),
     PodState.DELETED: frozenset(),
 }
-"""For each state, the states a pod in it may move to (StateRepository.set_pod_state)."""
+"""For each state, the states a pod in it may move to (repositories.Pods.set_pod_state)."""
 
 WAITING: tuple[PodState, ...] = (PodState.PENDING, PodState.UNSCHEDULABLE)
 """Pods in the queue: not placed, to be tried."""

@@ -15,8 +15,9 @@ from gpuplace.usecases.clusters import Clusters
 from gpuplace.usecases.deciding import Deciding
 from gpuplace.usecases.pod_rows import event_of
 from gpuplace.usecases.pod_states import TRACKED
-from gpuplace.usecases.ports import ClusterApi, UnitOfWorkFactory
+from gpuplace.usecases.ports import ClusterApi
 from gpuplace.usecases.reconcile import Drift, find_drift
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 # A burst of node events is also what cluster-watcher's re-list after a restart sends (it publishes every node
@@ -47,7 +48,7 @@ class Resync:
         """Apply what the event stream missed in `cluster` (usecases/reconcile): pods gone are released as a
         deletion releases them, pods bound elsewhere are charged where they run."""
         async with self._uow_factory() as uow:
-            rows = await uow.state.pods_in_state(cluster, TRACKED)
+            rows = await uow.pods.pods_in_state(cluster, TRACKED)
         drift = await find_drift(self._apis[cluster], rows)
         if not drift:
             return drift

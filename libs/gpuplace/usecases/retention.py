@@ -29,7 +29,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpuplace.usecases.ports import Retained, UnitOfWorkFactory
+from gpuplace.usecases.ports import Retained
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 DAY_S = 86_400.0

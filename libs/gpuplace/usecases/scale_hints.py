@@ -34,7 +34,8 @@ from gpuplace.usecases.cluster_view import ClusterView, core_pod
 from gpuplace.usecases.clusters import Clusters
 from gpuplace.usecases.messages import PodWaits
 from gpuplace.usecases.pod_states import PLACED
-from gpuplace.usecases.ports import NO_METRICS, Metrics, PodRow, UnitOfWorkFactory
+from gpuplace.usecases.ports import NO_METRICS, Metrics, PodRow
+from gpuplace.usecases.repositories import UnitOfWorkFactory
 
 log = logging.getLogger(__name__)
 MAX_NAMES = 50  # pod names an event lists, at most
@@ -113,7 +114,7 @@ class ScaleHinter:
         """Compute the cluster's hint now and publish it if it changed; the event written, else None."""
         self._last_check[cluster] = self._clock()
         async with self._uow_factory() as uow:
-            holders = await uow.state.pods_in_state(cluster, PLACED)
+            holders = await uow.pods.pods_in_state(cluster, PLACED)
         async with self._clusters.held(cluster, load=False) as state:
             view = state.view
             if view.snapshot is None:
@@ -136,7 +137,7 @@ class ScaleHinter:
             return None
         event = _event(cluster, hint, rows, self._policy_name)
         async with self._uow_factory() as uow:
-            await uow.state.add_outbox(self._topic, event.kafka_key().decode(), event.model_dump_json(by_alias=True))
+            await uow.outbox.add_outbox(self._topic, event.kafka_key().decode(), event.model_dump_json(by_alias=True))
             await uow.commit()
         self._outbox_written()
         self._published[cluster] = hint.key()

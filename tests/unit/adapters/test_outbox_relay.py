@@ -39,7 +39,7 @@ class RecordingBroker:
 async def queued(uow_factory: FakeUnitOfWorkFactory, *payloads: dict[str, Any]) -> None:
     async with uow_factory() as uow:
         for payload in payloads:
-            await uow.state.add_outbox(topics.PLACEMENTS, f"east/{payload['pod']}", json.dumps(payload))
+            await uow.outbox.add_outbox(topics.PLACEMENTS, f"east/{payload['pod']}", json.dumps(payload))
         await uow.commit()
 
 

@@ -79,7 +79,7 @@ async def test_the_service_and_replay_leave_the_same_view_after_the_same_events(
     async with Clusters(uow_factory, MessageBus()).held("east") as state:  # the database's view, read afresh
         service = _figures(state.view)
     async with uow_factory() as uow:
-        waiting = {r["uid"] for r in await uow.state.pods_in_state("east", WAITING)}
+        waiting = {r["uid"] for r in await uow.pods.pods_in_state("east", WAITING)}
 
     final = replayer.final_state()
     assert result.compared > 0 and result.differences == []

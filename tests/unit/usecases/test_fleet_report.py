@@ -18,7 +18,7 @@ from gpuplace.usecases.fleet_sources import from_database, from_log
 from gpuplace.usecases.placement import PlacementService
 from gpuplace.usecases.ports import GpuGrant
 from tests.builders import node_event, pod_event
-from tests.contract.unit_of_work_contract import node_row, pod_row, window_row
+from tests.contract.store_contract import node_row, pod_row, window_row
 from tests.fakes import FakeClusterApi, FakeUnitOfWorkFactory
 from tests.unit.usecases.test_replay import Recorder
 
@@ -32,20 +32,20 @@ async def hand_made_fleet() -> FakeUnitOfWorkFactory:
     node of the default region, no pod at all."""
     uow_factory = FakeUnitOfWorkFactory()
     async with uow_factory() as uow:
-        await uow.state.upsert_node({**node_row("n1"), "cluster": "east", "region": "us-east"})
-        await uow.state.upsert_node({**node_row("w1", gpus=1, gpu_memory_mib=40960), "cluster": "west",
+        await uow.nodes.upsert_node({**node_row("n1"), "cluster": "east", "region": "us-east"})
+        await uow.nodes.upsert_node({**node_row("w1", gpus=1, gpu_memory_mib=40960), "cluster": "west",
                                      "region": "eu-west", "gpu_model": "A100"})
-        await uow.state.upsert_node({**node_row("l1", gpus=1), "cluster": "lab"})
+        await uow.nodes.upsert_node({**node_row("l1", gpus=1), "cluster": "lab"})
         for uid in ("a", "b", "c"):
-            await uow.state.upsert_pod({**pod_row(uid), "cluster": "east"})
-        await uow.state.upsert_pod({**pod_row("b"), "cluster": "east", "request": {
+            await uow.pods.upsert_pod({**pod_row(uid), "cluster": "east"})
+        await uow.pods.upsert_pod({**pod_row("b"), "cluster": "east", "request": {
             "gpu_count": 1, "memory_mib_per_gpu": 12000}})
-        await uow.state.reserve(cluster="east", pod_uid="a", node="n1", grants=[GpuGrant(0, 9420, 575)],
-                                cpu_milli=1000, memory_mib=1024, decision_id="d1")
-        await uow.state.set_pod_state("east", "a", "bound", node="n1")
-        await uow.state.set_pod_state("east", "b", "unschedulable", reason=GPU_FIT)
+        await uow.allocations.reserve(cluster="east", pod_uid="a", node="n1", grants=[GpuGrant(0, 9420, 575)],
+                                      cpu_milli=1000, memory_mib=1024, decision_id="d1")
+        await uow.pods.set_pod_state("east", "a", "bound", node="n1")
+        await uow.pods.set_pod_state("east", "b", "unschedulable", reason=GPU_FIT)
         for i, p95 in enumerate((10.0, 20.0, 30.0, 40.0, 50.0)):
-            await uow.state.add_latency_window({**window_row(f"s{i}"), "cluster": "east", "p95_ms": p95,
+            await uow.latency.add_latency_window({**window_row(f"s{i}"), "cluster": "east", "p95_ms": p95,
                                                 "frames": 100, "deadline_misses": i, "deadline_ms": 45.0})
         await uow.commit()
     return uow_factory
@@ -110,10 +110,10 @@ async def test_windows_summed_in_memory_as_the_store_sums_them():
                 "frames": rng.randrange(50, 300), "deadline_misses": rng.randrange(0, 9)} for i in range(40)]
     async with uow_factory() as uow:
         for w in windows:
-            await uow.state.add_latency_window(w)
+            await uow.latency.add_latency_window(w)
         await uow.commit()
     async with uow_factory() as uow:
-        stored = [WorkloadLatency(**r) for r in await uow.state.latency_by_workload("contract")]
+        stored = [WorkloadLatency(**r) for r in await uow.latency.latency_by_workload("contract")]
     summed = summarize_windows(windows)
     assert [w.workload for w in summed] == ["det", "slam"]
     for a, b in zip(summed, stored, strict=True):

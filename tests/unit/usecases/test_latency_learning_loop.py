@@ -42,7 +42,7 @@ async def test_the_next_placement_reads_the_model_the_windows_refit(monkeypatch,
             await ingest_latency(uow_factory, window(name), consumer="latency-ingest")
     assert not [r for r in uow_factory.db.outbox if json.loads(r["payload"])["kind"] == "slo_violation"]
     async with uow_factory() as uow:
-        state = await uow.state.load_latency_model(MODEL_NAME)
+        state = await uow.latency.load_latency_model(MODEL_NAME)
     assert state is not None and state["classes"]["detector"]["work_fraction"] > 0.8  # most of its time on the GPU
 
     await placement.on_pod(detector("det-2"))

@@ -149,7 +149,7 @@ async def test_a_gpu_closed_by_an_slo_violation_is_closed_in_the_replay_too():
     first = pod_event("first", memory_mib=4096)
     await recorder.pod(first)
     async with uow_factory() as uow:  # what latency-ingest does on a deadline miss: close the GPU, publish it
-        await uow.state.flag_slo_violation("east", first.uid, "n0", 0)
+        await uow.latency.flag_slo_violation("east", first.uid, "n0", 0)
         await uow.commit()
     violation = PlacementEvent(cluster="east", kind="slo_violation", namespace="robots", pod="first",
                                pod_uid=first.uid, node="n0", reasons={"gpu_index": "0"})

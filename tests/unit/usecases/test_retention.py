@@ -28,7 +28,7 @@ async def placed_and_deleted(uow_factory: FakeUnitOfWorkFactory, api: FakeCluste
         api.delete_pod("default", name)
         await placement.on_pod(pod_event(name, uid=events[name].uid, kind="deleted"))
     async with uow_factory() as uow:  # the relay's part: every event published
-        await uow.state.mark_published([r["id"] for r in await uow.state.take_unpublished(1000)])
+        await uow.outbox.mark_published([r["id"] for r in await uow.outbox.take_unpublished(1000)])
         await uow.commit()
 
 
@@ -55,7 +55,7 @@ async def test_kinds_kept_for_ever_and_rows_younger_than_kept_are_left(uow_facto
 
 async def test_a_round_stops_after_max_batches_and_the_next_goes_on(uow_factory):
     async with uow_factory() as uow:
-        await uow.state.claim_events("placement", [(f"e{i}", None) for i in range(10)])
+        await uow.events.claim_events("placement", [(f"e{i}", None) for i in range(10)])
         await uow.commit()
     policy = RetentionPolicy({Retained.PROCESSED_EVENTS: 1e-9}, batch_rows=3, max_batches=2)
     assert await prune_round(uow_factory, policy) == {Retained.PROCESSED_EVENTS: 6}  # 2 batches of 3
@@ -65,7 +65,7 @@ async def test_a_round_stops_after_max_batches_and_the_next_goes_on(uow_factory)
 
 async def test_a_replica_without_the_turn_leaves_the_round_and_prunes_nothing(uow_factory, monkeypatch):
     async with uow_factory() as uow:
-        await uow.state.claim_event("placement", "e1")
+        await uow.events.claim_event("placement", "e1")
         await uow.commit()
 
     async def held_elsewhere(self: FakeRetentionRepository) -> bool:

@@ -40,7 +40,7 @@ async def _placed(labels: dict[str, str]) -> tuple[list[tuple], ClusterView]:
         await placement.on_pod(pod_event(kube_pod(name, gpus), cluster="east", region="eu"))
         await placement.drain()
     async with uow_factory() as uow:  # the view the service decides on, from the stored rows
-        view = ClusterView.hydrate("east", await uow.state.load_nodes("east"), await uow.state.load_gpus("east"),
+        view = ClusterView.hydrate("east", await uow.nodes.load_nodes("east"), await uow.nodes.load_gpus("east"),
                                    [], [])
     return api.reports, view
 

@@ -116,16 +116,16 @@ async def test_selectors_pod_slots_and_host_ports(uow_factory, api):
 
 async def test_a_burst_of_node_events_is_read_once_and_retries_only_pods_the_nodes_could_take(
         uow_factory, api, monkeypatch):
-    from tests.fakes import FakeStateRepository
+    from tests.fakes import FakeNodes
 
     reads = []
-    load_nodes = FakeStateRepository.load_nodes
+    load_nodes = FakeNodes.load_nodes
 
     async def counted(self, cluster):
         reads.append(cluster)
         return await load_nodes(self, cluster)
 
-    monkeypatch.setattr(FakeStateRepository, "load_nodes", counted)
+    monkeypatch.setattr(FakeNodes, "load_nodes", counted)
     placement = service(uow_factory, api)
     await placement.on_node(node_event("small", gpu_memory_mib=8192, labels={"zone": "a"}))
     await placement.on_pod(pod_event("big-in-a", memory_mib=12000, node_selector={"zone": "a"}))

@@ -63,12 +63,12 @@ class OutboxRelay:
     async def run_once(self) -> int:
         """Publish one batch; returns how many rows went out."""
         async with self._uow_factory() as uow:
-            rows = await uow.state.take_unpublished(self._batch_size)
+            rows = await uow.outbox.take_unpublished(self._batch_size)
             if not rows:
                 return 0
             sends = [await self._send(row) for row in rows]
             await asyncio.gather(*sends)  # wait for every acknowledgement before marking published
-            await uow.state.mark_published([row["id"] for row in rows])
+            await uow.outbox.mark_published([row["id"] for row in rows])
             await uow.commit()
         self.published += len(rows)
         return len(rows)
@@ -107,7 +107,7 @@ class OutboxRelay:
             return
         self._backlog_at = now
         async with self._uow_factory() as uow:
-            self._metrics.outbox_backlog(await uow.state.count_unpublished())
+            self._metrics.outbox_backlog(await uow.outbox.count_unpublished())
 
     async def _idle(self, stop: asyncio.Event) -> None:
         waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]

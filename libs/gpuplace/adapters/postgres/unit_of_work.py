@@ -3,7 +3,7 @@
 Usage (Architecture Patterns with Python, ch. 6):
 
     async with uow_factory() as uow:
-        if not await uow.state.claim_event("placement", event.event_id):
+        if not await uow.events.claim_event("placement", event.event_id):
             return                      # already processed: idempotent by event_id
         ...                             # repository calls, all in this transaction
         await uow.commit()
@@ -17,8 +17,15 @@ from types import TracebackType
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction, create_async_engine
 
+from gpuplace.adapters.postgres.allocations import AllocationRepository
+from gpuplace.adapters.postgres.decisions import DecisionRepository
+from gpuplace.adapters.postgres.event_claims import EventClaimRepository
+from gpuplace.adapters.postgres.latency import LatencyRepository
+from gpuplace.adapters.postgres.nodes import NodeRepository
+from gpuplace.adapters.postgres.outbox import OutboxRepository
+from gpuplace.adapters.postgres.plans import PlanRepository
+from gpuplace.adapters.postgres.pods import PodRepository
 from gpuplace.adapters.postgres.retention_repository import RetentionRepository
-from gpuplace.adapters.postgres.state_repository import StateRepository
 
 
 def make_engine(database_url: str, *, pool_size: int = 5) -> AsyncEngine:
@@ -34,15 +41,33 @@ class PostgresUnitOfWork:
         self._engine = engine
         self._conn: AsyncConnection | None = None
         self._tx: AsyncTransaction | None = None
-        self.state: StateRepository
+        self.events: EventClaimRepository
+        self.nodes: NodeRepository
+        self.pods: PodRepository
+        self.allocations: AllocationRepository
+        self.decisions: DecisionRepository
+        self.plans: PlanRepository
+        self.outbox: OutboxRepository
+        self.latency: LatencyRepository
         self.retention: RetentionRepository
 
     async def __aenter__(self) -> PostgresUnitOfWork:
         self._conn = await self._engine.connect()
         self._tx = await self._conn.begin()
-        self.state = StateRepository(self._conn)
-        self.retention = RetentionRepository(self._conn)
+        self._open_repositories(self._conn)
         return self
+
+    def _open_repositories(self, conn: AsyncConnection) -> None:
+        """One repository per aggregate, all on this transaction's connection (none opens its own)."""
+        self.events = EventClaimRepository(conn)
+        self.nodes = NodeRepository(conn)
+        self.pods = PodRepository(conn)
+        self.allocations = AllocationRepository(conn)
+        self.decisions = DecisionRepository(conn)
+        self.plans = PlanRepository(conn)
+        self.outbox = OutboxRepository(conn)
+        self.latency = LatencyRepository(conn)
+        self.retention = RetentionRepository(conn)
 
     async def commit(self) -> None:
         assert self._tx is not None, "commit() outside `async with`"
