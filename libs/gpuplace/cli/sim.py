@@ -4,6 +4,7 @@
     gpuplace sim --pods default --policy gpuplace --defrag [--max-moves-pct 3] --seeds 42-51 --json
     gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] [--no-latency] --days 7 --seeds 42-44
     gpuplace sim --scenario fleet --policy gpuplace --days 2 --seeds 42-44 --autoscalers 1 --json
+    gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit --days 2 --seeds 42-44 --autoscale
 
 `--pods` takes a CSV path or a trace short name (default, cpu050, ...) looked up in the trace
 directory ($GPUPLACE_TRACE_DIR, else ../shared/traces/alibaba-gpu-v2023 from the repository root);
@@ -123,6 +124,10 @@ def sim(
                                     help="With --scenario fleet: every this many simulated hours, compare the nodes "
                                          "a whole-GPU and a hint-driven autoscaler would add for the waiting pods "
                                          "(0: off; it costs time)."),
+    autoscale: bool = typer.Option(False, "--autoscale",
+                                   help="With --scenario fleet: an autoscaler that acts -- every 5 simulated minutes "
+                                        "it adds the nodes the hint-driven autoscaler computes for pods waiting "
+                                        "past 60 s (they join 5 min later) and removes its nodes empty for 10 min."),
     no_latency: bool = typer.Option(False, "--no-latency",
                                     help="With --scenario fleet: run the policies without the latency filter the "
                                          "placement service puts in front of every pod with a frame rate (on by "
@@ -150,7 +155,7 @@ def sim(
         raise typer.BadParameter(str(error)) from None
     sim_fleet.run([p.strip() for p in policy.split(",") if p.strip()], seed_list, days=days, defrag=defrag,
                   as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs,
-                  autoscalers=autoscalers, latency=not no_latency)
+                  autoscalers=autoscalers, latency=not no_latency, autoscale=autoscale)
 
 
 def _run_trace(pods: str, nodes: str, policy: str, seeds: str, *, as_json: bool, plot: Path | None, jobs: int,
