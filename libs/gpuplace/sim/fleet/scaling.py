@@ -26,23 +26,42 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from gpuplace.core.defrag.eligibility import HOUR_S
+from gpuplace.core.defrag.model import Limits, PastMove
 from gpuplace.core.framework.interface import Policy, PolicyContext
+from gpuplace.core.latency.model import LatencyModel, Stream
 from gpuplace.core.model import Node
 from gpuplace.core.policies import registry
 from gpuplace.core.scale_hints import NodeShape
+from gpuplace.core.workload import TypicalWorkload
 from gpuplace.sim import autoscaler
 from gpuplace.sim.fleet.latency_view import ElasticLatency
 
 if TYPE_CHECKING:
     from gpuplace.sim.fleet.cluster import Cluster
-    from gpuplace.sim.fleet.engine import FleetSim
+    from gpuplace.sim.fleet.plan import FleetPlan
 
 NODE_PREFIX = "autoscaled"
+
+
+class FleetSim(Protocol):
+    """What the autoscaler reads of engine.FleetSim (which calls it: engine imports this module, not the reverse)."""
+
+    plan: FleetPlan
+    policy_name: str
+    defrag: bool
+    latency: bool
+    limits: Limits
+    truth: LatencyModel
+    streams: dict[str, Stream]
+    clusters: dict[str, Cluster]
+    workloads: dict[str, TypicalWorkload]
+
+    def evictions(self, cluster: str) -> tuple[PastMove, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -188,4 +207,4 @@ def _by_shape(nodes: list[AddedNode]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-__all__ = ["AddedNode", "Autoscale", "FleetAutoscaler", "NODE_PREFIX"]
+__all__ = ["AddedNode", "Autoscale", "FleetAutoscaler", "FleetSim", "NODE_PREFIX"]
