@@ -17,7 +17,8 @@ simulated hours, the nodes a whole-GPU autoscaler and a hint-driven one would ad
 (sim/fleet/autoscaling.py; the simulation is not changed), adding per-seed totals to the JSON (`autoscalers`;
 every observation too in --save-runs files) and a table to the printout; it costs time. `--autoscale` scales the
 fleet with the acting autoscaler (sim/fleet/scaling.py: the hint-driven autoscaler's nodes, joining after 5 min,
-removed after 10 min empty; the label gains "+autoscale"): per run, the GPUs it added, its peak, the fleet's peak and
+removed after 10 min empty; the label gains "+autoscale"; `--autoscale-headroom F` keeps room for F more of each
+perception deployment's replicas, sim/fleet/headroom.py): per run, the GPUs it added, its peak, the fleet's peak and
 GPU-hours (`autoscale` in the JSON, a table in the printout).
 """
 
@@ -47,7 +48,7 @@ WARMUP_H = FleetScenario().warmup_s / 3600.0
 
 def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_json: bool, plot: Path | None = None,
         jobs: int = 1, scenario: FleetScenario | None = None, save_runs: Path | None = None,
-        autoscalers: int = 0, latency: bool = True, autoscale: bool = False) -> list[dict[str, Any]]:
+        autoscalers: int = 0, latency: bool = True, autoscale: Autoscale | None = None) -> list[dict[str, Any]]:
     """Run, print and return one summary per policy (see the module docstring). `autoscalers` > 0 compares the
     two autoscalers every that many simulated hours (sim/fleet/autoscaling.py)."""
     unknown = [p for p in policies if p not in registry.POLICIES]
@@ -82,10 +83,13 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
     return summaries
 
 
-def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int, bool, bool]) -> dict[str, Any]:
+def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int, bool, Autoscale | None]
+             ) -> dict[str, Any]:
     scenario, seed, policy, defrag, verbose, save_runs, autoscalers, latency, autoscale = task
+    scaled = ("" if autoscale is None
+              else "-autoscale" + (f"-headroom{autoscale.headroom:g}" if autoscale.headroom else ""))
     label = (f"fleet {policy}{' --defrag' if defrag else ''}{'' if latency else ' --no-latency'}"
-             f"{' --autoscale' if autoscale else ''} seed {seed}")
+             f"{scaled.replace('-', ' --', 1)} seed {seed}")
     day = [0]
 
     def progress(now_s: float, total_s: float) -> None:
@@ -95,14 +99,13 @@ def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int, 
 
     comparison = AutoscalerComparison(every_h=autoscalers) if autoscalers else None
     result = FleetSim(make_plan(scenario, seed), policy, defrag=defrag, latency=latency, progress=progress,
-                      observer=comparison, autoscale=Autoscale() if autoscale else None).run()
+                      observer=comparison, autoscale=autoscale).run()
     if comparison is not None:
         result["autoscalers"] = comparison.totals()
         result["autoscaler_observations"] = [o.as_dict() for o in comparison.observations]
     typer.echo(f"{label}: done in {result['seconds']:.1f} s", err=True)
     if save_runs is not None:
-        name = (f"{policy}{'-defrag' if defrag else ''}{'' if latency else '-nolat'}{'-autoscale' if autoscale else ''}"
-                f"-seed{seed}.json")
+        name = f"{policy}{'-defrag' if defrag else ''}{'' if latency else '-nolat'}{scaled}-seed{seed}.json"
         (save_runs / name).write_text(json.dumps(result, indent=1))
     return result
 
@@ -234,4 +237,4 @@ def _num(value: float | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-__all__ = ["FLEET_KPIS", "FleetScenario", "NAME", "WARMUP_H", "run", "summarise", "write_plot"]
+__all__ = ["Autoscale", "FLEET_KPIS", "FleetScenario", "NAME", "WARMUP_H", "run", "summarise", "write_plot"]

@@ -3,6 +3,8 @@ delay, it removes its node once empty, and a run without it is as before."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -11,8 +13,18 @@ from gpuplace.core.latency.model import Stream
 from gpuplace.core.model import Node, Pod
 from gpuplace.core.snapshot import ClusterSnapshot
 from gpuplace.sim.fleet import FleetScenario, FleetSim, make_plan
+from gpuplace.sim.fleet.headroom import placeholders, without
 from gpuplace.sim.fleet.latency_view import grown_load
-from gpuplace.sim.fleet.plan import TRAINING, ClusterPlan, FleetPlan, Job, training_request
+from gpuplace.sim.fleet.plan import (
+    TRAINING,
+    ClusterPlan,
+    Deployment,
+    FleetPlan,
+    Job,
+    Template,
+    perception_pod,
+    training_request,
+)
 from gpuplace.sim.fleet.scaling import NODE_PREFIX, Autoscale
 
 A100 = "NVIDIA-A100-SXM4-40GB"
@@ -25,13 +37,20 @@ def _job(name: str, at_s: float, hours: float) -> Job:
     return Job(pod, TRAINING, "c0", at_s, hours * HOUR)
 
 
-def _plan(jobs: list[Job], hours: float = 2.0) -> FleetPlan:
-    """One cluster of one 8 x A100 node, the given training jobs, no deployments and no churn; pods submitted in
-    the first 5 s are before the warm-up ends (their waits are not counted)."""
-    scenario = FleetScenario(regions=1, clusters_per_region=1, gpus_per_cluster=8, days=hours / 24.0, warmup_s=5.0)
+def _plan(jobs: list[Job], hours: float = 2.0, deployments: tuple[Deployment, ...] = ()) -> FleetPlan:
+    """One cluster of one 8 x A100 node, the given training jobs and deployments (replicas constant), no churn;
+    pods submitted in the first 5 s are before the warm-up ends (their waits are not counted)."""
+    scenario = FleetScenario(regions=1, clusters_per_region=1, gpus_per_cluster=8, days=hours / 24.0, warmup_s=5.0,
+                             daily_swing=0.0)
     node = Node.with_gpus("n0", 96_000, 786_432, 8, A100, 40_960)
-    return FleetPlan(scenario, 7, (ClusterPlan("c0", "us-east", (node,)),), (), tuple(jobs), (),
-                     {"c0": [j.pod for j in jobs]})
+    typical = [j.pod for j in jobs] + [perception_pod(d, d.templates[0], 0) for d in deployments]
+    return FleetPlan(scenario, 7, (ClusterPlan("c0", "us-east", (node,)),), deployments, tuple(jobs), (),
+                     {"c0": typical})
+
+
+def _deployment(replicas: int) -> Deployment:
+    """Replicas of 30 GiB each: one per A100 40 GB."""
+    return Deployment("seg", "c0", replicas, 0.0, (Template(0, "segmentation", 30_720, 2000, 8192, 10.0, 8.0),), ())
 
 
 def test_a_waiting_job_gets_a_node_that_joins_after_the_delay_and_goes_once_empty():
@@ -85,9 +104,29 @@ def test_the_latency_view_keeps_the_cluster_s_streams_and_adds_empty_rows():
         grown_load(out, ClusterSnapshot(nodes))
 
 
+def test_headroom_keeps_room_for_more_replicas_and_keeps_the_node_that_holds_it():
+    plan = _plan([], deployments=(_deployment(4),))  # 4 replicas take 4 of the node's 8 GPUs
+    fits = FleetSim(plan, "gpuplace", autoscale=replace(SETTINGS, headroom=1.0)).run()["autoscale"]
+    assert fits["nodes_added"] == 0 and fits["runs"] == 24  # 4 more fit on the free GPUs: asked, nothing to add
+    sim = FleetSim(plan, "gpuplace", autoscale=replace(SETTINGS, headroom=2.0))
+    spare = sim.run()["autoscale"]  # 8 more do not: a node for the other 4, kept all along though empty
+    assert (spare["nodes_added"], spare["nodes_removed"], spare["peak_added_gpus"]) == (1, 0, 8)
+    running = sim.clusters["c0"].running.values()
+    assert sim.clusters["c0"].snapshot.n_nodes == 2 and len(running) == 4 and {r.node for r in running} == {"n0"}
+    pods, streams = placeholders(plan, "c0", 0.0, 0.5)
+    assert [p.name for p in pods] == ["headroom-seg-0", "headroom-seg-1"] and set(streams) == {p.name for p in pods}
+    assert pods[0].gpu.memory_mib == 30_720 and streams[pods[0].name].frame_rate_hz == 10.0
+    assert placeholders(plan, "c0", 0.0, 0.0) == ([], {})
+    closed = without(sim.clusters["c0"].snapshot, "autoscaled-c0-0")
+    assert not closed.free_memory_mib[1].any() and closed.cpu_free_milli[1] == 0
+    assert sim.clusters["c0"].snapshot.free_memory_mib[1].all()  # a copy
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="positive interval"):
         Autoscale(interval_s=0)
+    with pytest.raises(ValueError, match="non-negative"):
+        Autoscale(headroom=-0.1)
     with pytest.raises(ValueError, match="max_nodes_per_cluster"):
         Autoscale(max_nodes_per_cluster=0)
 
@@ -116,3 +155,5 @@ def test_the_cli_scales_the_fleet_with_autoscale(tmp_path):
     assert printed.exit_code == 0 and "the acting autoscaler" in printed.output
     plain = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)[0]
     assert "autoscale" not in plain and "autoscale" not in plain["by_seed"][0]
+    refused = CliRunner().invoke(app, [*args, "--autoscale-headroom", "0.1"])
+    assert refused.exit_code == 2 and "needs" in refused.output  # the rich box may wrap the rest

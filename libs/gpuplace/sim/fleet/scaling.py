@@ -14,6 +14,8 @@ cluster-autoscaler does with its scan interval, its provisioning delay and its s
   with defragmentation on; otherwise it is given nothing to move and pays for such pods with nodes;
 - a node it added that holds no pod for `unneeded_s` (default 10 min) is removed. The nodes the plan gives the
   fleet are its floor and are never removed by the autoscaler;
+- with `headroom` > 0 it also keeps room for that fraction of each perception deployment's replicas more
+  (headroom.py): a reactive autoscaler cannot keep a wait shorter than its provisioning delay;
 - at most `max_nodes_per_cluster` of its nodes live in one cluster at once (cluster-autoscaler's node-group
   maximum), a bound on a run that would otherwise grow without end.
 
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections import ChainMap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,6 +43,7 @@ from gpuplace.core.policies import registry
 from gpuplace.core.scale_hints import NodeShape
 from gpuplace.core.workload import TypicalWorkload
 from gpuplace.sim import autoscaler
+from gpuplace.sim.fleet import headroom
 from gpuplace.sim.fleet.latency_view import ElasticLatency
 
 if TYPE_CHECKING:
@@ -73,9 +78,10 @@ class Autoscale:
     provision_s: float = 300.0
     unneeded_s: float = 600.0
     max_nodes_per_cluster: int = 64
+    headroom: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.interval_s <= 0 or self.grace_s < 0 or self.provision_s < 0 or self.unneeded_s < 0:
+        if min(self.grace_s, self.provision_s, self.unneeded_s, self.headroom) < 0 or self.interval_s <= 0:
             raise ValueError(f"autoscale needs a positive interval and non-negative delays: {self}")
         if self.max_nodes_per_cluster < 1:
             raise ValueError(f"max_nodes_per_cluster must be at least 1, got {self.max_nodes_per_cluster}")
@@ -120,7 +126,7 @@ class FleetAutoscaler:
         self.ticks += 1
         requested: list[AddedNode] = []
         for name, cluster in sim.clusters.items():
-            self._scale_down(cluster, now_s)
+            self._scale_down(sim, cluster, now_s)
             requested += self._scale_up(sim, name, cluster, now_s)
         self.nodes += requested
         self._peaks(sim)
@@ -132,7 +138,7 @@ class FleetAutoscaler:
         sim.clusters[added.cluster].add_node(added.node)
         added.joined_s = added.empty_since_s = now_s
 
-    def _scale_down(self, cluster: Cluster, now_s: float) -> None:
+    def _scale_down(self, sim: FleetSim, cluster: Cluster, now_s: float) -> None:
         used = {r.node for r in cluster.running.values()}
         for added in self._alive(cluster.name):
             if added.joined_s is None:
@@ -141,13 +147,24 @@ class FleetAutoscaler:
                 added.empty_since_s = None
             elif added.empty_since_s is None:
                 added.empty_since_s = now_s
-            elif now_s - added.empty_since_s >= self.config.unneeded_s:
+            elif now_s - added.empty_since_s >= self.config.unneeded_s and self._spare(sim, cluster, added, now_s):
                 evicted = cluster.drain(added.node.name)
                 assert not evicted, f"node {added.node.name} was empty"
                 added.removed_s = now_s
 
+    def _spare(self, sim: FleetSim, cluster: Cluster, added: AddedNode, now_s: float) -> bool:
+        """Whether the headroom's placeholders fit without `added` (always, without headroom)."""
+        spare, streams = headroom.placeholders(sim.plan, cluster.name, now_s, self.config.headroom)
+        if not spare:
+            return True
+        snapshot = headroom.without(cluster.snapshot, added.node.name)
+        run = autoscaler.hint_driven(snapshot, spare, self._factory(sim, cluster, now_s, streams), max_rounds=0)
+        return not run.unplaced
+
     def _scale_up(self, sim: FleetSim, name: str, cluster: Cluster, now_s: float) -> list[AddedNode]:
         waiting = [w.pod for w in cluster.queue() if now_s - w.submitted_s >= self.config.grace_s]
+        spare, streams = headroom.placeholders(sim.plan, name, now_s, self.config.headroom)
+        waiting += spare
         room = self.config.max_nodes_per_cluster - len(self._alive(name))
         if not waiting or room <= 0:
             return []
@@ -156,22 +173,24 @@ class FleetAutoscaler:
         movable = (autoscaler.Movable(tuple(p.running() for p in cluster.running.values()), sim.limits,
                                       sim.evictions(name), now_s) if sim.defrag else None)
         self.runs += 1
-        run = autoscaler.hint_driven(snapshot, waiting, self._factory(sim, name, cluster, now_s), movable=movable)
+        run = autoscaler.hint_driven(snapshot, waiting, self._factory(sim, cluster, now_s, streams), movable=movable)
         shapes = [a.shape for hint in run.hints for a in hint.additions for _ in range(a.nodes)][:room]
         serial = len(self.nodes)
         return [AddedNode(name, shape.node(f"{NODE_PREFIX}-{name}-{serial + k}"), shape, now_s)
                 for k, shape in enumerate(shapes)]
 
-    def _factory(self, sim: FleetSim, name: str, cluster: Cluster, now_s: float) -> autoscaler.PolicyFactory:
+    def _factory(self, sim: FleetSim, cluster: Cluster, now_s: float,
+                 spare: Mapping[str, Stream]) -> autoscaler.PolicyFactory:
         """Fresh policies as the cluster builds them, seeded for this cluster and tick, behind the latency filter
-        when the simulation decides so (latency_view.py)."""
-        seed = [sim.plan.seed, zlib.crc32(name.encode()), round(now_s)]
-        context = PolicyContext(workload=sim.workloads[name], rng=np.random.default_rng(seed),
+        when the simulation decides so (latency_view.py), which knows the streams of the placeholders `spare`."""
+        seed = [sim.plan.seed, zlib.crc32(cluster.name.encode()), round(now_s)]
+        context = PolicyContext(workload=sim.workloads[cluster.name], rng=np.random.default_rng(seed),
                                 expected_shapes=sim.plan.expected_shapes)
+        streams = ChainMap(dict(spare), sim.streams)
 
         def make() -> Policy:
             base = registry.create(sim.policy_name, context)
-            return ElasticLatency(base, sim.truth, cluster.gpu_load, sim.streams) if sim.latency else base
+            return ElasticLatency(base, sim.truth, cluster.gpu_load, streams) if sim.latency else base
 
         return make
 
