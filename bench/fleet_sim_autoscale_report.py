@@ -1,9 +1,10 @@
 """The acting autoscaler's section of bench/results/fleet-sim-autoscaler.md, printed as Markdown.
 
-    python bench/fleet_sim_autoscale_report.py --runs DIR [--command "..."]
+    python bench/fleet_sim_autoscale_report.py --runs DIR [--command "..."] [--headroom F]
 
 Reads every `<policy>-autoscale-seed<N>.json` in DIR that `gpuplace sim --scenario fleet --autoscale --save-runs
-DIR` kept (sim/fleet/scaling.py) and prints, per policy and seed, what the autoscaler added and what the fleet used
+DIR` kept (sim/fleet/scaling.py; with `--headroom F`, the `<policy>-autoscale-headroom<F>-seed<N>.json` of
+`--autoscale-headroom F`) and prints, per policy and seed, what the autoscaler added and what the fleet used
 beside the waits, then per seed whether gpuplace kept perception pods' p99 wait under 60 s with fewer GPUs than FGD
 (GPUs added, the most of them alive at once, GPU-hours they ran): the issue's criterion, as measured, win or lose.
 """
@@ -29,8 +30,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, required=True)
     parser.add_argument("--command", default=COMMAND)
+    parser.add_argument("--headroom", type=float, default=0.0)
     args = parser.parse_args()
-    runs = [json.loads(p.read_text()) for p in sorted(args.runs.glob("*-autoscale-seed*.json"))]
+    pattern = f"*-autoscale-headroom{args.headroom:g}-seed*.json" if args.headroom else "*-autoscale-seed*.json"
+    runs = [json.loads(p.read_text()) for p in sorted(args.runs.glob(pattern))]
     if not runs:
         raise SystemExit(f"no --autoscale runs in {args.runs}")
     runs.sort(key=lambda r: (r["policy"], r["seed"]))

@@ -88,8 +88,9 @@ def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int, 
     scenario, seed, policy, defrag, verbose, save_runs, autoscalers, latency, autoscale = task
     scaled = ("" if autoscale is None
               else "-autoscale" + (f"-headroom{autoscale.headroom:g}" if autoscale.headroom else ""))
-    label = (f"fleet {policy}{' --defrag' if defrag else ''}{'' if latency else ' --no-latency'}"
-             f"{scaled.replace('-', ' --', 1)} seed {seed}")
+    flags = "" if autoscale is None else " --autoscale" + (f" --autoscale-headroom {autoscale.headroom:g}"
+                                                           if autoscale.headroom else "")
+    label = f"fleet {policy}{' --defrag' if defrag else ''}{'' if latency else ' --no-latency'}{flags} seed {seed}"
     day = [0]
 
     def progress(now_s: float, total_s: float) -> None:
