@@ -20,6 +20,8 @@ from typing import Any
 COMMAND = ("gpuplace sim --scenario fleet --policy gpuplace,fgd --days 2 --seeds 42-44 --autoscalers 1 --json "
            "--save-runs DIR --jobs 2")
 SCOPE = "needs_nodes_both_placed_all"
+TITLE = "# Hint-driven vs whole-GPU autoscaler in the fleet simulator (issue 18, part 4)"
+"""This report's first line; what the file has above it (bench/fleet_sim_autoscale_report.py's part) is kept."""
 
 
 def main() -> None:
@@ -44,7 +46,9 @@ def main() -> None:
     summary = {"command": args.command, "scope": SCOPE, "by_run": rows, "hints_fewer_on_every_seed": verdict,
                "differing_observations": differing}
     (args.out / "fleet-sim-autoscaler.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (args.out / "fleet-sim-autoscaler.md").write_text(_markdown(summary, runs))
+    path = args.out / "fleet-sim-autoscaler.md"
+    kept = path.read_text().split(TITLE)[0] if path.exists() else ""  # the acting autoscaler's part stays on top
+    path.write_text(kept + _markdown(summary, runs))
 
 
 def _variant(run: dict[str, Any]) -> str:
@@ -73,7 +77,7 @@ def _markdown(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     rows = summary["by_run"]
     days = rows[0]["days"]
     lines = [
-        "# Hint-driven vs whole-GPU autoscaler in the fleet simulator (issue 18, part 4)", "",
+        TITLE, "",
         f"    {summary['command']}",
         "    python bench/fleet_sim_autoscaler_report.py --runs DIR", "",
         f"The fleet of bench/results/fleet-sim.md (5 regions, 10 clusters, about 1,000 GPUs, churn), {days:g} "

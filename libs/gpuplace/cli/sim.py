@@ -4,6 +4,7 @@
     gpuplace sim --pods default --policy gpuplace --defrag [--max-moves-pct 3] --seeds 42-51 --json
     gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] [--no-latency] --days 7 --seeds 42-44
     gpuplace sim --scenario fleet --policy gpuplace --days 2 --seeds 42-44 --autoscalers 1 --json
+    gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit --days 2 --seeds 42-44 --autoscale
 
 `--pods` takes a CSV path or a trace short name (default, cpu050, ...) looked up in the trace
 directory ($GPUPLACE_TRACE_DIR, else ../shared/traces/alibaba-gpu-v2023 from the repository root);
@@ -123,6 +124,12 @@ def sim(
                                     help="With --scenario fleet: every this many simulated hours, compare the nodes "
                                          "a whole-GPU and a hint-driven autoscaler would add for the waiting pods "
                                          "(0: off; it costs time)."),
+    autoscale: bool = typer.Option(False, "--autoscale", help="With --scenario fleet: every 5 simulated minutes add "
+                                   "the nodes the hint-driven autoscaler computes for pods waiting past 60 s (they "
+                                   "join 5 min later); remove them once empty for 10 min."),
+    headroom: float = typer.Option(0.0, "--autoscale-headroom", min=0.0,
+                                   help="With --autoscale: also keep room for this fraction more of each perception "
+                                        "deployment's replicas (placeholders, as overprovisioning does)."),
     no_latency: bool = typer.Option(False, "--no-latency",
                                     help="With --scenario fleet: run the policies without the latency filter the "
                                          "placement service puts in front of every pod with a frame rate (on by "
@@ -133,6 +140,7 @@ def sim(
             check_plot_path(plot)
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="'--plot'") from None
+    scaling = _autoscale(autoscale, headroom)
     if not scenario:
         _run_trace(pods, nodes, policy, seeds, as_json=as_json, plot=plot, jobs=jobs,
                    moves_pct=max_moves_pct if defrag else None)
@@ -150,7 +158,14 @@ def sim(
         raise typer.BadParameter(str(error)) from None
     sim_fleet.run([p.strip() for p in policy.split(",") if p.strip()], seed_list, days=days, defrag=defrag,
                   as_json=as_json, plot=plot, jobs=jobs, scenario=fleet, save_runs=save_runs,
-                  autoscalers=autoscalers, latency=not no_latency)
+                  autoscalers=autoscalers, latency=not no_latency, autoscale=scaling)
+
+
+def _autoscale(on: bool, headroom: float) -> sim_fleet.Autoscale | None:
+    """The acting autoscaler's settings from `--autoscale` and `--autoscale-headroom` (None: off)."""
+    if headroom and not on:
+        raise typer.BadParameter("--autoscale-headroom needs --autoscale", param_hint="'--autoscale-headroom'")
+    return sim_fleet.Autoscale(headroom=headroom) if on else None
 
 
 def _run_trace(pods: str, nodes: str, policy: str, seeds: str, *, as_json: bool, plot: Path | None, jobs: int,

@@ -1,7 +1,7 @@
 """`gpuplace sim --scenario fleet`: the fleet simulator (sim/fleet) per policy and seed, KPIs over the run.
 
     gpuplace sim --scenario fleet --policy gpuplace,fgd,bestfit [--defrag] [--no-latency] --days 7 --seeds 42-44 \\
-        [--jobs N] [--json] [--plot fleet.png] [--autoscalers H]
+        [--jobs N] [--json] [--plot fleet.png] [--autoscalers H] [--autoscale]
 
 As the placement service runs them, every pod with a frame rate goes through the latency filter in front of the
 policy; `--no-latency` runs the policies alone, for comparison (the label gains "-nolat").
@@ -15,7 +15,11 @@ Progress goes to stderr, one line per simulated day, so `--json` stays clean on 
 each run's whole result (hourly series included) to DIR as it finishes. `--autoscalers H` compares, every H
 simulated hours, the nodes a whole-GPU autoscaler and a hint-driven one would add for each cluster's waiting pods
 (sim/fleet/autoscaling.py; the simulation is not changed), adding per-seed totals to the JSON (`autoscalers`;
-every observation too in --save-runs files) and a table to the printout; it costs time.
+every observation too in --save-runs files) and a table to the printout; it costs time. `--autoscale` scales the
+fleet with the acting autoscaler (sim/fleet/scaling.py: the hint-driven autoscaler's nodes, joining after 5 min,
+removed after 10 min empty; the label gains "+autoscale"; `--autoscale-headroom F` keeps room for F more of each
+perception deployment's replicas, sim/fleet/headroom.py): per run, the GPUs it added, its peak, the fleet's peak and
+GPU-hours (`autoscale` in the JSON, a table in the printout).
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from gpuplace.cli.plot_output import save_figure
 from gpuplace.core.policies import registry
 from gpuplace.sim.fleet import FleetScenario, FleetSim, make_plan
 from gpuplace.sim.fleet.autoscaling import AutoscalerComparison
-from gpuplace.sim.fleet.plan import DAY_S
+from gpuplace.sim.fleet.plan import DAY_S, PERCEPTION
+from gpuplace.sim.fleet.scaling import Autoscale
 
 NAME = "fleet"
 WARMUP_H = FleetScenario().warmup_s / 3600.0
@@ -43,7 +48,7 @@ WARMUP_H = FleetScenario().warmup_s / 3600.0
 
 def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_json: bool, plot: Path | None = None,
         jobs: int = 1, scenario: FleetScenario | None = None, save_runs: Path | None = None,
-        autoscalers: int = 0, latency: bool = True) -> list[dict[str, Any]]:
+        autoscalers: int = 0, latency: bool = True, autoscale: Autoscale | None = None) -> list[dict[str, Any]]:
     """Run, print and return one summary per policy (see the module docstring). `autoscalers` > 0 compares the
     two autoscalers every that many simulated hours (sim/fleet/autoscaling.py)."""
     unknown = [p for p in policies if p not in registry.POLICIES]
@@ -57,7 +62,7 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
     if save_runs is not None:
         save_runs.mkdir(parents=True, exist_ok=True)
     # seed by seed, so that runs cut short leave whole comparisons behind (with --save-runs)
-    tasks = [(options, seed, policy, defrag, jobs <= 1, save_runs, autoscalers, latency)
+    tasks = [(options, seed, policy, defrag, jobs <= 1, save_runs, autoscalers, latency, autoscale)
              for seed in seeds for policy in policies]
     if jobs <= 1:
         runs = [_run_one(task) for task in tasks]
@@ -71,14 +76,21 @@ def run(policies: list[str], seeds: list[int], *, days: float, defrag: bool, as_
         _print(summaries)
         if autoscalers:
             _print_autoscalers(summaries)
+        if autoscale:
+            _print_autoscale(runs)
     if plot is not None:
         write_plot(runs, plot)
     return summaries
 
 
-def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int, bool]) -> dict[str, Any]:
-    scenario, seed, policy, defrag, verbose, save_runs, autoscalers, latency = task
-    label = f"fleet {policy}{' --defrag' if defrag else ''}{'' if latency else ' --no-latency'} seed {seed}"
+def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int, bool, Autoscale | None]
+             ) -> dict[str, Any]:
+    scenario, seed, policy, defrag, verbose, save_runs, autoscalers, latency, autoscale = task
+    scaled = ("" if autoscale is None
+              else "-autoscale" + (f"-headroom{autoscale.headroom:g}" if autoscale.headroom else ""))
+    flags = "" if autoscale is None else " --autoscale" + (f" --autoscale-headroom {autoscale.headroom:g}"
+                                                           if autoscale.headroom else "")
+    label = f"fleet {policy}{' --defrag' if defrag else ''}{'' if latency else ' --no-latency'}{flags} seed {seed}"
     day = [0]
 
     def progress(now_s: float, total_s: float) -> None:
@@ -88,13 +100,13 @@ def _run_one(task: tuple[FleetScenario, int, str, bool, bool, Path | None, int, 
 
     comparison = AutoscalerComparison(every_h=autoscalers) if autoscalers else None
     result = FleetSim(make_plan(scenario, seed), policy, defrag=defrag, latency=latency, progress=progress,
-                      observer=comparison).run()
+                      observer=comparison, autoscale=autoscale).run()
     if comparison is not None:
         result["autoscalers"] = comparison.totals()
         result["autoscaler_observations"] = [o.as_dict() for o in comparison.observations]
     typer.echo(f"{label}: done in {result['seconds']:.1f} s", err=True)
     if save_runs is not None:
-        name = f"{policy}{'-defrag' if defrag else ''}{'' if latency else '-nolat'}-seed{seed}.json"
+        name = f"{policy}{'-defrag' if defrag else ''}{'' if latency else '-nolat'}{scaled}-seed{seed}.json"
         (save_runs / name).write_text(json.dumps(result, indent=1))
     return result
 
@@ -121,6 +133,9 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out["by_seed"] = [{k: v for k, v in r.items() if k not in ("series", "autoscaler_observations")} for r in runs]
     if all("autoscalers" in r for r in runs):
         out["autoscalers"] = _autoscaler_summary(runs)
+    if all("autoscale" in r for r in runs):  # the acting autoscaler: means over seeds of what it added
+        out["autoscale"] = {k: round(float(np.mean([r["autoscale"][k] for r in runs])), 1)
+                            for k in ("gpus_added", "peak_added_gpus", "peak_fleet_gpus", "added_gpu_hours")}
     return out
 
 
@@ -178,7 +193,8 @@ def _print(summaries: list[dict[str, Any]]) -> None:
                    "GPU mem alloc %", "GPU pods p50 / p99 s", "perception p50 / p99 s", "SLO", "moved/h", "s/run"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for s in summaries:
-        table.add_row(s["policy"] + (" +defrag" if s["defrag"] else "") + ("" if s["latency"] else " -latency"),
+        table.add_row(s["policy"] + (" +defrag" if s["defrag"] else "") + ("" if s["latency"] else " -latency")
+                      + (" +autoscale" if "autoscale" in s else ""),
                       f"{s['stranded_gpu_memory_gib']:.0f}", f"{s['fragmentation_stranded_gib']:.0f}",
                       f"{s['time_stranded_gib']:.0f}", f"{s['gpu_memory_allocated_pct']:.1f}",
                       f"{_num(s['pending_gpu_p50_s'])} / {_num(s['pending_gpu_p99_s'])}",
@@ -203,8 +219,23 @@ def _print_autoscalers(summaries: list[dict[str, Any]]) -> None:
     new_console().print(table)
 
 
+def _print_autoscale(runs: list[dict[str, Any]]) -> None:
+    """Per run: what the acting autoscaler added and what the fleet used, beside the waits it was for."""
+    table = Table(title="the acting autoscaler, per run (GPU-hours of the fleet after the warm-up)")
+    for column in ("policy", "seed", "nodes added / removed", "GPUs added", "peak added GPUs", "peak fleet GPUs",
+                   "added GPU-h", "fleet GPU-h", "perception p99 s", "GPU pods p99 s", "SLO"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for r in runs:
+        a, f = r["autoscale"], r["fleet"]
+        table.add_row(r["policy"], str(r["seed"]), f"{a['nodes_added']} / {a['nodes_removed']}", str(a["gpus_added"]),
+                      str(a["peak_added_gpus"]), str(a["peak_fleet_gpus"]), f"{a['added_gpu_hours']:.0f}",
+                      f"{f['gpu_hours']:.0f}", _num(f["pending"][PERCEPTION]["p99_s"]), _num(f["pending_gpu"]["p99_s"]),
+                      _num(f["slo_attainment"], "{:.3f}"))
+    new_console().print(table)
+
+
 def _num(value: float | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-__all__ = ["FLEET_KPIS", "FleetScenario", "NAME", "WARMUP_H", "run", "summarise", "write_plot"]
+__all__ = ["Autoscale", "FLEET_KPIS", "FleetScenario", "NAME", "WARMUP_H", "run", "summarise", "write_plot"]

@@ -25,6 +25,10 @@ Latency (`latency=True`, the default): every pod with a frame rate goes through 
 policy, as the placement service decides (usecases/decide.py), with the scenario's truth model; `latency=False`
 runs the policy as the registry builds it, for comparison (`gpuplace sim --scenario fleet --no-latency`).
 
+Autoscaling (`autoscale=Autoscale()`, off by default): every `interval_s` the acting autoscaler (scaling.py) removes
+the nodes it added that stayed empty and requests the nodes the hint-driven autoscaler computes for the pods waiting
+past a grace period; each joins its cluster after the provisioning delay (a "join" event).
+
 Hook for other evaluations (the autoscaler comparison): `FleetSim.clusters` holds each cluster's live
 `snapshot` and `waiting_pods()`, and `observer(sim, now_s)` is called at every hourly sample.
 """
@@ -47,7 +51,7 @@ from gpuplace.core.defrag.planner import plan as plan_moves
 from gpuplace.core.filters.latency_room import MixTerms
 from gpuplace.core.fragmentation import stranded_gpu_memory
 from gpuplace.core.latency.model import DEFAULT_MODEL, LatencyModel, Stream
-from gpuplace.core.model import Node
+from gpuplace.core.model import MILLI_PER_GPU, Node
 from gpuplace.core.snapshot import ClusterSnapshot, GpuType
 from gpuplace.core.workload import TypicalWorkload, typical_workload
 from gpuplace.sim.fleet.cluster import Cluster, Placed, Waiting
@@ -73,6 +77,7 @@ from gpuplace.sim.fleet.plan import (
     perception_pod,
     replicas,
 )
+from gpuplace.sim.fleet.scaling import AddedNode, Autoscale, FleetAutoscaler
 from gpuplace.sim.scenarios.robotics import truth_model
 
 DEFRAG_INTERVAL_S = 300.0
@@ -116,13 +121,14 @@ class FleetSim:
 
     def __init__(self, plan: FleetPlan, policy: str, *, defrag: bool = False, limits: Limits = FLEET_LIMITS,
                  consolidation: bool = True,
-                 latency: bool = True, model: LatencyModel = DEFAULT_MODEL,
+                 latency: bool = True, model: LatencyModel = DEFAULT_MODEL, autoscale: Autoscale | None = None,
                  progress: Callable[[float, float], None] | None = None,
                  observer: Callable[[FleetSim, float], None] | None = None) -> None:
         self.plan, self.policy_name, self.defrag, self.limits = plan, policy, defrag, limits
         self.latency = latency
         self.consolidation = defrag and consolidation
         self.progress, self.observer = progress, observer
+        self.autoscaler = FleetAutoscaler(autoscale) if autoscale is not None else None
         self.truth = truth_model(model)
         self.streams: dict[str, Stream] = {}
         self.ledger = SloLedger(self.truth)
@@ -181,6 +187,8 @@ class FleetSim:
         self._push(0.0, "sample", None)
         if self.defrag:
             self._push(DEFRAG_INTERVAL_S, "defrag", None)
+        if self.autoscaler is not None:
+            self._push(self.autoscaler.config.interval_s, "autoscale", None)
         while self._events and self._events[0][0] <= end:
             at, _, kind, payload = heapq.heappop(self._events)
             self._advance(at)
@@ -271,6 +279,16 @@ class FleetSim:
             if self.consolidation:
                 self._consolidate(cluster)
         self._push(self._now + DEFRAG_INTERVAL_S, "defrag", None)
+
+    def _on_autoscale(self, _: None) -> None:
+        assert self.autoscaler is not None
+        for added in self.autoscaler.tick(self, self._now):
+            self._push(self._now + self.autoscaler.config.provision_s, "join", added)
+        self._push(self._now + self.autoscaler.config.interval_s, "autoscale", None)
+
+    def _on_join(self, added: AddedNode) -> None:
+        assert self.autoscaler is not None
+        self.autoscaler.join(self, added, self._now)
 
     # -- settling ---------------------------------------------------------------------------------------------
 
@@ -479,6 +497,8 @@ class FleetSim:
             "seconds": round(getattr(self, "seconds", 0.0), 2),
             "cpu_seconds": round(getattr(self, "cpu_seconds", 0.0), 2), "series": self.series,
         }
+        if self.autoscaler is not None:
+            out["autoscale"] = self.autoscaler.totals(end)
         return out
 
     def _scope(self, region: str | None, hours: float) -> dict[str, Any]:
@@ -502,6 +522,7 @@ class FleetSim:
             "stranded_gpu_memory_gib": round(sum(i.stranded_mib for i in integ) / total / GIB, 1),
             "stranded_gpu_memory_pct": round(100.0 * sum(i.stranded_mib for i in integ)
                                              / max(sum(i.memory_capacity_mib for i in integ), 1.0), 2),
+            "gpu_hours": round(sum(i.capacity_milli for i in integ) / MILLI_PER_GPU / HOUR_S, 1),
             "allocation_pct": round(100.0 * sum(i.allocated_milli for i in integ)
                                     / max(sum(i.capacity_milli for i in integ), 1.0), 2),
             "gpu_memory_allocated_pct": round(100.0 * sum(i.allocated_memory_mib for i in integ)
