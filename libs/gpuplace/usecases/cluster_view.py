@@ -294,11 +294,12 @@ def _taint(text: str) -> Taint:
     return Taint(key, value, effect)
 
 
-def pod_stream(row: Row) -> Stream | None:
-    """The frames a stored pod declares (None without a frame rate), with its profiled service time."""
+def pod_stream(row: Row, pod: Pod | None = None) -> Stream | None:
+    """The frames a stored pod declares (None without a frame rate), with its profiled service time. `pod`: the
+    core Pod already built of `row`, if the caller has it (a decision does), so it is not built twice."""
     if row.get("frame_rate_hz") is None:
         return None
-    return Stream.of(core_pod(row), service_ms=row.get("service_ms"))
+    return Stream.of(pod if pod is not None else core_pod(row), service_ms=row.get("service_ms"))
 
 
 __all__ = ["ClusterView", "Placement", "RUNNERS_UP_KEY", "SCORE_KEY", "core_pod", "node_facts", "pod_rules",

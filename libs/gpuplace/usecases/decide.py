@@ -105,11 +105,11 @@ class Decider:
     def __call__(self, view: ClusterView, pod: Pod, stream: Stream | None) -> Placement | dict[str, str]:
         snapshot = view.snapshot
         assert snapshot is not None
-        decision = runtime.place(snapshot, pod, self.policy(view, pod, stream))
+        demand = resolve(pod, snapshot)  # once, for the decision and for the Placement's share and memory
+        decision = runtime.decide(snapshot, demand, self.policy(view, pod, stream), explain=True)
         if decision.diagnosis is not None:
             return Unschedulable(reasons_by_node_class(view, decision.diagnosis),
                                  fit_error_message_of(snapshot.n_nodes, decision.diagnosis.counted()))
-        demand = resolve(pod, snapshot)
         gpu_type = snapshot.gpu_type_id[decision.node]
         return Placement(
             node=decision.node_name or "", gpu_indices=decision.gpu_indices,

@@ -192,7 +192,8 @@ class Deciding:
         written), or record why it waits (its reasons); one scheduling attempt, counted. The reservation is the
         batch's."""
         started = time.perf_counter()
-        pod, stream = core_pod(row), pod_stream(row)
+        pod = core_pod(row)
+        stream = pod_stream(row, pod)
         state.remember(row["uid"], pod)
         seen = self._sources.of(state)
         decided = self._decide(state.view, pod, stream) if state.view.snapshot is not None else \

@@ -200,7 +200,7 @@ class Defragmenter:
             if uid in by_uid and by_uid[uid]["state"] == PodState.BOUND and hold.gpu_indices and _movable(by_uid[uid])
         }
         pod = core_pod(row)
-        policy = self._policy_for(view, pod, pod_stream(row))
+        policy = self._policy_for(view, pod, pod_stream(row, pod))
         history = self._history.setdefault(row["cluster"], [])
         result = planner.plan(view.snapshot.copy(), pod, list(running.values()), policy, self.settings.limits,
                               history, self._clock())

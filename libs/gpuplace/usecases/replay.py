@@ -274,7 +274,8 @@ class Replayer:
         assert self._decider is not None
         if view.snapshot is None:
             return Outcome(None)
-        decided = self._decider(view, core_pod(row), pod_stream(row))
+        pod = core_pod(row)
+        decided = self._decider(view, pod, pod_stream(row, pod))
         return Outcome(decided.node, decided.gpu_indices) if isinstance(decided, Placement) else Outcome(None)
 
     def _place_own(self, uid: str, row: Row, now_ms: int) -> bool:
