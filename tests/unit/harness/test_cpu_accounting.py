@@ -35,11 +35,13 @@ def test_a_difference_is_rounded_and_never_negative() -> None:
 
 
 def test_a_live_service_child_is_reported_by_its_service_name_as_part_of_the_scheduler() -> None:
-    burn = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\ntime.sleep(30)"
-    child = subprocess.Popen([sys.executable, "-c", burn, "service", "placement"])
+    # the child says when it has burnt its 0.5 s of CPU: on a loaded machine a fixed wait may see less of it
+    burn = ("import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\n"
+            "print('burnt', flush=True)\ntime.sleep(30)")
+    before = cpu_accounting.sample()
+    child = subprocess.Popen([sys.executable, "-c", burn, "service", "placement"], stdout=subprocess.PIPE, text=True)
     try:
-        before = cpu_accounting.sample()
-        time.sleep(1.0)
+        assert child.stdout is not None and child.stdout.readline().strip() == "burnt"
         spent = cpu_accounting.spent(before, cpu_accounting.sample())
     finally:
         child.kill()
